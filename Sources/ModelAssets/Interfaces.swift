@@ -1,0 +1,83 @@
+// The small shared vocabulary of ModelAssets that other modules code against: host tensors,
+// chat messages and template segments, and the tokenizer protocol. Implementations live in
+// their own files (GGUF.swift, Safetensors.swift, Tokenizer*.swift, ChatTemplate.swift).
+
+/// A dense, row-major Float32 array with an explicit shape, as read from a model file.
+/// No autograd here: Training wraps these into `Autograd.Tensor`s.
+public struct HostTensor: Sendable, Equatable {
+    public var shape: [Int]
+    public var data: [Float]
+    public init(shape: [Int], data: [Float]) {
+        precondition(shape.reduce(1, *) == data.count, "[HostTensor] shape \(shape) does not hold \(data.count) values")
+        self.shape = shape
+        self.data = data
+    }
+}
+
+/// Text to token ids and back. Special tokens (`<|im_start|>`, ...) in the text are matched whole.
+public protocol TextTokenizer: Sendable {
+    func encode(_ text: String) -> [Int]
+    func decode(_ ids: [Int]) -> String
+    var vocabularySize: Int { get }
+}
+
+public enum ChatRole: String, Sendable, Codable, CaseIterable {
+    case system, user, assistant, tool
+}
+
+/// One turn as the chat template sees it: plain text content. Tool definitions, tool calls and
+/// response formats are already rendered into `content` by DataSchema (rules in Schema.md).
+public struct ChatMessage: Sendable, Equatable {
+    public var role: ChatRole
+    public var content: String
+    public init(role: ChatRole, content: String) {
+        self.role = role
+        self.content = content
+    }
+}
+
+/// A piece of rendered template text. `isTarget` marks text the loss is computed on: every
+/// assistant turn's content and its end-of-turn token, nothing else.
+public struct TemplateSegment: Sendable, Equatable {
+    public var text: String
+    public var isTarget: Bool
+    public init(text: String, isTarget: Bool) {
+        self.text = text
+        self.isTarget = isTarget
+    }
+}
+
+/// Renders a conversation into text segments, the way the model's own chat template does.
+public protocol ChatTemplating: Sendable {
+    /// `addGenerationPrompt` appends the assistant header, as for generation.
+    func render(_ messages: [ChatMessage], addGenerationPrompt: Bool) -> [TemplateSegment]
+}
+
+/// What a byte-level BPE tokenizer is built from, wherever it was read (GGUF metadata
+/// `tokenizer.ggml.*`, or a Hugging Face `tokenizer.json`).
+public struct TokenizerData: Sendable, Equatable {
+    /// Token strings by id, in the byte-level alphabet (GPT-2's byte-to-unicode map).
+    public var tokens: [String]
+    /// Merge rules in priority order, each "left right".
+    public var merges: [String]
+    /// GGUF token types by id (1 normal, 3 control, 4 user-defined, 6 byte ...); nil if unknown.
+    public var tokenTypes: [Int32]?
+    /// Pre-tokenizer name as GGUF's `tokenizer.ggml.pre` spells it ("smollm", "llama-bpe", "qwen2", "gpt2", ...).
+    public var preTokenizer: String
+    public var bosTokenId: Int?
+    public var eosTokenId: Int?
+    public var padTokenId: Int?
+    /// The model's Jinja chat template text, if the file carries one (used to pick ChatML vs Llama-3).
+    public var chatTemplate: String?
+    public init(tokens: [String], merges: [String], tokenTypes: [Int32]?, preTokenizer: String,
+                bosTokenId: Int?, eosTokenId: Int?, padTokenId: Int?, chatTemplate: String?) {
+        self.tokens = tokens
+        self.merges = merges
+        self.tokenTypes = tokenTypes
+        self.preTokenizer = preTokenizer
+        self.bosTokenId = bosTokenId
+        self.eosTokenId = eosTokenId
+        self.padTokenId = padTokenId
+        self.chatTemplate = chatTemplate
+    }
+}

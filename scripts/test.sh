@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command: set up a fresh machine (system packages, the default base model), then
+# run every test in a release build (model math is 10-100x slower in debug builds).
+# Tests that need the real base model find it through ADAPTER_BASE_MODEL (set here).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+scripts/setup.sh
+export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
+swift test -c release -Xswiftc -enable-testing "$@"
