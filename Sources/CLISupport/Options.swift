@@ -1,0 +1,151 @@
+// Option groups shared by the executables (swift-argument-parser @OptionGroup), so train-adapter
+// and train-draft take the same data, schedule and checkpoint flags with the same defaults and
+// help, and every tool names the base model the same way. Defaults follow Apple's adapter
+// training toolkit where it has them.
+import ArgumentParser
+import DataSchema
+import Foundation
+import Training
+
+public struct BaseModelOptions: ParsableArguments {
+    @Option(name: [.customLong("base-model"), .customLong("model")],
+            help: "Base model: a .gguf file or a Hugging Face folder (config.json, *.safetensors, tokenizer.json). Default: the fetched SmolLM2-135M-Instruct (scripts/fetch-model.sh) or $ADAPTER_BASE_MODEL.")
+    public var baseModel: String?
+
+    public init() {}
+
+    public func load() throws -> BaseModel {
+        try BaseModel.load(path: try BaseModel.resolvePath(baseModel))
+    }
+}
+
+extension LRSchedule: ExpressibleByArgument {}
+
+public struct DataOptions: ParsableArguments {
+    @Option(help: "Training data: JSONL, one conversation per line (see Schema.md).")
+    public var trainData: String
+
+    @Option(help: "Evaluation data (JSONL, same schema); eval loss and perplexity are reported after each epoch.")
+    public var evalData: String?
+
+    @Option(help: "Longest sample in tokens; longer samples are truncated and counted in the summary.")
+    public var maxSequenceLength: Int = 1024
+
+    @Flag(help: "Pad every batch to --max-sequence-length instead of to its longest sample.")
+    public var fixedSizedSequences = false
+
+    @Flag(help: "Pack several samples into each row up to --max-sequence-length (attention never crosses samples).")
+    public var packSequences = false
+
+    @Flag(help: "Train on the valid samples and report the invalid ones, instead of stopping before training.")
+    public var skipInvalid = false
+
+    public init() {}
+
+    public func validate() throws {
+        guard maxSequenceLength >= 2 else { throw ValidationError("--max-sequence-length must be at least 2 tokens") }
+        if fixedSizedSequences && packSequences {
+            throw ValidationError("--fixed-sized-sequences and --pack-sequences exclude each other; packing already fills rows to --max-sequence-length")
+        }
+    }
+}
+
+public struct ScheduleOptions: ParsableArguments {
+    @Option(help: "Number of passes over the training data.")
+    public var epochs: Int = 2
+
+    @Option(help: "Peak learning rate of AdamW.")
+    public var learningRate: Float = 1e-3
+
+    @Option(help: "Linear warmup length in epochs (fractions allowed). Excludes --warmup-steps.")
+    public var warmupEpochs: Double?
+
+    @Option(help: "Linear warmup length in optimizer steps. Excludes --warmup-epochs.")
+    public var warmupSteps: Int?
+
+    @Option(help: "Learning-rate schedule after warmup: cosine, linear or constant.")
+    public var lrSchedule: LRSchedule = .cosine
+
+    @Option(help: "Samples per micro-batch.")
+    public var batchSize: Int = 4
+
+    @Option(help: "Micro-batches whose gradients are averaged into one optimizer step.")
+    public var gradientAccumulationSteps: Int = 1
+
+    @Option(help: "AdamW decoupled weight decay.")
+    public var weightDecay: Float = 1e-2
+
+    @Option(help: "Clip the global gradient norm to this value (0 turns clipping off).")
+    public var clipGradNorm: Float = 1.0
+
+    @Option(help: "Stop after this many optimizer steps (the schedule is laid out over them).")
+    public var maxSteps: Int?
+
+    @Option(help: "Seed for adapter initialisation, data order and dropout.")
+    public var seed: UInt64 = 0
+
+    @Flag(help: "Recompute block activations in the backward pass instead of keeping them (less memory, ~30% more time).")
+    public var activationCheckpointing = false
+
+    @Option(help: "Report the training loss every this many optimizer steps.")
+    public var lossUpdateFrequency: Int = 1
+
+    public init() {}
+
+    public func validate() throws {
+        guard epochs >= 1 else { throw ValidationError("--epochs must be at least 1") }
+        guard learningRate > 0, learningRate.isFinite else { throw ValidationError("--learning-rate must be a positive number") }
+        guard batchSize >= 1 else { throw ValidationError("--batch-size must be at least 1") }
+        guard gradientAccumulationSteps >= 1 else { throw ValidationError("--gradient-accumulation-steps must be at least 1") }
+        guard weightDecay >= 0 else { throw ValidationError("--weight-decay must not be negative") }
+        guard clipGradNorm >= 0 else { throw ValidationError("--clip-grad-norm must not be negative (0 turns clipping off)") }
+        if warmupEpochs != nil && warmupSteps != nil { throw ValidationError("give --warmup-epochs or --warmup-steps, not both") }
+        if let w = warmupEpochs, w < 0 { throw ValidationError("--warmup-epochs must not be negative") }
+        if let w = warmupSteps, w < 0 { throw ValidationError("--warmup-steps must not be negative") }
+        if let m = maxSteps, m < 1 { throw ValidationError("--max-steps must be at least 1") }
+        guard lossUpdateFrequency >= 1 else { throw ValidationError("--loss-update-frequency must be at least 1") }
+    }
+
+    /// The loop's options, with warmup epochs turned into steps for `batchesPerEpoch`.
+    public func trainingOptions(batchesPerEpoch: Int, checkpointFrequency: Int) -> TrainingOptions {
+        var o = TrainingOptions()
+        o.epochs = epochs
+        o.learningRate = learningRate
+        o.gradientAccumulationSteps = gradientAccumulationSteps
+        let stepsPerEpoch = (batchesPerEpoch + gradientAccumulationSteps - 1) / gradientAccumulationSteps
+        o.warmupSteps = warmupSteps ?? Int(((warmupEpochs ?? 0) * Double(stepsPerEpoch)).rounded())
+        o.weightDecay = weightDecay
+        o.clipGradNorm = clipGradNorm > 0 ? clipGradNorm : nil
+        o.schedule = lrSchedule
+        o.maxSteps = maxSteps
+        o.seed = seed
+        o.checkpointFrequency = checkpointFrequency
+        o.lossUpdateFrequency = lossUpdateFrequency
+        return o
+    }
+}
+
+public struct CheckpointOptions: ParsableArguments {
+    @Option(help: "Folder for checkpoints, metrics.jsonl and the loss curve (created if missing).")
+    public var checkpointDir: String
+
+    @Option(help: "Write an epoch checkpoint every this many epochs.")
+    public var checkpointFrequency: Int = 1
+
+    @Option(help: "Continue exactly from this checkpoint (same data and settings).")
+    public var resumeFrom: String?
+
+    @Flag(help: "Continue from the newest checkpoint in --checkpoint-dir.")
+    public var resume = false
+
+    @Option(help: "Keep only the N epoch checkpoints with the lowest eval loss (the final one is always kept).")
+    public var keepBest: Int?
+
+    public init() {}
+
+    public func validate() throws {
+        guard checkpointFrequency >= 1 else { throw ValidationError("--checkpoint-frequency must be at least 1 (epochs)") }
+        if resume && resumeFrom != nil { throw ValidationError("give --resume or --resume-from, not both") }
+        if let k = keepBest, k < 0 { throw ValidationError("--keep-best must not be negative") }
+    }
+}

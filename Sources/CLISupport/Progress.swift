@@ -1,0 +1,65 @@
+// Renders training events for a person: one live, rewritten status line on a terminal
+// (epoch, step/total, smoothed loss, learning rate, tokens/s, ETA), plain log lines otherwise
+// (CI logs, files). Everything goes to stderr so stdout stays for results.
+import Foundation
+import Training
+
+public final class ProgressPrinter {
+    let live: Bool
+    var smoothed: Float?
+    var lineOpen = false
+
+    public init(live: Bool = isatty(STDERR_FILENO) == 1) {
+        self.live = live
+    }
+
+    public func log(_ text: String) {
+        if lineOpen {
+            FileHandle.standardError.write(Data("\n".utf8))
+            lineOpen = false
+        }
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    func status(_ text: String) {
+        if live {
+            FileHandle.standardError.write(Data(("\r\u{1B}[K" + text).utf8))
+            lineOpen = true
+        } else {
+            log(text)
+        }
+    }
+
+    public static func duration(_ s: Double) -> String {
+        guard s.isFinite, s >= 0 else { return "?" }
+        let t = Int(s.rounded())
+        if t >= 3600 { return String(format: "%dh%02dm", t / 3600, (t % 3600) / 60) }
+        if t >= 60 { return String(format: "%dm%02ds", t / 60, t % 60) }
+        return "\(t)s"
+    }
+
+    public func handle(_ event: TrainingEvent) {
+        switch event {
+        case .started(let plan):
+            smoothed = nil
+            log("training: \(plan.totalSteps) optimizer steps (\(plan.stepsPerEpoch) per epoch, \(plan.trainBatchesPerEpoch) batches per epoch), \(plan.trainableParameters) trainable parameters"
+                + (plan.resumedFromStep > 0 ? ", resuming after step \(plan.resumedFromStep)" : ""))
+        case .step(let r, let total, let tps, let elapsed):
+            smoothed = smoothed.map { 0.9 * $0 + 0.1 * r.loss } ?? r.loss
+            let remaining = Double(total - r.step) * elapsed / Double(max(1, r.step))
+            status(String(format: "epoch %d  step %d/%d  loss %.4f (smoothed %.4f)  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %@  ETA %@",
+                          r.epoch, r.step, total, r.loss, smoothed ?? r.loss, r.learningRate, r.gradNorm, tps,
+                          Self.duration(elapsed), Self.duration(remaining)))
+        case .evaluated(let e):
+            log(String(format: "eval after epoch %d (step %d): loss %.4f  perplexity %.3f  over %d tokens", e.epoch, e.step, e.loss, e.perplexity, e.tokens))
+        case .checkpointSaved(let path, _):
+            log("saved \(path)")
+        case .checkpointsPruned(let paths):
+            log("removed (not among the best by eval loss): " + paths.joined(separator: ", "))
+        case .stopped(let step, let path):
+            log("stopped after step \(step); resumable checkpoint: \(path) (continue with --resume-from \(path))")
+        case .finished(let state):
+            log("finished: \(state.step) steps, \(state.epoch) epochs")
+        }
+    }
+}

@@ -1,0 +1,200 @@
+// train-adapter's whole job as one library call: check the folder, read and validate the data
+// before any compute, build the model with LoRA, resume if asked (refusing a checkpoint from
+// another base, LoRA shape or data), run the loop, and keep metrics.jsonl and the loss curve.
+import Autograd
+import DataSchema
+import Foundation
+import ModelAssets
+
+public struct DataSettings: Sendable {
+    public var trainData: String
+    public var evalData: String?
+    public var maxSequenceLength: Int
+    public var fixedSizedSequences: Bool
+    public var packSequences: Bool
+    public var skipInvalid: Bool
+    public var batchSize: Int
+    public var seed: UInt64
+
+    public init(trainData: String, evalData: String?, maxSequenceLength: Int, fixedSizedSequences: Bool,
+                packSequences: Bool, skipInvalid: Bool, batchSize: Int, seed: UInt64) {
+        self.trainData = trainData
+        self.evalData = evalData
+        self.maxSequenceLength = maxSequenceLength
+        self.fixedSizedSequences = fixedSizedSequences
+        self.packSequences = packSequences
+        self.skipInvalid = skipInvalid
+        self.batchSize = batchSize
+        self.seed = seed
+    }
+
+    var layout: BatchOptions.Layout {
+        packSequences ? .pack(maxSequenceLength) : fixedSizedSequences ? .padToFixed(maxSequenceLength) : .padToLongest
+    }
+}
+
+/// What the data step found, for the start summary.
+public struct PreparedData {
+    public var train: EpochBatches
+    public var eval: EpochBatches?
+    public var trainSummary: DataSummary
+    public var evalSummary: DataSummary?
+    public var issues: [DataIssue]
+    public var trainTokens: Int
+    public var trainTargetTokens: Int
+    public var fingerprint: String
+}
+
+public enum DataPreparation {
+    /// Reads, validates, renders and batches the train (and eval) files. Throws before any
+    /// training compute on bad data, listing the problems.
+    public static func prepare(_ s: DataSettings, base: BaseModel) throws -> PreparedData {
+        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: s.maxSequenceLength)
+        func load(_ path: String, role: String) throws -> (EncodedDataSet, DataSet) {
+            let data = try DataReader.read(path: path, options: ReadOptions(mode: .train, skipInvalid: s.skipInvalid))
+            guard !data.samples.isEmpty else {
+                throw TrainingError.data("\(path): no usable samples in the \(role) file (\(data.summary)); see Schema.md for the format")
+            }
+            return (try encoder.encode(data, skipInvalid: s.skipInvalid), data)
+        }
+        let (train, _) = try load(s.trainData, role: "training")
+        let pad = base.tokenizer.padTokenId ?? base.tokenizer.eosTokenId ?? 0
+        let trainOptions = BatchOptions(batchSize: s.batchSize, layout: s.layout, shuffle: true, seed: s.seed, padTokenId: pad)
+        let trainBatches = try EpochBatches(examples: train.examples, options: trainOptions)
+        var evalBatches: EpochBatches? = nil
+        var evalSummary: DataSummary? = nil
+        var issues = train.issues
+        if let evalPath = s.evalData {
+            let (ev, _) = try load(evalPath, role: "eval")
+            guard ev.examples.count >= s.batchSize else {
+                throw TrainingError.data("\(evalPath): the eval file has \(ev.examples.count) usable samples, fewer than --batch-size \(s.batchSize); add eval samples or lower --batch-size")
+            }
+            let evalOptions = BatchOptions(batchSize: s.batchSize, layout: s.layout, shuffle: false, seed: 0, padTokenId: pad)
+            evalBatches = try EpochBatches(examples: ev.examples, options: evalOptions)
+            evalSummary = ev.summary
+            issues += ev.issues
+        }
+        let fileData: Data
+        do { fileData = try Data(contentsOf: URL(fileURLWithPath: s.trainData)) } catch {
+            throw TrainingError.io(path: s.trainData, reason: "cannot read: \(error.localizedDescription)")
+        }
+        let settingsText = "maxSequenceLength=\(s.maxSequenceLength) layout=\(s.layout) batchSize=\(s.batchSize) seed=\(s.seed) skipInvalid=\(s.skipInvalid)"
+        return PreparedData(
+            train: trainBatches, eval: evalBatches, trainSummary: train.summary, evalSummary: evalSummary, issues: issues,
+            trainTokens: train.examples.reduce(0) { $0 + $1.count },
+            trainTargetTokens: train.examples.reduce(0) { $0 + $1.targetTokenCount },
+            fingerprint: Fingerprint.sha256([fileData, Data(settingsText.utf8)]))
+    }
+}
+
+public struct AdapterRunSettings {
+    public var data: DataSettings
+    public var lora: LoRAConfig
+    public var checkpointDir: String
+    public var checkpointFrequency: Int
+    public var resumeFrom: String?
+    public var resume: Bool
+    public var keepBest: Int?
+    /// The loop's options, given the first epoch's batch count (warmup epochs need it).
+    public var makeOptions: (_ batchesPerEpoch: Int) -> TrainingOptions
+
+    public init(data: DataSettings, lora: LoRAConfig, checkpointDir: String, checkpointFrequency: Int,
+                resumeFrom: String?, resume: Bool, keepBest: Int?, makeOptions: @escaping (Int) -> TrainingOptions) {
+        self.data = data
+        self.lora = lora
+        self.checkpointDir = checkpointDir
+        self.checkpointFrequency = checkpointFrequency
+        self.resumeFrom = resumeFrom
+        self.resume = resume
+        self.keepBest = keepBest
+        self.makeOptions = makeOptions
+    }
+}
+
+/// Messages for the start of a run (the CLI prints them).
+public enum RunNotice {
+    case dataSummary(train: DataSummary, eval: DataSummary?, trainTokens: Int, targetTokens: Int, skipped: [DataIssue])
+    case model(path: String, signature: String, layers: Int, hidden: Int, trainable: Int, lora: LoRAConfig)
+    case resuming(from: String, step: Int, epoch: Int)
+}
+
+public enum AdapterRun {
+    public static func run(_ s: AdapterRunSettings, base: BaseModel, shouldStop: () -> Bool,
+                           notice: (RunNotice) -> Void, onEvent: (TrainingEvent) -> Void) throws -> TrainingOutcome {
+        let folder = try RunFolder(s.checkpointDir)
+        defer { folder.releaseLock() }
+        let data = try DataPreparation.prepare(s.data, base: base)
+        notice(.dataSummary(train: data.trainSummary, eval: data.evalSummary, trainTokens: data.trainTokens,
+                            targetTokens: data.trainTargetTokens, skipped: data.issues))
+        let options = s.makeOptions(data.train.batchCount(epoch: 0))
+
+        var resumePath = s.resumeFrom
+        if s.resume { resumePath = folder.newestCheckpoint(prefix: "adapter") }
+        if s.resume && resumePath == nil {
+            throw TrainingError.io(path: s.checkpointDir, reason: "--resume found no adapter checkpoint in the folder; start without --resume")
+        }
+        let resumed = try resumePath.map { try Checkpoint.load($0) }
+        let lora = resumed?.header.lora ?? s.lora
+        if let r = resumed {
+            try r.requireAdapter(for: base)
+            guard r.header.lora == s.lora else {
+                throw TrainingError.incompatible(path: r.path, reason: "was trained with LoRA \(describe(r.header.lora!)), but this run asks for \(describe(s.lora)); resume with the same --rank/--alpha/--targets/--dropout")
+            }
+            guard r.header.dataFingerprint == data.fingerprint else {
+                throw TrainingError.incompatible(path: r.path, reason: "was trained on different data or data settings (train file contents, --max-sequence-length, --batch-size, packing, --seed); exact resume needs the same ones")
+            }
+        }
+        var rng = SeededRNG(seed: options.seed)
+        let model = try LlamaModel(config: base.config, weights: base.file.tensors, lora: lora, rng: &rng)
+        let objective = AdapterObjective(model: model)
+        var state = TrainerState(seed: options.seed)
+        var optimizer: AdamW? = nil
+        var runOptions = options
+        if let r = resumed {
+            optimizer = try r.restore(into: model.loraParameters, weightDecay: options.weightDecay)
+            state = r.header.state
+            if r.header.label == "final" {
+                throw TrainingError.incompatible(path: r.path, reason: "is the final checkpoint of a finished run; there is nothing to resume (raise --epochs in a new run to train further)")
+            }
+            runOptions = r.header.options
+            notice(.resuming(from: r.path, step: state.step, epoch: state.epoch))
+        }
+        let params = model.loraParameters
+        notice(.model(path: base.path, signature: base.signature, layers: base.config.numLayers, hidden: base.config.hiddenSize,
+                      trainable: params.reduce(0) { $0 + $1.tensor.count }, lora: lora))
+        let checkpointer = FolderCheckpointer(directory: folder.path, prefix: "adapter", params: params) { st, opts, label in
+            CheckpointHeader(content: .adapter, baseSignature: base.signature, baseConfig: base.config, lora: lora,
+                             state: st, options: opts, dataFingerprint: data.fingerprint, label: label)
+        }
+        let trainer = Trainer(options: runOptions, keepBest: s.keepBest)
+        var latest = state
+        let title = "adapter training: \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)"
+        return try trainer.run(objective: objective, train: data.train, eval: data.eval, checkpointer: checkpointer,
+                               state: state, optimizer: optimizer, shouldStop: shouldStop) { event in
+            switch event {
+            case .step(let r, _, let tps, _):
+                latest.history.append(r)
+                folder.appendMetric(["type": "train", "step": r.step, "epoch": r.epoch, "loss": Double(r.loss),
+                                     "learning_rate": Double(r.learningRate), "grad_norm": Double(r.gradNorm),
+                                     "tokens": r.tokens, "tokens_per_second": tps])
+            case .evaluated(let e):
+                latest.evals.append(e)
+                folder.appendMetric(["type": "eval", "step": e.step, "epoch": e.epoch, "loss": Double(e.loss),
+                                     "perplexity": Double(e.perplexity), "tokens": e.tokens])
+                try? folder.writeLossCurve(state: latest, title: title)
+            case .finished(let st):
+                latest = st
+                try? folder.writeLossCurve(state: st, title: title)
+            case .stopped:
+                try? folder.writeLossCurve(state: latest, title: title)
+            default:
+                break
+            }
+            onEvent(event)
+        }
+    }
+
+    static func describe(_ l: LoRAConfig) -> String {
+        "rank \(l.rank), alpha \(l.alpha), targets \(l.targets.map(\.rawValue).joined(separator: ",")), dropout \(l.dropout)"
+    }
+}

@@ -1,0 +1,66 @@
+// Everything a command needs from the base model in one value: the weights (ModelAssets), its
+// signature, tokenizer and chat template; and where the default model lives when no path is given.
+import Foundation
+import ModelAssets
+
+public struct BaseModel {
+    public static let defaultFileName = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+    public let file: BaseModelFile
+    public let signature: String
+    public let tokenizer: BPETokenizer
+    public let template: ChatTemplate
+
+    public var config: ModelConfig { file.config }
+    public var path: String { file.path }
+
+    /// Ids that end an assistant turn (the template's end-of-turn token, and EOS).
+    public var stopTokenIds: Set<Int> {
+        var s = Set<Int>()
+        if let id = tokenizer.tokenId(template.endOfTurn) { s.insert(id) }
+        if let e = tokenizer.eosTokenId { s.insert(e) }
+        return s
+    }
+
+    public static func load(path: String) throws -> BaseModel {
+        let file = try ModelLoader.load(path: path)
+        let tokenizer: BPETokenizer
+        switch file.tokenizer {
+        case .gguf(let data):
+            tokenizer = try BPETokenizer(data: data)
+        case .huggingFace(let folder, let json):
+            guard let json else {
+                throw TrainingError.invalidConfig("\(folder) has no tokenizer.json; the toolkit needs the model's byte-level BPE tokenizer")
+            }
+            tokenizer = try BPETokenizer.load(tokenizerJSON: URL(fileURLWithPath: json))
+        }
+        guard tokenizer.vocabularySize <= file.config.vocabSize else {
+            throw TrainingError.invalidConfig("\(path): the tokenizer has \(tokenizer.vocabularySize) tokens but the model's vocabulary is \(file.config.vocabSize)")
+        }
+        return BaseModel(file: file, signature: file.signature(), tokenizer: tokenizer,
+                         template: ChatTemplate.detect(from: tokenizer.chatTemplate))
+    }
+
+    /// The default model's path: $ADAPTER_BASE_MODEL, else assets/<default> in the current folder
+    /// or in a parent of the executable's folder (a checkout's .build/release/..). Nil when absent.
+    public static func defaultPath() -> String? {
+        let fm = FileManager.default
+        if let env = ProcessInfo.processInfo.environment["ADAPTER_BASE_MODEL"], !env.isEmpty { return env }
+        var candidates = [fm.currentDirectoryPath + "/assets/" + defaultFileName]
+        var dir = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath().deletingLastPathComponent()
+        for _ in 0..<6 {
+            candidates.append(dir.appendingPathComponent("assets/" + defaultFileName).path)
+            dir = dir.deletingLastPathComponent()
+        }
+        return candidates.first { fm.fileExists(atPath: $0) }
+    }
+
+    /// Resolves a user's `--base-model` (or the default) to a path, with an instruction when missing.
+    public static func resolvePath(_ given: String?) throws -> String {
+        if let given { return given }
+        guard let p = defaultPath() else {
+            throw TrainingError.invalidConfig("no base model given and the default (\(defaultFileName)) is not fetched; run scripts/fetch-model.sh, or pass --base-model PATH (a .gguf file or a Hugging Face folder), or set ADAPTER_BASE_MODEL")
+        }
+        return p
+    }
+}

@@ -1,0 +1,287 @@
+// The Llama-family decoder on Autograd: frozen base weights, optional LoRA on any of the seven
+// projections, forward for training (hidden states, then the output head only where the loss
+// needs it). Follows Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM; weights arrive in
+// Hugging Face layout and names (ModelAssets converts GGUF at its boundary).
+// The no-grad KV-cache decoding path lives in Inference; this file is the differentiable one.
+//
+// Dimensions: B batch, T tokens per row, N = B*T rows, D hidden, H query heads, K kv heads,
+// hd head dim, F feed-forward, V vocab, R LoRA rank, M rows kept for the loss.
+import Autograd
+import ModelAssets
+
+/// The projections LoRA can adapt, named as the reference toolkits name them.
+public enum LoRATarget: String, CaseIterable, Codable, Sendable, Comparable {
+    case q, k, v, o, gate, up, down
+
+    /// The Hugging Face module name, as in PEFT's target_modules.
+    public var moduleName: String {
+        switch self {
+        case .q: "q_proj"
+        case .k: "k_proj"
+        case .v: "v_proj"
+        case .o: "o_proj"
+        case .gate: "gate_proj"
+        case .up: "up_proj"
+        case .down: "down_proj"
+        }
+    }
+
+    /// The parent module in Hugging Face's layer naming.
+    public var parentName: String {
+        switch self {
+        case .q, .k, .v, .o: "self_attn"
+        case .gate, .up, .down: "mlp"
+        }
+    }
+
+    public static func < (a: LoRATarget, b: LoRATarget) -> Bool {
+        allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+    }
+}
+
+/// How an adapter is shaped. Recorded in every checkpoint and package.
+public struct LoRAConfig: Codable, Equatable, Sendable {
+    public var rank: Int
+    public var alpha: Float
+    public var targets: [LoRATarget]
+    public var dropout: Float
+
+    public init(rank: Int = 32, alpha: Float? = nil, targets: [LoRATarget] = LoRATarget.allCases, dropout: Float = 0) {
+        self.rank = rank
+        self.alpha = alpha ?? Float(rank)
+        self.targets = targets.sorted()
+        self.dropout = dropout
+    }
+
+    public var scale: Float { alpha / Float(rank) }
+}
+
+/// One linear projection: frozen weight, optionally with a LoRA adapter on top.
+public final class Projection {
+    public let weight: Tensor  // [out, in], frozen
+    public let bias: Tensor?  // [out], frozen
+    public let lora: LoRALinear?
+
+    init(weight: Tensor, bias: Tensor?, lora: LoRALinear?) {
+        self.weight = weight
+        self.bias = bias
+        self.lora = lora
+    }
+
+    /// [N, in] -> [N, out]
+    func callAsFunction(_ x: Tensor, rng: inout SeededRNG, training: Bool) -> Tensor {
+        guard let lora else { return linear(x, weight: weight, bias: bias) }
+        if training && lora.dropout > 0 { return lora(x, rng: &rng) }
+        return lora(x)
+    }
+
+    /// The weight with the adapter merged in ([out, in]), for inference and `fuse`.
+    public func mergedWeight() -> [Float] {
+        lora?.fused().data ?? weight.data
+    }
+}
+
+public final class LlamaBlock {
+    public let inputNorm: Tensor  // [D]
+    public let postAttentionNorm: Tensor  // [D]
+    public let q, k, v, o: Projection  // q [H*hd, D], k/v [K*hd, D], o [D, H*hd]
+    public let gate, up, down: Projection  // gate/up [F, D], down [D, F]
+
+    init(inputNorm: Tensor, postAttentionNorm: Tensor, q: Projection, k: Projection, v: Projection,
+         o: Projection, gate: Projection, up: Projection, down: Projection) {
+        self.inputNorm = inputNorm
+        self.postAttentionNorm = postAttentionNorm
+        self.q = q
+        self.k = k
+        self.v = v
+        self.o = o
+        self.gate = gate
+        self.up = up
+        self.down = down
+    }
+
+    public func projection(_ target: LoRATarget) -> Projection {
+        switch target {
+        case .q: q
+        case .k: k
+        case .v: v
+        case .o: o
+        case .gate: gate
+        case .up: up
+        case .down: down
+        }
+    }
+}
+
+/// What one forward pass needs besides the ids: the row layout, and for packed rows the
+/// segment ids and per-token positions.
+public struct ForwardLayout: Sendable {
+    public var batch: Int
+    public var positions: [Int]  // [N], restarting at 0 for each packed sample
+    public var segmentIds: [Int32]?  // [N], nil = one sample per row
+
+    public init(batch: Int, positions: [Int], segmentIds: [Int32]?) {
+        self.batch = batch
+        self.positions = positions
+        self.segmentIds = segmentIds
+    }
+
+    /// Plain rows of equal length T with positions 0..<T.
+    public static func rows(batch: Int, length: Int) -> ForwardLayout {
+        ForwardLayout(batch: batch, positions: (0..<batch).flatMap { _ in 0..<length }, segmentIds: nil)
+    }
+}
+
+public enum TrainingError: Error, LocalizedError, Equatable {
+    case missingTensor(String)
+    case wrongShape(name: String, expected: [Int], got: [Int])
+    case invalidConfig(String)
+    case checkpoint(path: String, reason: String)
+    case incompatible(path: String, reason: String)
+    case data(String)
+    case io(path: String, reason: String)
+    case nonFiniteLoss(step: Int, value: Float, lastGoodCheckpoint: String?)
+
+    public var errorDescription: String? {
+        switch self {
+        case .missingTensor(let name):
+            "the base model has no tensor '\(name)'; is it a Llama-family model (llama, mistral, qwen2)?"
+        case .wrongShape(let name, let expected, let got):
+            "tensor '\(name)' has shape \(got), expected \(expected) from the model config"
+        case .invalidConfig(let why):
+            "invalid configuration: \(why)"
+        case .checkpoint(let path, let reason):
+            "\(path): not a usable checkpoint: \(reason)"
+        case .incompatible(let path, let reason):
+            "\(path): \(reason)"
+        case .data(let why):
+            why
+        case .io(let path, let reason):
+            "\(path): \(reason)"
+        case .nonFiniteLoss(let step, let value, let last):
+            "the loss became \(value) at step \(step); training stopped. "
+                + (last.map { "The last good checkpoint is \($0). " } ?? "No checkpoint was written yet. ")
+                + "Try a lower --learning-rate or a stricter --clip-grad-norm."
+        }
+    }
+}
+
+import Foundation
+
+/// The decoder. Base weights are frozen `Tensor`s wrapping the loaded arrays (no copies);
+/// LoRA A and B are the only tensors that require gradients.
+public final class LlamaModel {
+    public let config: ModelConfig
+    public let embedTokens: Tensor  // [V, D]
+    public let lmHead: Tensor  // [V, D]; the same tensor as embedTokens when tied
+    public let finalNorm: Tensor  // [D]
+    public let blocks: [LlamaBlock]
+    public let lora: LoRAConfig?
+
+    /// Builds the model from Hugging Face-named weights. With `lora`, adapters are created on
+    /// the chosen targets: A from `rng` (PEFT's Kaiming-uniform), B = 0, so step 0 equals the base.
+    public init(config: ModelConfig, weights: [String: HostTensor], lora: LoRAConfig?, rng: inout SeededRNG) throws {
+        self.config = config
+        self.lora = lora
+        let D = config.hiddenSize, F = config.intermediateSize, hd = config.headDim
+        let H = config.numHeads, K = config.numKVHeads, V = config.vocabSize
+        if let scaling = config.ropeScaling {
+            throw TrainingError.invalidConfig("this model uses \(scaling.kind.rawValue) RoPE scaling, which the toolkit does not implement yet; use a model without rope_scaling (Llama-2/3.0, Mistral, Qwen2, SmolLM2)")
+        }
+        if let lora {
+            guard lora.rank > 0 else { throw TrainingError.invalidConfig("LoRA rank must be at least 1, got \(lora.rank)") }
+            guard !lora.targets.isEmpty else { throw TrainingError.invalidConfig("LoRA needs at least one target (q,k,v,o,gate,up,down)") }
+            guard (0..<1).contains(lora.dropout) else { throw TrainingError.invalidConfig("LoRA dropout must be in [0, 1), got \(lora.dropout)") }
+        }
+        func frozen(_ name: String, _ shape: [Int]) throws -> Tensor {
+            guard let t = weights[name] else { throw TrainingError.missingTensor(name) }
+            guard t.shape == shape else { throw TrainingError.wrongShape(name: name, expected: shape, got: t.shape) }
+            return Tensor(shape: shape, data: t.data)
+        }
+        embedTokens = try frozen("model.embed_tokens.weight", [V, D])
+        lmHead = config.tieWordEmbeddings ? embedTokens : try frozen("lm_head.weight", [V, D])
+        finalNorm = try frozen("model.norm.weight", [D])
+        var blocks: [LlamaBlock] = []
+        for i in 0..<config.numLayers {
+            let p = "model.layers.\(i)."
+            func proj(_ t: LoRATarget, out: Int, in inDim: Int, hasBias: Bool) throws -> Projection {
+                let base = p + t.parentName + "." + t.moduleName
+                let w = try frozen(base + ".weight", [out, inDim])
+                let b = hasBias ? try frozen(base + ".bias", [out]) : nil
+                var adapter: LoRALinear? = nil
+                if let lora, lora.targets.contains(t) {
+                    adapter = LoRALinear(weight: w, bias: b, rank: lora.rank, alpha: lora.alpha, rng: &rng)
+                    adapter!.dropout = lora.dropout
+                }
+                return Projection(weight: w, bias: b, lora: adapter)
+            }
+            let bias = config.attentionBias
+            blocks.append(LlamaBlock(
+                inputNorm: try frozen(p + "input_layernorm.weight", [D]),
+                postAttentionNorm: try frozen(p + "post_attention_layernorm.weight", [D]),
+                q: try proj(.q, out: H * hd, in: D, hasBias: bias),
+                k: try proj(.k, out: K * hd, in: D, hasBias: bias),
+                v: try proj(.v, out: K * hd, in: D, hasBias: bias),
+                o: try proj(.o, out: D, in: H * hd, hasBias: false),
+                gate: try proj(.gate, out: F, in: D, hasBias: false),
+                up: try proj(.up, out: F, in: D, hasBias: false),
+                down: try proj(.down, out: D, in: F, hasBias: false)))
+        }
+        self.blocks = blocks
+    }
+
+    /// The trainable tensors with their PEFT-style names
+    /// (`model.layers.{i}.self_attn.q_proj.lora_A.weight`), in a fixed order.
+    public var loraParameters: [(name: String, tensor: Tensor)] {
+        guard let lora else { return [] }
+        var out: [(String, Tensor)] = []
+        for (i, block) in blocks.enumerated() {
+            for t in lora.targets {
+                guard let l = block.projection(t).lora else { continue }
+                let base = "model.layers.\(i).\(t.parentName).\(t.moduleName)"
+                out.append((base + ".lora_A.weight", l.a))
+                out.append((base + ".lora_B.weight", l.b))
+            }
+        }
+        return out
+    }
+
+    /// Final hidden states after the last RMSNorm. ids [N] -> [N, D].
+    public func hiddenStates(ids: [Int], layout: ForwardLayout, rng: inout SeededRNG, training: Bool) -> Tensor {
+        let c = config
+        var x = embedding(embedTokens, ids: ids)  // [N, D]
+        for block in blocks {
+            let h = rmsNorm(x, weight: block.inputNorm, eps: Float(c.rmsNormEps))  // [N, D]
+            var q = block.q(h, rng: &rng, training: training)  // [N, H*hd]
+            var k = block.k(h, rng: &rng, training: training)  // [N, K*hd]
+            let v = block.v(h, rng: &rng, training: training)  // [N, K*hd]
+            q = rope(q, heads: c.numHeads, positions: layout.positions, base: Float(c.ropeTheta))
+            k = rope(k, heads: c.numKVHeads, positions: layout.positions, base: Float(c.ropeTheta))
+            let a = causalAttention(q: q, k: k, v: v, batch: layout.batch, heads: c.numHeads,
+                                    kvHeads: c.numKVHeads, segmentIds: layout.segmentIds)  // [N, H*hd]
+            x = x + block.o(a, rng: &rng, training: training)  // [N, D]
+            let h2 = rmsNorm(x, weight: block.postAttentionNorm, eps: Float(c.rmsNormEps))
+            let g = block.gate(h2, rng: &rng, training: training)  // [N, F]
+            let u = block.up(h2, rng: &rng, training: training)  // [N, F]
+            x = x + block.down(swiglu(gate: g, up: u), rng: &rng, training: training)  // [N, D]
+        }
+        return rmsNorm(x, weight: finalNorm, eps: Float(c.rmsNormEps))
+    }
+
+    /// Output-head logits for the chosen rows only: hidden [N, D] -> [M, V].
+    public func logits(hidden: Tensor, rows: [Int]? = nil) -> Tensor {
+        let h = rows.map { gatherRows(hidden, $0) } ?? hidden  // [M, D]
+        return linear(h, weight: lmHead)  // [M, V]
+    }
+
+    /// Mean next-token cross-entropy over the positions where `lossMask` is true.
+    /// inputs/targets/lossMask are [N]; the head runs only on the kept rows.
+    public func loss(inputs: [Int], targets: [Int], lossMask: [Bool], layout: ForwardLayout,
+                     rng: inout SeededRNG, training: Bool) -> Tensor {
+        let hidden = hiddenStates(ids: inputs, layout: layout, rng: &rng, training: training)  // [N, D]
+        let rows = lossMask.indices.filter { lossMask[$0] }
+        let kept = rows.map { targets[$0] }
+        let logits = logits(hidden: hidden, rows: rows)  // [M, V]
+        return crossEntropy(logits: logits, targets: kept)
+    }
+}

@@ -1,0 +1,256 @@
+// The one training loop. It knows nothing of LoRA or distillation: it takes an objective
+// (trainable tensors + a loss over a batch), a deterministic batch source, and options, runs
+// forward → zero grads → backward → clip → AdamW, evaluates and checkpoints per epoch, and
+// reports progress as events that the CLIs render. Exact resume: the state at any optimizer
+// step (position in the data, optimizer moments, RNG) is a value a checkpoint stores.
+import Autograd
+import DataSchema
+import Foundation
+
+/// What the loop trains: the tensors AdamW updates, and the loss (mean over the batch's
+/// target tokens) it differentiates. The adapter's cross-entropy and the draft's divergence are two of these.
+public protocol TrainingObjective: AnyObject {
+    var parameters: [(name: String, tensor: Tensor)] { get }
+    func loss(_ batch: Batch, rng: inout SeededRNG, training: Bool) -> Tensor
+}
+
+/// Batches in a reproducible order: `batch(epoch:index:)` returns the same batch for the same
+/// arguments, so a resumed run sees exactly the data an uninterrupted one would.
+public protocol BatchSource {
+    /// Batches in `epoch` (packing makes it depend on the epoch's order).
+    func batchCount(epoch: Int) -> Int
+    func batch(epoch: Int, index: Int) -> Batch
+}
+
+public struct TrainingOptions: Codable, Sendable, Equatable {
+    public var epochs = 2
+    public var learningRate: Float = 1e-3
+    public var warmupSteps = 0
+    public var gradientAccumulationSteps = 1
+    public var weightDecay: Float = 1e-2
+    /// Global gradient-norm bound; nil or 0 turns clipping off.
+    public var clipGradNorm: Float? = 1.0
+    public var schedule: LRSchedule = .cosine
+    public var maxSteps: Int? = nil
+    public var seed: UInt64 = 0
+    /// Write an epoch checkpoint every this many epochs.
+    public var checkpointFrequency = 1
+    /// Report a step event every this many optimizer steps.
+    public var lossUpdateFrequency = 1
+    public init() {}
+}
+
+/// Where a run stands, complete enough to continue it bit for bit.
+public struct TrainerState: Codable, Sendable, Equatable {
+    public var step = 0  // optimizer steps taken
+    public var epoch = 0  // current epoch (0-based)
+    public var batchIndex = 0  // next micro-batch within the epoch
+    public var rng: SeededRNG
+    public var optimizerStep = 0
+    public var history: [StepRecord] = []
+    public var evals: [EvalRecord] = []
+    public init(seed: UInt64) { rng = SeededRNG(seed: seed ^ 0x5EED_AD4F_7E12_0001) }
+}
+
+public struct StepRecord: Codable, Sendable, Equatable {
+    public var step: Int
+    public var epoch: Int
+    public var loss: Float
+    public var learningRate: Float
+    public var gradNorm: Float
+    public var tokens: Int
+}
+
+public struct EvalRecord: Codable, Sendable, Equatable {
+    public var epoch: Int  // 1-based: evaluated after this many epochs
+    public var step: Int
+    public var loss: Float
+    public var perplexity: Float { Float(Foundation.exp(Double(loss))) }
+    public var tokens: Int
+}
+
+public enum CheckpointKind: Sendable, Equatable {
+    case epoch(Int)  // 1-based
+    case final
+    case interrupted
+}
+
+/// Saves the objective's tensors and the trainer state; owned by the CLI's kind of run.
+public protocol Checkpointer {
+    /// Writes a checkpoint and returns its path.
+    func save(_ kind: CheckpointKind, state: TrainerState, optimizer: AdamW, options: TrainingOptions) throws -> String
+    /// Removes epoch checkpoints beyond the best `keep` by eval loss (nil keeps all).
+    func prune(evals: [EvalRecord], keep: Int?) throws -> [String]
+}
+
+public struct TrainingPlan: Sendable {
+    public var trainBatchesPerEpoch: Int
+    public var stepsPerEpoch: Int
+    public var totalSteps: Int
+    public var trainableParameters: Int
+    public var resumedFromStep: Int
+}
+
+public enum TrainingEvent: Sendable {
+    case started(TrainingPlan)
+    case step(StepRecord, totalSteps: Int, tokensPerSecond: Double, elapsed: Double)
+    case evaluated(EvalRecord)
+    case checkpointSaved(path: String, kind: CheckpointKind)
+    case checkpointsPruned([String])
+    case stopped(atStep: Int, checkpoint: String)
+    case finished(state: TrainerState)
+}
+
+public enum TrainingOutcome: Sendable, Equatable {
+    case finished(finalCheckpoint: String)
+    case interrupted(checkpoint: String)
+}
+
+public struct Trainer {
+    public var options: TrainingOptions
+    public var keepBest: Int?
+
+    public init(options: TrainingOptions, keepBest: Int? = nil) {
+        self.options = options
+        self.keepBest = keepBest
+    }
+
+    public func stepsPerEpoch(_ batches: Int) -> Int {
+        (batches + options.gradientAccumulationSteps - 1) / max(1, options.gradientAccumulationSteps)
+    }
+
+    /// Optimizer steps of the whole run over `source`: every epoch's, capped by maxSteps.
+    public func totalSteps(_ source: BatchSource) -> Int {
+        let all = (0..<options.epochs).reduce(0) { $0 + stepsPerEpoch(source.batchCount(epoch: $1)) }
+        return options.maxSteps.map { min($0, all) } ?? all
+    }
+
+    /// Mean loss over every target token of `source`, without gradients.
+    public static func evaluate(_ objective: TrainingObjective, _ source: BatchSource) -> (loss: Float, tokens: Int) {
+        var rng = SeededRNG(seed: 0)
+        var total = 0.0
+        var tokens = 0
+        withNoGrad {
+            for i in 0..<source.batchCount(epoch: 0) {
+                let b = source.batch(epoch: 0, index: i)
+                guard b.targetTokenCount > 0 else { continue }
+                let l = objective.loss(b, rng: &rng, training: false)
+                total += Double(l.data[0]) * Double(b.targetTokenCount)
+                tokens += b.targetTokenCount
+            }
+        }
+        return (tokens > 0 ? Float(total / Double(tokens)) : .nan, tokens)
+    }
+
+    /// Runs (or continues, from `state`) the training. `shouldStop` is polled after every
+    /// optimizer step (SIGINT/SIGTERM handlers set it); then a resumable checkpoint is written.
+    public func run(objective: TrainingObjective, train: BatchSource, eval: BatchSource?,
+                    checkpointer: Checkpointer, state initial: TrainerState, optimizer initialOptimizer: AdamW? = nil,
+                    shouldStop: () -> Bool = { false },
+                    onEvent: (TrainingEvent) -> Void) throws -> TrainingOutcome {
+        let params = objective.parameters.map(\.tensor)
+        var state = initial
+        var optimizer = initialOptimizer ?? AdamW(parameterSizes: params.map(\.count), weightDecay: options.weightDecay)
+        let firstCount = train.batchCount(epoch: 0)
+        guard firstCount > 0 else { throw TrainingError.data("the training data gives no batches") }
+        let accum = max(1, options.gradientAccumulationSteps)
+        let total = totalSteps(train)
+        onEvent(.started(TrainingPlan(trainBatchesPerEpoch: firstCount, stepsPerEpoch: stepsPerEpoch(firstCount),
+                                      totalSteps: total, trainableParameters: params.reduce(0) { $0 + $1.count },
+                                      resumedFromStep: state.step)))
+        let start = monotonicSeconds()
+        var windowStart = start
+        var windowTokens = 0
+        var lastCheckpoint: String? = nil
+
+        while state.epoch < options.epochs && state.step < total {
+            let perEpoch = train.batchCount(epoch: state.epoch)
+            while state.batchIndex < perEpoch && state.step < total {
+                for p in params { p.grad = nil }
+                let micro = min(accum, perEpoch - state.batchIndex)
+                var stepLoss = 0.0
+                var stepTokens = 0
+                for j in 0..<micro {
+                    let b = train.batch(epoch: state.epoch, index: state.batchIndex + j)
+                    let loss = objective.loss(b, rng: &state.rng, training: true)
+                    let value = loss.data[0]
+                    guard value.isFinite else {
+                        throw TrainingError.nonFiniteLoss(step: state.step, value: value, lastGoodCheckpoint: lastCheckpoint)
+                    }
+                    scale(loss, 1 / Float(micro)).backward()
+                    stepLoss += Double(value) / Double(micro)
+                    stepTokens += b.inputIds.count
+                }
+                let norm: Float
+                if let clip = options.clipGradNorm, clip > 0 {
+                    norm = clipGradients(params, maxNorm: clip)
+                } else {
+                    norm = gradientNorm(params)
+                }
+                guard norm.isFinite else {
+                    throw TrainingError.nonFiniteLoss(step: state.step, value: norm, lastGoodCheckpoint: lastCheckpoint)
+                }
+                let lr = options.learningRate * options.schedule.factor(step: state.step, warmupSteps: options.warmupSteps, totalSteps: total)
+                optimizer.update(params, lr: lr)
+                let record = StepRecord(step: state.step + 1, epoch: state.epoch + 1, loss: Float(stepLoss),
+                                        learningRate: lr, gradNorm: norm, tokens: stepTokens)
+                state.step += 1
+                state.batchIndex += micro
+                state.optimizerStep = optimizer.step
+                state.history.append(record)
+                windowTokens += stepTokens
+                if state.step % max(1, options.lossUpdateFrequency) == 0 || state.step == total {
+                    let now = monotonicSeconds()
+                    onEvent(.step(record, totalSteps: total, tokensPerSecond: Double(windowTokens) / max(1e-9, now - windowStart),
+                                  elapsed: now - start))
+                    windowStart = now
+                    windowTokens = 0
+                }
+                if shouldStop() {
+                    let path = try checkpointer.save(.interrupted, state: state, optimizer: optimizer, options: options)
+                    onEvent(.stopped(atStep: state.step, checkpoint: path))
+                    return .interrupted(checkpoint: path)
+                }
+            }
+            // an epoch ends when its batches are used up, or at the step limit mid-epoch
+            let epochDone = state.batchIndex >= perEpoch
+            if epochDone {
+                state.epoch += 1
+                state.batchIndex = 0
+            }
+            if epochDone || state.step >= total {
+                let epochNumber = epochDone ? state.epoch : state.epoch + 1
+                if let eval, eval.batchCount(epoch: 0) > 0 {
+                    let (l, n) = Trainer.evaluate(objective, eval)
+                    let rec = EvalRecord(epoch: epochNumber, step: state.step, loss: l, tokens: n)
+                    state.evals.append(rec)
+                    onEvent(.evaluated(rec))
+                }
+                if epochDone && state.epoch % max(1, options.checkpointFrequency) == 0 && state.step < total {
+                    let path = try checkpointer.save(.epoch(state.epoch), state: state, optimizer: optimizer, options: options)
+                    lastCheckpoint = path
+                    onEvent(.checkpointSaved(path: path, kind: .epoch(state.epoch)))
+                    let removed = try checkpointer.prune(evals: state.evals, keep: keepBest)
+                    if !removed.isEmpty { onEvent(.checkpointsPruned(removed)) }
+                }
+            }
+        }
+        if state.step >= total && state.batchIndex == 0 && state.epoch > 0 && options.epochs > 0 {
+            // the last epoch's checkpoint doubles as the final one only by name; write both
+            let path = try checkpointer.save(.epoch(state.epoch), state: state, optimizer: optimizer, options: options)
+            onEvent(.checkpointSaved(path: path, kind: .epoch(state.epoch)))
+        }
+        let final = try checkpointer.save(.final, state: state, optimizer: optimizer, options: options)
+        onEvent(.checkpointSaved(path: final, kind: .final))
+        let removed = try checkpointer.prune(evals: state.evals, keep: keepBest)
+        if !removed.isEmpty { onEvent(.checkpointsPruned(removed)) }
+        onEvent(.finished(state: state))
+        return .finished(finalCheckpoint: final)
+    }
+}
+
+func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
+}
