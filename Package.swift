@@ -28,13 +28,38 @@ let package = Package(
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: fast),
         .target(name: "DataSchema", dependencies: ["ModelAssets"], swiftSettings: fast),
+        .target(
+            name: "Training",
+            dependencies: ["Autograd", "ModelAssets", "DataSchema", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: fast),
+        .target(name: "Inference", dependencies: ["Training", "Autograd", "ModelAssets"], swiftSettings: fast),
+        .target(
+            name: "CLISupport",
+            dependencies: ["Training", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .executableTarget(
+            name: "generate",
+            dependencies: ["CLISupport", "Inference", "Training", "DataSchema", "ModelAssets",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .executableTarget(
+            name: "train-adapter",
+            dependencies: ["CLISupport", "Training", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
         .executableTarget(
             name: "bench",
             dependencies: ["Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
+        .executableTarget(
+            name: "adapter-data",
+            dependencies: ["DataSchema", "ModelAssets", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
         .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),
         .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),
+        .testTarget(
+            name: "TrainingTests", dependencies: ["Training", "Inference", "DataSchema", "ModelAssets", "Autograd"],
+            resources: [.copy("Fixtures")]),
         .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
     ]
 )

@@ -180,9 +180,16 @@ public final class LlamaModel {
 
     /// Builds the model from Hugging Face-named weights. With `lora`, adapters are created on
     /// the chosen targets: A from `rng` (PEFT's Kaiming-uniform), B = 0, so step 0 equals the base.
-    public init(config: ModelConfig, weights: [String: HostTensor], lora: LoRAConfig?, rng: inout SeededRNG) throws {
+    /// `trainBase` makes every base weight trainable (a draft model is trained in full, not
+    /// with LoRA); `freezeEmbeddings` then keeps the embedding (and a tied head) frozen.
+    public init(config: ModelConfig, weights: [String: HostTensor], lora: LoRAConfig?, rng: inout SeededRNG,
+                trainBase: Bool = false, freezeEmbeddings: Bool = false) throws {
         self.config = config
         self.lora = lora
+        self.trainsBase = trainBase
+        if trainBase && lora != nil {
+            throw TrainingError.invalidConfig("a model is trained either in full or with LoRA, not both")
+        }
         let D = config.hiddenSize, F = config.intermediateSize, hd = config.headDim
         let H = config.numHeads, K = config.numKVHeads, V = config.vocabSize
         if let scaling = config.ropeScaling {
@@ -193,10 +200,14 @@ public final class LlamaModel {
             guard !lora.targets.isEmpty else { throw TrainingError.invalidConfig("LoRA needs at least one target (q,k,v,o,gate,up,down)") }
             guard (0..<1).contains(lora.dropout) else { throw TrainingError.invalidConfig("LoRA dropout must be in [0, 1), got \(lora.dropout)") }
         }
+        var named: [(String, Tensor)] = []
         func frozen(_ name: String, _ shape: [Int]) throws -> Tensor {
             guard let t = weights[name] else { throw TrainingError.missingTensor(name) }
             guard t.shape == shape else { throw TrainingError.wrongShape(name: name, expected: shape, got: t.shape) }
-            return Tensor(shape: shape, data: t.data)
+            let isEmbedding = name == "model.embed_tokens.weight" || name == "lm_head.weight"
+            let tensor = Tensor(shape: shape, data: t.data, requiresGrad: trainBase && !(freezeEmbeddings && isEmbedding))
+            named.append((name, tensor))
+            return tensor
         }
         embedTokens = try frozen("model.embed_tokens.weight", [V, D])
         lmHead = config.tieWordEmbeddings ? embedTokens : try frozen("lm_head.weight", [V, D])
@@ -228,6 +239,30 @@ public final class LlamaModel {
                 down: try proj(.down, out: D, in: F, hasBias: false)))
         }
         self.blocks = blocks
+        baseParameters = trainBase ? named.filter { $0.1.requiresGrad } : []
+    }
+
+    /// Whether the base weights themselves are trained (draft models).
+    public let trainsBase: Bool
+    /// With `trainBase`: the trainable weights under their Hugging Face names, in a fixed order.
+    public let baseParameters: [(name: String, tensor: Tensor)]
+
+    /// Every weight under its Hugging Face name (`lm_head.weight` only when untied), for export.
+    public var namedWeights: [(name: String, tensor: Tensor)] {
+        var out: [(String, Tensor)] = [("model.embed_tokens.weight", embedTokens)]
+        for (i, b) in blocks.enumerated() {
+            let p = "model.layers.\(i)."
+            out.append((p + "input_layernorm.weight", b.inputNorm))
+            out.append((p + "post_attention_layernorm.weight", b.postAttentionNorm))
+            for t in LoRATarget.allCases {
+                let proj = b.projection(t)
+                out.append((p + t.parentName + "." + t.moduleName + ".weight", proj.weight))
+                if let bias = proj.bias { out.append((p + t.parentName + "." + t.moduleName + ".bias", bias)) }
+            }
+        }
+        out.append(("model.norm.weight", finalNorm))
+        if !config.tieWordEmbeddings { out.append(("lm_head.weight", lmHead)) }
+        return out
     }
 
     /// The trainable tensors with their PEFT-style names
