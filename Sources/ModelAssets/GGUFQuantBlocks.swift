@@ -1,0 +1,220 @@
+// ggml's quantized block layouts, written down as structs (their byte sizes and field offsets
+// are tested), and their dequantization to Float. Quantizing to these formats is left out.
+// Follows ggml-quants.c `dequantize_row_*` and gguf-py quants.py, value for value.
+
+typealias Bytes4 = (UInt8, UInt8, UInt8, UInt8)
+typealias Bytes12 = (Bytes4, Bytes4, Bytes4)
+typealias Bytes16 = (Bytes4, Bytes4, Bytes4, Bytes4)
+typealias Bytes32 = (Bytes16, Bytes16)
+typealias Bytes64 = (Bytes32, Bytes32)
+typealias Bytes128 = (Bytes64, Bytes64)
+
+/// Q8_0, 32 values in 34 bytes: `x[i] = d * qs[i]`.
+struct BlockQ8_0 {
+    var d: UInt16  // fp16 scale
+    var qs: Bytes32  // int8 quants
+}
+
+/// Q4_0, 32 values in 18 bytes: `x[i] = d * (q[i] - 8)`; byte j holds q[j] (low nibble) and q[j+16] (high).
+struct BlockQ4_0 {
+    var d: UInt16  // fp16 scale
+    var qs: Bytes16  // two 4-bit quants per byte
+}
+
+/// Q4_1, 32 values in 20 bytes: `x[i] = d * q[i] + m`; nibbles as in Q4_0.
+struct BlockQ4_1 {
+    var d: UInt16  // fp16 scale
+    var m: UInt16  // fp16 minimum
+    var qs: Bytes16
+}
+
+/// Q4_K, 256 values in 144 bytes: 8 sub-blocks of 32, each with a 6-bit scale and 6-bit min
+/// packed in `scales`; `x = d * sc[s] * q - dmin * m[s]`. The 32-byte group g of `qs` holds
+/// sub-block 2g in its low nibbles and sub-block 2g+1 in its high nibbles.
+struct BlockQ4_K {
+    var d: UInt16  // fp16 super-block scale for the scales
+    var dmin: UInt16  // fp16 super-block scale for the mins
+    var scales: Bytes12  // 8 scales and 8 mins, 6 bits each (see `scaleMin`)
+    var qs: Bytes128  // 4-bit quants
+}
+
+/// Q5_K, 256 values in 176 bytes: Q4_K plus a fifth bit per value; bit s of `qh[l]` is the high
+/// bit of value l of sub-block s.
+struct BlockQ5_K {
+    var d: UInt16
+    var dmin: UInt16
+    var scales: Bytes12
+    var qh: Bytes32  // high bits
+    var qs: Bytes128  // low 4 bits, nibbles as in Q4_K
+}
+
+/// Q6_K, 256 values in 210 bytes: 16 sub-blocks of 16 with int8 scales; `x = d * sc[i/16] * (q - 32)`
+/// with q = 4 bits from `ql` and 2 bits from `qh` (layout in `dequantizeQ6_K`).
+struct BlockQ6_K {
+    var ql: Bytes128  // low 4 bits
+    var qh: Bytes64  // high 2 bits
+    var scales: Bytes16  // int8 sub-block scales
+    var d: UInt16  // fp16 super-block scale
+}
+
+/// Field offsets taken from the structs above, so the structs are the single statement of layout.
+enum BlockLayout {
+    static let q8_0 = (d: MemoryLayout<BlockQ8_0>.offset(of: \.d)!, qs: MemoryLayout<BlockQ8_0>.offset(of: \.qs)!)
+    static let q4_0 = (d: MemoryLayout<BlockQ4_0>.offset(of: \.d)!, qs: MemoryLayout<BlockQ4_0>.offset(of: \.qs)!)
+    static let q4_1 = (
+        d: MemoryLayout<BlockQ4_1>.offset(of: \.d)!, m: MemoryLayout<BlockQ4_1>.offset(of: \.m)!,
+        qs: MemoryLayout<BlockQ4_1>.offset(of: \.qs)!)
+    static let q4_K = (
+        d: MemoryLayout<BlockQ4_K>.offset(of: \.d)!, dmin: MemoryLayout<BlockQ4_K>.offset(of: \.dmin)!,
+        scales: MemoryLayout<BlockQ4_K>.offset(of: \.scales)!, qs: MemoryLayout<BlockQ4_K>.offset(of: \.qs)!)
+    static let q5_K = (
+        d: MemoryLayout<BlockQ5_K>.offset(of: \.d)!, dmin: MemoryLayout<BlockQ5_K>.offset(of: \.dmin)!,
+        scales: MemoryLayout<BlockQ5_K>.offset(of: \.scales)!, qh: MemoryLayout<BlockQ5_K>.offset(of: \.qh)!,
+        qs: MemoryLayout<BlockQ5_K>.offset(of: \.qs)!)
+    static let q6_K = (
+        ql: MemoryLayout<BlockQ6_K>.offset(of: \.ql)!, qh: MemoryLayout<BlockQ6_K>.offset(of: \.qh)!,
+        scales: MemoryLayout<BlockQ6_K>.offset(of: \.scales)!, d: MemoryLayout<BlockQ6_K>.offset(of: \.d)!)
+}
+
+enum Dequantize {
+    /// Converts `count` values of `type` stored in `raw` into `out`. The caller has checked that
+    /// the type is dequantizable, `count` is a whole number of blocks and `raw` holds them all.
+    static func run(_ type: GGMLType, raw: UnsafeRawBufferPointer, count: Int, into out: UnsafeMutablePointer<Float>) {
+        let (blockSize, typeSize) = type.blockGeometry
+        precondition(count % blockSize == 0 && raw.count >= count / blockSize * typeSize,
+                     "[Dequantize] \(type) needs \(count / blockSize * typeSize) bytes for \(count) values, has \(raw.count)")
+        let blocks = count / blockSize
+        guard let base = raw.baseAddress else { return }
+        switch type {
+        case .f32:
+            for i in 0..<count { out[i] = Float(bitPattern: UInt32(littleEndian: base.loadUnaligned(fromByteOffset: 4 * i, as: UInt32.self))) }
+        case .f16:
+            for i in 0..<count { out[i] = HalfFloat.float(fromF16: u16(base, 2 * i)) }
+        case .bf16:
+            for i in 0..<count { out[i] = HalfFloat.float(fromBF16: u16(base, 2 * i)) }
+        case .q8_0:
+            for b in 0..<blocks { q8_0(base + b * typeSize, out + b * blockSize) }
+        case .q4_0:
+            for b in 0..<blocks { q4_0(base + b * typeSize, out + b * blockSize) }
+        case .q4_1:
+            for b in 0..<blocks { q4_1(base + b * typeSize, out + b * blockSize) }
+        case .q4_K:
+            for b in 0..<blocks { q4_K(base + b * typeSize, out + b * blockSize) }
+        case .q5_K:
+            for b in 0..<blocks { q5_K(base + b * typeSize, out + b * blockSize) }
+        case .q6_K:
+            for b in 0..<blocks { q6_K(base + b * typeSize, out + b * blockSize) }
+        default:
+            preconditionFailure("[Dequantize] \(type) is not dequantizable; the reader should have refused it")
+        }
+    }
+
+    @inline(__always)
+    private static func u16(_ p: UnsafeRawPointer, _ offset: Int) -> UInt16 {
+        UInt16(littleEndian: p.loadUnaligned(fromByteOffset: offset, as: UInt16.self))
+    }
+
+    @inline(__always)
+    private static func half(_ p: UnsafeRawPointer, _ offset: Int) -> Float {
+        HalfFloat.float(fromF16: u16(p, offset))
+    }
+
+    private static func q8_0(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q8_0.d)
+        let qs = (p + BlockLayout.q8_0.qs).assumingMemoryBound(to: Int8.self)
+        for i in 0..<32 { y[i] = d * Float(qs[i]) }
+    }
+
+    private static func q4_0(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q4_0.d)
+        let qs = (p + BlockLayout.q4_0.qs).assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 {
+            y[j] = d * Float(Int(qs[j] & 0x0F) - 8)
+            y[j + 16] = d * Float(Int(qs[j] >> 4) - 8)
+        }
+    }
+
+    private static func q4_1(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q4_1.d)
+        let m = half(p, BlockLayout.q4_1.m)
+        let qs = (p + BlockLayout.q4_1.qs).assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 {
+            y[j] = d * Float(qs[j] & 0x0F) + m
+            y[j + 16] = d * Float(qs[j] >> 4) + m
+        }
+    }
+
+    /// The 6-bit scale and min of sub-block j (0..<8) from the 12 packed bytes (`get_scale_min_k4`).
+    @inline(__always)
+    static func scaleMin(_ j: Int, _ q: UnsafePointer<UInt8>) -> (scale: UInt8, min: UInt8) {
+        if j < 4 { return (q[j] & 63, q[j + 4] & 63) }
+        return ((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+    }
+
+    private static func q4_K(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q4_K.d)
+        let dmin = half(p, BlockLayout.q4_K.dmin)
+        let scales = (p + BlockLayout.q4_K.scales).assumingMemoryBound(to: UInt8.self)
+        let qs = (p + BlockLayout.q4_K.qs).assumingMemoryBound(to: UInt8.self)
+        for g in 0..<4 {  // 64 values per group: sub-blocks 2g (low nibbles) and 2g+1 (high)
+            let (sc1, m1) = scaleMin(2 * g, scales)
+            let (sc2, m2) = scaleMin(2 * g + 1, scales)
+            let d1 = d * Float(sc1), min1 = dmin * Float(m1)
+            let d2 = d * Float(sc2), min2 = dmin * Float(m2)
+            let q = qs + 32 * g
+            let out = y + 64 * g
+            for l in 0..<32 {
+                out[l] = d1 * Float(q[l] & 0x0F) - min1
+                out[l + 32] = d2 * Float(q[l] >> 4) - min2
+            }
+        }
+    }
+
+    private static func q5_K(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q5_K.d)
+        let dmin = half(p, BlockLayout.q5_K.dmin)
+        let scales = (p + BlockLayout.q5_K.scales).assumingMemoryBound(to: UInt8.self)
+        let qh = (p + BlockLayout.q5_K.qh).assumingMemoryBound(to: UInt8.self)
+        let qs = (p + BlockLayout.q5_K.qs).assumingMemoryBound(to: UInt8.self)
+        for g in 0..<4 {
+            let (sc1, m1) = scaleMin(2 * g, scales)
+            let (sc2, m2) = scaleMin(2 * g + 1, scales)
+            let d1 = d * Float(sc1), min1 = dmin * Float(m1)
+            let d2 = d * Float(sc2), min2 = dmin * Float(m2)
+            let q = qs + 32 * g
+            let out = y + 64 * g
+            let bit1 = UInt8(1) << (2 * g), bit2 = UInt8(2) << (2 * g)
+            for l in 0..<32 {
+                let h1: UInt8 = qh[l] & bit1 != 0 ? 16 : 0
+                let h2: UInt8 = qh[l] & bit2 != 0 ? 16 : 0
+                out[l] = d1 * Float((q[l] & 0x0F) + h1) - min1
+                out[l + 32] = d2 * Float((q[l] >> 4) + h2) - min2
+            }
+        }
+    }
+
+    /// Each half (128 values) uses 64 bytes of `ql`, 32 of `qh` and 8 scales: value l, l+32, l+64,
+    /// l+96 take the low/low/high/high nibble of ql[l], ql[l+32], ql[l], ql[l+32] and bits
+    /// 0-1/2-3/4-5/6-7 of qh[l].
+    private static func q6_K(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q6_K.d)
+        let ql0 = (p + BlockLayout.q6_K.ql).assumingMemoryBound(to: UInt8.self)
+        let qh0 = (p + BlockLayout.q6_K.qh).assumingMemoryBound(to: UInt8.self)
+        let sc0 = (p + BlockLayout.q6_K.scales).assumingMemoryBound(to: Int8.self)
+        for half in 0..<2 {
+            let ql = ql0 + 64 * half, qh = qh0 + 32 * half, sc = sc0 + 8 * half
+            let out = y + 128 * half
+            for l in 0..<32 {
+                let s = l / 16
+                let q1 = Int((ql[l] & 0x0F) | ((qh[l] & 3) << 4)) - 32
+                let q2 = Int((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32
+                let q3 = Int((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32
+                let q4 = Int((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32
+                out[l] = d * Float(sc[s]) * Float(q1)
+                out[l + 32] = d * Float(sc[s + 2]) * Float(q2)
+                out[l + 64] = d * Float(sc[s + 4]) * Float(q3)
+                out[l + 96] = d * Float(sc[s + 6]) * Float(q4)
+            }
+        }
+    }
+}

@@ -1,0 +1,296 @@
+// The architecture of a Llama-family decoder (Llama, Mistral, Qwen2), validated, and how it is
+// read from GGUF metadata (`{arch}.*` keys) or a Hugging Face config.json. Sliding-window
+// attention and MoE are left out. Key names follow llama.cpp's LLM_KV table and transformers' configs.
+import Foundation
+
+public enum ModelArchitecture: String, Codable, Sendable, CaseIterable {
+    case llama, mistral, qwen2
+}
+
+/// RoPE frequency scaling. `llama3` is Llama 3.1's band-wise rescale; `linear` divides positions.
+public struct RopeScaling: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable { case linear, llama3 }
+    public var kind: Kind
+    public var factor: Double
+    /// llama3 only.
+    public var lowFrequencyFactor: Double?
+    public var highFrequencyFactor: Double?
+    public var originalMaxPositionEmbeddings: Int?
+
+    public init(kind: Kind, factor: Double, lowFrequencyFactor: Double? = nil, highFrequencyFactor: Double? = nil,
+                originalMaxPositionEmbeddings: Int? = nil) {
+        self.kind = kind
+        self.factor = factor
+        self.lowFrequencyFactor = lowFrequencyFactor
+        self.highFrequencyFactor = highFrequencyFactor
+        self.originalMaxPositionEmbeddings = originalMaxPositionEmbeddings
+    }
+}
+
+public struct ModelConfig: Codable, Sendable, Equatable {
+    public var architecture: ModelArchitecture
+    public var hiddenSize: Int
+    public var intermediateSize: Int
+    public var numLayers: Int
+    public var numHeads: Int
+    public var numKVHeads: Int
+    public var headDim: Int
+    public var vocabSize: Int
+    public var ropeTheta: Double
+    public var ropeScaling: RopeScaling?
+    public var rmsNormEps: Double
+    public var tieWordEmbeddings: Bool
+    /// Bias on the q, k and v projections (Qwen2); o_proj never has one.
+    public var attentionBias: Bool
+    public var maxPositionEmbeddings: Int
+
+    public init(architecture: ModelArchitecture, hiddenSize: Int, intermediateSize: Int, numLayers: Int,
+                numHeads: Int, numKVHeads: Int, headDim: Int? = nil, vocabSize: Int, ropeTheta: Double,
+                ropeScaling: RopeScaling? = nil, rmsNormEps: Double, tieWordEmbeddings: Bool,
+                attentionBias: Bool? = nil, maxPositionEmbeddings: Int) throws {
+        self.architecture = architecture
+        self.hiddenSize = hiddenSize
+        self.intermediateSize = intermediateSize
+        self.numLayers = numLayers
+        self.numHeads = numHeads
+        self.numKVHeads = numKVHeads
+        self.headDim = headDim ?? (numHeads > 0 ? hiddenSize / numHeads : 0)
+        self.vocabSize = vocabSize
+        self.ropeTheta = ropeTheta
+        self.ropeScaling = ropeScaling
+        self.rmsNormEps = rmsNormEps
+        self.tieWordEmbeddings = tieWordEmbeddings
+        self.attentionBias = attentionBias ?? (architecture == .qwen2)
+        self.maxPositionEmbeddings = maxPositionEmbeddings
+        try validate()
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case architecture, hiddenSize, intermediateSize, numLayers, numHeads, numKVHeads, headDim, vocabSize
+        case ropeTheta, ropeScaling, rmsNormEps, tieWordEmbeddings, attentionBias, maxPositionEmbeddings
+    }
+
+    /// Decoding validates; an invalid config is a `DecodingError.dataCorrupted` carrying the reason.
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        architecture = try c.decode(ModelArchitecture.self, forKey: .architecture)
+        hiddenSize = try c.decode(Int.self, forKey: .hiddenSize)
+        intermediateSize = try c.decode(Int.self, forKey: .intermediateSize)
+        numLayers = try c.decode(Int.self, forKey: .numLayers)
+        numHeads = try c.decode(Int.self, forKey: .numHeads)
+        numKVHeads = try c.decode(Int.self, forKey: .numKVHeads)
+        headDim = try c.decode(Int.self, forKey: .headDim)
+        vocabSize = try c.decode(Int.self, forKey: .vocabSize)
+        ropeTheta = try c.decode(Double.self, forKey: .ropeTheta)
+        ropeScaling = try c.decodeIfPresent(RopeScaling.self, forKey: .ropeScaling)
+        rmsNormEps = try c.decode(Double.self, forKey: .rmsNormEps)
+        tieWordEmbeddings = try c.decode(Bool.self, forKey: .tieWordEmbeddings)
+        attentionBias = try c.decode(Bool.self, forKey: .attentionBias)
+        maxPositionEmbeddings = try c.decode(Int.self, forKey: .maxPositionEmbeddings)
+        do {
+            try validate()
+        } catch {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.localizedDescription, underlyingError: error))
+        }
+    }
+
+    /// Checks internal consistency; `path` names the source in the error.
+    public func validate(path: String = "<model config>") throws {
+        func bad(_ field: String, _ reason: String) -> ModelAssetsError { .invalidConfig(path: path, field: field, reason: reason) }
+        for (field, v) in [("hiddenSize", hiddenSize), ("intermediateSize", intermediateSize), ("numLayers", numLayers),
+                           ("numHeads", numHeads), ("numKVHeads", numKVHeads), ("headDim", headDim),
+                           ("vocabSize", vocabSize), ("maxPositionEmbeddings", maxPositionEmbeddings)] where v <= 0 {
+            throw bad(field, "must be positive, found \(v)")
+        }
+        for (field, v) in [("hiddenSize", hiddenSize), ("intermediateSize", intermediateSize), ("headDim", headDim),
+                           ("vocabSize", vocabSize)] where v > 1 << 20 {
+            throw bad(field, "\(v) is implausibly large")
+        }
+        guard numLayers <= 1024, numHeads <= 1024 else { throw bad("numLayers/numHeads", "implausibly large") }
+        guard numHeads % numKVHeads == 0 else {
+            throw bad("numKVHeads", "\(numKVHeads) does not divide numHeads \(numHeads)")
+        }
+        guard headDim % 2 == 0 else { throw bad("headDim", "\(headDim) must be even for RoPE") }
+        guard ropeTheta.isFinite, ropeTheta > 1 else { throw bad("ropeTheta", "must be a finite number above 1, found \(ropeTheta)") }
+        guard rmsNormEps.isFinite, rmsNormEps > 0, rmsNormEps < 1 else {
+            throw bad("rmsNormEps", "must be in (0, 1), found \(rmsNormEps)")
+        }
+        if let s = ropeScaling {
+            guard s.factor.isFinite, s.factor >= 1 else { throw bad("ropeScaling.factor", "must be >= 1, found \(s.factor)") }
+            if s.kind == .llama3 {
+                guard let low = s.lowFrequencyFactor, let high = s.highFrequencyFactor, high > low,
+                      let original = s.originalMaxPositionEmbeddings, original > 0
+                else { throw bad("ropeScaling", "llama3 scaling needs low/high frequency factors (high > low) and the original context length") }
+            }
+        }
+    }
+
+    /// q_proj rows (numHeads * headDim).
+    public var queryDim: Int { numHeads * headDim }
+    /// k_proj and v_proj rows (numKVHeads * headDim).
+    public var keyValueDim: Int { numKVHeads * headDim }
+}
+
+// MARK: - From GGUF metadata
+
+extension ModelConfig {
+    /// Reads `general.architecture` and that architecture's keys (llama.cpp's LLM_KV names).
+    /// GGUF has no tie flag: pass whether the file has an `output.weight` tensor.
+    public static func fromGGUF(_ file: GGUFFile, hasOutputTensor: Bool) throws -> ModelConfig {
+        let archName = try file.string("general.architecture")
+        guard let arch = ModelArchitecture(rawValue: archName) else {
+            throw ModelAssetsError.invalidConfig(
+                path: file.path, field: "general.architecture",
+                reason: "'\(archName)' is not supported (supported: \(ModelArchitecture.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        let p = archName + "."
+        let hidden = try file.int(p + "embedding_length")
+        let heads = try file.int(p + "attention.head_count")
+        let kvHeads = file.metadata[p + "attention.head_count_kv"] == nil ? heads : try file.int(p + "attention.head_count_kv")
+        var headDim = hidden / max(heads, 1)
+        if file.metadata[p + "attention.key_length"] != nil {
+            headDim = try file.int(p + "attention.key_length")
+            if file.metadata[p + "attention.value_length"] != nil, try file.int(p + "attention.value_length") != headDim {
+                throw ModelAssetsError.invalidConfig(path: file.path, field: p + "attention.value_length", reason: "must equal key_length")
+            }
+        }
+        if file.metadata[p + "rope.dimension_count"] != nil, try file.int(p + "rope.dimension_count") != headDim {
+            throw ModelAssetsError.invalidConfig(
+                path: file.path, field: p + "rope.dimension_count", reason: "partial rotary embeddings are not supported (must equal head dim \(headDim))")
+        }
+        let vocab: Int
+        if file.metadata[p + "vocab_size"] != nil {
+            vocab = try file.int(p + "vocab_size")
+        } else if let tokens = file.metadata["tokenizer.ggml.tokens"]?.arrayValue {
+            vocab = tokens.count
+        } else if let embed = file.tensorInfo(named: "token_embd.weight") {
+            vocab = embed.shape[0]
+        } else {
+            throw ModelAssetsError.missingKey(path: file.path, key: "tokenizer.ggml.tokens")
+        }
+        var scaling: RopeScaling?
+        if let kind = file.metadata[p + "rope.scaling.type"]?.stringValue, kind != "none" {
+            guard kind == "linear" else {
+                throw ModelAssetsError.invalidConfig(path: file.path, field: p + "rope.scaling.type", reason: "'\(kind)' is not supported (linear only)")
+            }
+            scaling = RopeScaling(kind: .linear, factor: try file.double(p + "rope.scaling.factor"))
+        }
+        let theta = file.metadata[p + "rope.freq_base"] == nil ? 10000 : try file.double(p + "rope.freq_base")
+        do {
+            return try ModelConfig(
+                architecture: arch, hiddenSize: hidden, intermediateSize: try file.int(p + "feed_forward_length"),
+                numLayers: try file.int(p + "block_count"), numHeads: heads, numKVHeads: kvHeads, headDim: headDim,
+                vocabSize: vocab, ropeTheta: theta, ropeScaling: scaling,
+                rmsNormEps: try file.double(p + "attention.layer_norm_rms_epsilon"),
+                tieWordEmbeddings: !hasOutputTensor, attentionBias: file.tensorInfo(named: "blk.0.attn_q.bias") != nil,
+                maxPositionEmbeddings: try file.int(p + "context_length"))
+        } catch let ModelAssetsError.invalidConfig(_, field, reason) {
+            throw ModelAssetsError.invalidConfig(path: file.path, field: field, reason: reason)
+        }
+    }
+}
+
+// MARK: - From a Hugging Face config.json
+
+extension ModelConfig {
+    public static func fromHuggingFace(path: String) throws -> ModelConfig {
+        try fromHuggingFace(json: FileBytes.read(path: path), path: path)
+    }
+
+    /// Reads `model_type` "llama", "mistral" or "qwen2". Rope base comes from top-level
+    /// `rope_theta` or transformers 5's `rope_parameters.rope_theta` (they must agree if both).
+    public static func fromHuggingFace(json: Data, path: String) throws -> ModelConfig {
+        guard let root = (try? JSONSerialization.jsonObject(with: json, options: [])) as? [String: Any] else {
+            throw ModelAssetsError.malformed(path: path, item: "config", reason: "is not a JSON object")
+        }
+        func bad(_ key: String, _ reason: String) -> ModelAssetsError { .invalidConfig(path: path, field: key, reason: reason) }
+        func int(_ key: String) throws -> Int? {
+            guard let v = root[key], !(v is NSNull) else { return nil }
+            guard let n = jsonInteger(v) else { throw bad(key, "must be an integer, found \(v)") }
+            return n
+        }
+        func requiredInt(_ key: String) throws -> Int {
+            guard let n = try int(key) else { throw ModelAssetsError.missingKey(path: path, key: key) }
+            return n
+        }
+        func double(_ key: String, in dict: [String: Any]) throws -> Double? {
+            guard let v = dict[key], !(v is NSNull) else { return nil }
+            guard let n = jsonNumber(v) else { throw bad(key, "must be a number, found \(v)") }
+            return n
+        }
+        func bool(_ key: String) throws -> Bool? {
+            guard let v = root[key], !(v is NSNull) else { return nil }
+            guard let b = jsonBool(v) else { throw bad(key, "must be true or false, found \(v)") }
+            return b
+        }
+
+        guard let typeName = root["model_type"] as? String else { throw ModelAssetsError.missingKey(path: path, key: "model_type") }
+        guard let arch = ModelArchitecture(rawValue: typeName) else {
+            throw bad("model_type", "'\(typeName)' is not supported (supported: \(ModelArchitecture.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        let ropeParameters = root["rope_parameters"] as? [String: Any]
+        let scalingDict = (root["rope_scaling"] as? [String: Any]) ?? ropeParameters
+        let topTheta = try double("rope_theta", in: root)
+        let nestedTheta = try ropeParameters.flatMap { try double("rope_theta", in: $0) }
+        if let a = topTheta, let b = nestedTheta, a != b {
+            throw bad("rope_theta", "top-level \(a) disagrees with rope_parameters.rope_theta \(b)")
+        }
+        var scaling: RopeScaling?
+        if let s = scalingDict, let kind = (s["rope_type"] ?? s["type"]) as? String, kind != "default" {
+            switch kind {
+            case "linear":
+                guard let f = try double("factor", in: s) else { throw bad("rope_scaling.factor", "is missing") }
+                scaling = RopeScaling(kind: .linear, factor: f)
+            case "llama3":
+                guard let f = try double("factor", in: s) else { throw bad("rope_scaling.factor", "is missing") }
+                scaling = RopeScaling(
+                    kind: .llama3, factor: f, lowFrequencyFactor: try double("low_freq_factor", in: s),
+                    highFrequencyFactor: try double("high_freq_factor", in: s),
+                    originalMaxPositionEmbeddings: (s["original_max_position_embeddings"]).flatMap(jsonInteger))
+            default:
+                throw bad("rope_scaling", "rope type '\(kind)' is not supported (default, linear, llama3)")
+            }
+        }
+        let hidden = try requiredInt("hidden_size")
+        let heads = try requiredInt("num_attention_heads")
+        let defaultBias = arch == .qwen2
+        do {
+            let config = try ModelConfig(
+                architecture: arch, hiddenSize: hidden, intermediateSize: try requiredInt("intermediate_size"),
+                numLayers: try requiredInt("num_hidden_layers"), numHeads: heads,
+                numKVHeads: try int("num_key_value_heads") ?? heads, headDim: try int("head_dim"),
+                vocabSize: try requiredInt("vocab_size"), ropeTheta: topTheta ?? nestedTheta ?? 10000,
+                ropeScaling: scaling, rmsNormEps: try double("rms_norm_eps", in: root) ?? 1e-6,
+                tieWordEmbeddings: try bool("tie_word_embeddings") ?? false,
+                attentionBias: try bool("attention_bias") ?? defaultBias,
+                maxPositionEmbeddings: try int("max_position_embeddings") ?? 2048)
+            if try bool("mlp_bias") == true { throw bad("mlp_bias", "MLP biases are not supported") }
+            return config
+        } catch let ModelAssetsError.invalidConfig(_, field, reason) {
+            throw ModelAssetsError.invalidConfig(path: path, field: field, reason: reason)
+        }
+    }
+}
+
+/// JSON values from JSONSerialization: exact integers, any number, booleans. JSON booleans
+/// bridge to NSNumber with objCType "c" and must not pass as numbers (nor 0/1 as booleans).
+func jsonInteger(_ v: Any) -> Int? {
+    guard let n = v as? NSNumber, !isBoolean(n) else { return nil }
+    if let i = v as? Int { return i }
+    if let d = v as? Double, d.rounded() == d, abs(d) < 9.0e15 { return Int(d) }
+    return nil
+}
+
+func jsonNumber(_ v: Any) -> Double? {
+    guard let n = v as? NSNumber, !isBoolean(n) else { return nil }
+    return n.doubleValue
+}
+
+func jsonBool(_ v: Any) -> Bool? {
+    guard let n = v as? NSNumber, isBoolean(n) else { return nil }
+    return n.boolValue
+}
+
+private func isBoolean(_ n: NSNumber) -> Bool {
+    String(cString: n.objCType) == "c"
+}

@@ -1,0 +1,477 @@
+// Byte-level BPE (GPT-2 family: SmolLM2, Llama-3, Qwen2): special tokens matched whole, a
+// pre-tokenizer (PreTokenizer.swift), then merges by rank per word with a word cache; decoding
+// back through the byte alphabet. Reading tokenizer.json is in TokenizerJSON.swift, streaming
+// decode in TokenizerStreaming.swift. Not here: SentencePiece/Unigram models, byte fallback,
+// added-token lstrip/rstrip/single_word flags. Reference: HF `tokenizers` models/bpe (word.rs).
+import Foundation
+
+public final class BPETokenizer: TextTokenizer {
+    /// One more than the largest token id.
+    public let vocabularySize: Int
+    public let preTokenizer: PreTokenizer
+    public let bosTokenId: Int?
+    public let eosTokenId: Int?
+    public let padTokenId: Int?
+    /// Ids of special (control) tokens: skipped by `decode(_:skipSpecialTokens: true)`.
+    public let specialTokenIds: Set<Int>
+    /// The model's Jinja chat template, when the source carries one (see `ChatTemplate.detect`).
+    public let chatTemplate: String?
+    /// A word that is itself in the vocabulary is one token, merges or not (HF `ignore_merges`; Llama-3).
+    public let ignoresMerges: Bool
+    /// Text between special tokens is NFC-normalized first (HF `normalizer: NFC`; Qwen2).
+    public let normalizesNFC: Bool
+
+    /// Token spellings by id (byte alphabet for ordinary tokens, raw text for added ones); nil for gaps.
+    let tokens: [String?]
+    let vocab: [String: Int]
+    /// The bytes each id decodes to.
+    let tokenBytes: [[UInt8]]
+    /// The id of the one-byte token for each byte.
+    let byteTokens: [Int32]
+    /// Bytes that have no token in this vocabulary. `encode` leaves them out, exactly as the Hugging
+    /// Face tokenizer does (SmolLM2: 04 06 13 14 16 1D C0 C1 F1 F2 F5-FF), so text holding them does
+    /// not round-trip; check with `unencodableScalars(in:)` before training on such text.
+    public let unencodableBytes: [UInt8]
+    /// (left id << 32 | right id) -> (rank << 32 | merged id).
+    let merges: [UInt64: UInt64]
+    let specials: SpecialTokenMatcher
+    let cache = BPEWordCache(capacity: 20_000)
+
+    /// Everything an instance is built from, whichever file it came from.
+    struct Parts {
+        var source: String  // names the file (or metadata) in error messages
+        var tokens: [String?]
+        var merges: [(left: String, right: String, item: String)]
+        var addedTokens: [(content: String, id: Int)]  // matched whole in text
+        var specialIds: Set<Int>
+        var preTokenizer: PreTokenizer
+        var ignoreMerges: Bool
+        var nfc: Bool
+        var bos: Int?
+        var eos: Int?
+        var pad: Int?
+        var chatTemplate: String?
+    }
+
+    /// From GGUF metadata (`tokenizer.ggml.*`). Control and user-defined tokens (types 3, 4) are
+    /// matched whole in text and are special; without token types, bos/eos/pad are.
+    public convenience init(data: TokenizerData) throws {
+        let source = "GGUF tokenizer metadata"
+        guard let pre = PreTokenizer.fromGGUFName(data.preTokenizer) else {
+            throw ModelAssetsError.invalidConfig(
+                path: source, field: "tokenizer.ggml.pre",
+                reason: "pre-tokenizer '\(data.preTokenizer)' is not supported (supported: \(PreTokenizer.supportedGGUFNames.joined(separator: ", "))); use a GPT-2, SmolLM, Llama-3 or Qwen2 family model")
+        }
+        if let types = data.tokenTypes, types.count != data.tokens.count {
+            throw ModelAssetsError.malformed(
+                path: source, item: "tokenizer.ggml.token_type",
+                reason: "\(types.count) token types for \(data.tokens.count) tokens")
+        }
+        var merges: [(left: String, right: String, item: String)] = []
+        merges.reserveCapacity(data.merges.count)
+        for (i, line) in data.merges.enumerated() {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw ModelAssetsError.malformed(
+                    path: source, item: "tokenizer.ggml.merges[\(i)]",
+                    reason: "'\(line)' is not two tokens separated by one space")
+            }
+            merges.append((String(parts[0]), String(parts[1]), "tokenizer.ggml.merges[\(i)]"))
+        }
+        var added: [(content: String, id: Int)] = []
+        var special = Set<Int>()
+        if let types = data.tokenTypes {
+            for (id, t) in types.enumerated() where t == 3 || t == 4 {
+                added.append((data.tokens[id], id))
+                special.insert(id)
+            }
+        } else {
+            for id in [data.bosTokenId, data.eosTokenId, data.padTokenId].compactMap({ $0 })
+            where id >= 0 && id < data.tokens.count {
+                added.append((data.tokens[id], id))
+                special.insert(id)
+            }
+        }
+        // llama.cpp applies ignore_merges for the Llama-3 pre-tokenizer; HF's Qwen2 normalizes NFC.
+        try self.init(parts: Parts(
+            source: source, tokens: data.tokens, merges: merges, addedTokens: added, specialIds: special,
+            preTokenizer: pre, ignoreMerges: pre == .llama3, nfc: pre == .qwen2,
+            bos: data.bosTokenId, eos: data.eosTokenId, pad: data.padTokenId, chatTemplate: data.chatTemplate))
+    }
+
+    init(parts: Parts) throws {
+        let source = parts.source
+        var vocab: [String: Int] = [:]
+        vocab.reserveCapacity(parts.tokens.count)
+        for (id, t) in parts.tokens.enumerated() { if let t { vocab[t] = id } }
+        for (content, id) in parts.addedTokens where vocab[content] == nil { vocab[content] = id }
+
+        // Bytes per id: added tokens are raw text; others go through the byte alphabet, or are
+        // taken as raw UTF-8 if they are not spelled in it (as HF's ByteLevel decoder does).
+        let addedIds = Set(parts.addedTokens.map(\.id))
+        var tokenBytes = [[UInt8]](repeating: [], count: parts.tokens.count)
+        for (id, t) in parts.tokens.enumerated() {
+            guard let t else { continue }
+            tokenBytes[id] = addedIds.contains(id) ? Array(t.utf8) : (ByteLevelAlphabet.decode(t) ?? Array(t.utf8))
+        }
+
+        var byteTokens = [Int32](repeating: -1, count: 256)
+        var missing: [String] = []
+        for b in 0..<256 {
+            let spelled = ByteLevelAlphabet.encode([UInt8(b)])
+            if let id = vocab[spelled], !addedIds.contains(id) { byteTokens[b] = Int32(id) } else { missing.append(spelled) }
+        }
+        // SmolLM2 lacks 21 (control bytes 04 06 13 14 16 1D and bytes that UTF-8 never or hardly
+        // uses); HF then drops those bytes from the text, and so do we (see `unencodableBytes`).
+        guard missing.count <= 128 else {
+            throw ModelAssetsError.malformed(
+                path: source, item: "vocabulary",
+                reason: "\(missing.count) of the 256 byte-level symbols are missing (first: '\(missing[0])'); this is not a byte-level BPE vocabulary")
+        }
+
+        var merges: [UInt64: UInt64] = [:]
+        merges.reserveCapacity(parts.merges.count)
+        for (rank, m) in parts.merges.enumerated() {
+            guard let l = vocab[m.left] else {
+                throw ModelAssetsError.malformed(path: source, item: m.item, reason: "merge '\(m.left) \(m.right)' names token '\(m.left)', which is not in the vocabulary")
+            }
+            guard let r = vocab[m.right] else {
+                throw ModelAssetsError.malformed(path: source, item: m.item, reason: "merge '\(m.left) \(m.right)' names token '\(m.right)', which is not in the vocabulary")
+            }
+            guard let merged = vocab[m.left + m.right] else {
+                throw ModelAssetsError.malformed(path: source, item: m.item, reason: "merge '\(m.left) \(m.right)' makes '\(m.left + m.right)', which is not in the vocabulary")
+            }
+            let key = UInt64(l) << 32 | UInt64(r)
+            // A repeated pair keeps its first (best) rank, as HF does when it builds its map.
+            if merges[key] == nil { merges[key] = UInt64(rank) << 32 | UInt64(merged) }
+        }
+
+        for (name, id) in [("bos", parts.bos), ("eos", parts.eos), ("pad", parts.pad)] {
+            if let id, id < 0 || id >= parts.tokens.count || parts.tokens[id] == nil {
+                throw ModelAssetsError.malformed(path: source, item: "\(name) token id", reason: "id \(id) is not a token of this \(parts.tokens.count)-token vocabulary")
+            }
+        }
+
+        self.vocabularySize = parts.tokens.count
+        self.preTokenizer = parts.preTokenizer
+        self.bosTokenId = parts.bos
+        self.eosTokenId = parts.eos
+        self.padTokenId = parts.pad
+        self.specialTokenIds = parts.specialIds
+        self.chatTemplate = parts.chatTemplate
+        self.ignoresMerges = parts.ignoreMerges
+        self.normalizesNFC = parts.nfc
+        self.tokens = parts.tokens
+        self.vocab = vocab
+        self.tokenBytes = tokenBytes
+        self.byteTokens = byteTokens
+        self.unencodableBytes = (0..<256).filter { byteTokens[$0] < 0 }.map { UInt8($0) }
+        self.merges = merges
+        self.specials = SpecialTokenMatcher(parts.addedTokens)
+    }
+
+    // MARK: lookups
+
+    /// The id of a token as the vocabulary spells it (byte alphabet: "Ġthe"), or of an added token ("<|im_end|>").
+    public func tokenId(_ token: String) -> Int? { vocab[token] }
+
+    /// The vocabulary's spelling of `id`; nil if out of range.
+    public func tokenString(_ id: Int) -> String? {
+        id >= 0 && id < tokens.count ? tokens[id] : nil
+    }
+
+    public func isSpecial(_ id: Int) -> Bool { specialTokenIds.contains(id) }
+
+    /// The scalars of `text` that `encode` would drop because one of their bytes has no token
+    /// (see `unencodableBytes`); empty for almost all text.
+    public func unencodableScalars(in text: String) -> [Unicode.Scalar] {
+        guard !unencodableBytes.isEmpty else { return [] }
+        var bytes: [UInt8] = []
+        return text.unicodeScalars.filter { s in
+            bytes.removeAll(keepingCapacity: true)
+            appendUTF8Bytes(s, to: &bytes)
+            return bytes.contains { byteTokens[Int($0)] < 0 }
+        }
+    }
+
+    // MARK: encode
+
+    /// Token ids for `text`; added/special tokens written in the text become their own ids.
+    /// No BOS is prepended (SmolLM2, and the chat templates, write it themselves when they want it).
+    public func encode(_ text: String) -> [Int] {
+        var out: [Int] = []
+        out.reserveCapacity(text.utf8.count / 3 + 4)
+        let scalars = Array(text.unicodeScalars)
+        var start = 0
+        specials.forEachMatch(in: scalars) { range, id in
+            if range.lowerBound > start { encodeOrdinary(scalars[start..<range.lowerBound], into: &out) }
+            out.append(id)
+            start = range.upperBound
+        }
+        if start < scalars.count { encodeOrdinary(scalars[start...], into: &out) }
+        return out
+    }
+
+    /// Encodes text that holds no special tokens: normalize, pre-tokenize, BPE per word.
+    func encodeOrdinary(_ slice: ArraySlice<Unicode.Scalar>, into out: inout [Int]) {
+        var scalars = Array(slice)
+        if normalizesNFC {
+            var view = String.UnicodeScalarView()
+            view.append(contentsOf: scalars)
+            scalars = Array(String(view).precomposedStringWithCanonicalMapping.unicodeScalars)
+        }
+        let classes = ScalarClass.classify(scalars)
+        var word: [UInt8] = []
+        word.reserveCapacity(64)
+        preTokenizer.forEachWord(scalars: scalars, classes: classes, in: 0..<scalars.count) { range in
+            word.removeAll(keepingCapacity: true)
+            for i in range { appendUTF8Bytes(scalars[i], to: &word) }
+            encodeWord(word, into: &out)
+        }
+    }
+
+    func encodeWord(_ word: [UInt8], into out: inout [Int]) {
+        if word.count == 1 {
+            let id = byteTokens[Int(word[0])]
+            if id >= 0 { out.append(Int(id)) }
+            return
+        }
+        if let cached = cache.lookup(word) {
+            for id in cached { out.append(Int(id)) }
+            return
+        }
+        var ids: [Int32]
+        if ignoresMerges, let id = vocab[ByteLevelAlphabet.encode(word)] {
+            ids = [Int32(id)]
+        } else {
+            ids = word.compactMap { byteTokens[Int($0)] >= 0 ? byteTokens[Int($0)] : nil }
+            ids = ids.count > 48 ? mergeLong(ids) : mergeShort(ids)
+        }
+        if word.count <= 256 { cache.insert(word, ids) }
+        for id in ids { out.append(Int(id)) }
+    }
+
+    @inline(__always) func mergeEntry(_ l: Int32, _ r: Int32) -> UInt64 {
+        merges[UInt64(UInt32(bitPattern: l)) << 32 | UInt64(UInt32(bitPattern: r))] ?? .max
+    }
+
+    /// BPE on a short word: repeatedly merge the best-ranked pair, leftmost first. Entries pack
+    /// rank above the merged id, so the smallest entry is the best pair. O(n^2) compares, O(n) lookups.
+    func mergeShort(_ start: [Int32]) -> [Int32] {
+        var syms = start
+        guard syms.count > 1 else { return syms }
+        var entries = [UInt64](repeating: .max, count: syms.count - 1)  // pair (i, i+1)
+        for i in 0..<entries.count { entries[i] = mergeEntry(syms[i], syms[i + 1]) }
+        while true {
+            var best = UInt64.max
+            var at = -1
+            for i in 0..<entries.count where entries[i] < best {
+                best = entries[i]
+                at = i
+            }
+            if at < 0 { break }
+            syms[at] = Int32(truncatingIfNeeded: best & 0xFFFF_FFFF)
+            syms.remove(at: at + 1)
+            entries.remove(at: at)
+            if at > 0 { entries[at - 1] = mergeEntry(syms[at - 1], syms[at]) }
+            if at < entries.count { entries[at] = mergeEntry(syms[at], syms[at + 1]) }
+        }
+        return syms
+    }
+
+    /// The same merges for long words, in O(n log n): a linked list of symbols and a min-heap of
+    /// (rank, position), exactly HF's word.rs order (best rank, then leftmost); stale entries are skipped.
+    func mergeLong(_ start: [Int32]) -> [Int32] {
+        var syms = start
+        let n = syms.count
+        guard n > 1 else { return syms }
+        var next = Array(1...n)
+        next[n - 1] = -1
+        var prev = Array(-1..<(n - 1))
+        var heap = BPEMergeHeap()
+        for i in 0..<(n - 1) {
+            let e = mergeEntry(syms[i], syms[i + 1])
+            if e != .max { heap.push((e & 0xFFFF_FFFF_0000_0000) | UInt64(i)) }
+        }
+        while let top = heap.pop() {
+            let pos = Int(top & 0xFFFF_FFFF)
+            let rank = top >> 32
+            let right = next[pos]
+            guard syms[pos] >= 0, right >= 0 else { continue }
+            let e = mergeEntry(syms[pos], syms[right])
+            guard e != .max, e >> 32 == rank else { continue }
+            syms[pos] = Int32(truncatingIfNeeded: e & 0xFFFF_FFFF)
+            syms[right] = -1
+            next[pos] = next[right]
+            if next[right] >= 0 { prev[next[right]] = pos }
+            let p = prev[pos]
+            if p >= 0 {
+                let e2 = mergeEntry(syms[p], syms[pos])
+                if e2 != .max { heap.push((e2 & 0xFFFF_FFFF_0000_0000) | UInt64(p)) }
+            }
+            if next[pos] >= 0 {
+                let e3 = mergeEntry(syms[pos], syms[next[pos]])
+                if e3 != .max { heap.push((e3 & 0xFFFF_FFFF_0000_0000) | UInt64(pos)) }
+            }
+        }
+        var out: [Int32] = []
+        var i = 0
+        while i >= 0 {
+            out.append(syms[i])
+            i = next[i]
+        }
+        return out
+    }
+
+    // MARK: decode
+
+    /// The text of `ids`. Invalid UTF-8 (a multi-byte character cut off) becomes U+FFFD, as in HF;
+    /// an id outside the vocabulary also becomes U+FFFD rather than vanishing.
+    public func decode(_ ids: [Int]) -> String {
+        decode(ids, skipSpecialTokens: false)
+    }
+
+    public func decode(_ ids: [Int], skipSpecialTokens: Bool) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(ids.count * 4)
+        for id in ids { appendBytes(of: id, skipSpecialTokens: skipSpecialTokens, to: &bytes) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    func appendBytes(of id: Int, skipSpecialTokens: Bool, to bytes: inout [UInt8]) {
+        guard id >= 0 && id < tokenBytes.count, tokens[id] != nil else {
+            bytes.append(contentsOf: [0xEF, 0xBF, 0xBD])
+            return
+        }
+        if skipSpecialTokens && specialTokenIds.contains(id) { return }
+        bytes.append(contentsOf: tokenBytes[id])
+    }
+}
+
+@inline(__always) func appendUTF8Bytes(_ s: Unicode.Scalar, to out: inout [UInt8]) {
+    let v = s.value
+    if v < 0x80 {
+        out.append(UInt8(v))
+    } else if v < 0x800 {
+        out.append(UInt8(0xC0 | (v >> 6)))
+        out.append(UInt8(0x80 | (v & 0x3F)))
+    } else if v < 0x10000 {
+        out.append(UInt8(0xE0 | (v >> 12)))
+        out.append(UInt8(0x80 | ((v >> 6) & 0x3F)))
+        out.append(UInt8(0x80 | (v & 0x3F)))
+    } else {
+        out.append(UInt8(0xF0 | (v >> 18)))
+        out.append(UInt8(0x80 | ((v >> 12) & 0x3F)))
+        out.append(UInt8(0x80 | ((v >> 6) & 0x3F)))
+        out.append(UInt8(0x80 | (v & 0x3F)))
+    }
+}
+
+/// Finds added tokens in text: leftmost match first, the longest one where several start there
+/// (HF's Aho-Corasick LeftmostLongest).
+struct SpecialTokenMatcher: Sendable {
+    /// Candidates by first scalar, longest first.
+    let byFirst: [UInt32: [(scalars: [Unicode.Scalar], id: Int)]]
+    /// Bit b set when some candidate starts with ASCII scalar b: a fast reject for most text.
+    let asciiFirst: (UInt64, UInt64)
+
+    init(_ tokens: [(content: String, id: Int)]) {
+        var by: [UInt32: [(scalars: [Unicode.Scalar], id: Int)]] = [:]
+        var lo: UInt64 = 0, hi: UInt64 = 0
+        for (content, id) in tokens {
+            let s = Array(content.unicodeScalars)
+            guard let first = s.first else { continue }
+            by[first.value, default: []].append((s, id))
+            if first.value < 64 { lo |= 1 << UInt64(first.value) } else if first.value < 128 { hi |= 1 << UInt64(first.value - 64) }
+        }
+        for k in by.keys { by[k]!.sort { $0.scalars.count > $1.scalars.count } }
+        byFirst = by
+        asciiFirst = (lo, hi)
+    }
+
+    func forEachMatch(in text: [Unicode.Scalar], _ body: (Range<Int>, Int) -> Void) {
+        guard !byFirst.isEmpty else { return }
+        var i = 0
+        while i < text.count {
+            let v = text[i].value
+            if v < 64 ? asciiFirst.0 & (1 << UInt64(v)) == 0 : (v < 128 && asciiFirst.1 & (1 << UInt64(v - 64)) == 0) {
+                i += 1
+                continue
+            }
+            if let candidates = byFirst[v] {
+                var matched = false
+                for c in candidates where c.scalars.count <= text.count - i {
+                    var ok = true
+                    for k in 1..<c.scalars.count where text[i + k] != c.scalars[k] {
+                        ok = false
+                        break
+                    }
+                    if ok {
+                        body(i..<(i + c.scalars.count), c.id)
+                        i += c.scalars.count
+                        matched = true
+                        break
+                    }
+                }
+                if matched { continue }
+            }
+            i += 1
+        }
+    }
+}
+
+/// Word -> ids memo shared by all callers of one tokenizer; stops growing at `capacity` (as HF's cache does).
+final class BPEWordCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var map: [[UInt8]: [Int32]] = [:]
+    private let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func lookup(_ word: [UInt8]) -> [Int32]? {
+        lock.lock()
+        defer { lock.unlock() }
+        return map[word]
+    }
+
+    func insert(_ word: [UInt8], _ ids: [Int32]) {
+        lock.lock()
+        defer { lock.unlock() }
+        if map.count < capacity { map[word] = ids }
+    }
+}
+
+/// A binary min-heap of packed UInt64 keys.
+struct BPEMergeHeap {
+    private var items: [UInt64] = []
+
+    mutating func push(_ x: UInt64) {
+        items.append(x)
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            if items[parent] <= items[i] { break }
+            items.swapAt(parent, i)
+            i = parent
+        }
+    }
+
+    mutating func pop() -> UInt64? {
+        guard let top = items.first else { return nil }
+        let last = items.removeLast()
+        if !items.isEmpty {
+            items[0] = last
+            var i = 0
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                var m = i
+                if l < items.count && items[l] < items[m] { m = l }
+                if r < items.count && items[r] < items[m] { m = r }
+                if m == i { break }
+                items.swapAt(i, m)
+                i = m
+            }
+        }
+        return top
+    }
+}

@@ -1,0 +1,234 @@
+// Reads a Hugging Face tokenizer.json (BPE model) into a BPETokenizer, plus bos/eos/pad and the
+// chat template from tokenizer_config.json / chat_template.jinja / config.json beside it.
+// Accepted pipelines: ByteLevel(use_regex), Sequence[Digits(individual), ByteLevel], and
+// Sequence[Split(Llama-3 / Qwen2 / GPT-2 regex, Isolated), ByteLevel(use_regex: false)]; normalizer
+// none or NFC. Anything else is refused by name. Reference: HF tokenizers' serialization format.
+import Foundation
+
+extension BPETokenizer {
+    /// Loads `tokenizer.json`; a `tokenizer_config.json`, `chat_template.jinja` or `config.json`
+    /// in the same folder supplies bos/eos/pad and the chat template when present.
+    public static func load(tokenizerJSON url: URL) throws -> BPETokenizer {
+        let path = url.path
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw ModelAssetsError.io(path: path, reason: "cannot read tokenizer.json (\(error.localizedDescription))")
+        }
+        let root: [String: Any]
+        do {
+            guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+                throw ModelAssetsError.malformed(path: path, item: "top level", reason: "not a JSON object")
+            }
+            root = object
+        } catch let error as ModelAssetsError {
+            throw error
+        } catch {
+            throw ModelAssetsError.malformed(path: path, item: "JSON", reason: "not valid JSON (\(error.localizedDescription))")
+        }
+        var parts = try parseTokenizerJSON(root, path: path)
+        try readSiblingConfig(folder: url.deletingLastPathComponent(), into: &parts)
+        return try BPETokenizer(parts: parts)
+    }
+
+    static func parseTokenizerJSON(_ root: [String: Any], path: String) throws -> Parts {
+        guard let model = root["model"] as? [String: Any] else {
+            throw ModelAssetsError.missingKey(path: path, key: "model")
+        }
+        let type = model["type"] as? String ?? "BPE"
+        guard type == "BPE" else {
+            throw ModelAssetsError.invalidConfig(path: path, field: "model.type", reason: "'\(type)' is not supported; only byte-level BPE tokenizers (GPT-2, SmolLM, Llama-3, Qwen2) are")
+        }
+        for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
+            if let value = model[key] as? String, !value.isEmpty {
+                throw ModelAssetsError.invalidConfig(path: path, field: "model.\(key)", reason: "'\(value)' is not supported; byte-level BPE uses none")
+            }
+        }
+        if model["byte_fallback"] as? Bool == true {
+            throw ModelAssetsError.invalidConfig(path: path, field: "model.byte_fallback", reason: "byte fallback (SentencePiece-style BPE) is not supported; only byte-level BPE is")
+        }
+        if let dropout = model["dropout"] as? Double, dropout > 0 {
+            throw ModelAssetsError.invalidConfig(path: path, field: "model.dropout", reason: "BPE dropout \(dropout) is not supported; set it to null")
+        }
+        guard let vocab = model["vocab"] as? [String: Any] else {
+            throw ModelAssetsError.missingKey(path: path, key: "model.vocab")
+        }
+
+        var added: [(content: String, id: Int)] = []
+        var special = Set<Int>()
+        if let list = root["added_tokens"] {
+            guard let list = list as? [[String: Any]] else {
+                throw ModelAssetsError.malformed(path: path, item: "added_tokens", reason: "not a list of objects")
+            }
+            for (i, entry) in list.enumerated() {
+                guard let id = intValue(entry["id"]), id >= 0, let content = entry["content"] as? String, !content.isEmpty else {
+                    throw ModelAssetsError.malformed(path: path, item: "added_tokens[\(i)]", reason: "needs a non-negative integer 'id' and a non-empty 'content'")
+                }
+                added.append((content, id))
+                if entry["special"] as? Bool == true { special.insert(id) }
+            }
+        }
+
+        var maxId = -1
+        var pairs: [(String, Int)] = []
+        pairs.reserveCapacity(vocab.count)
+        for (token, value) in vocab {
+            guard let id = intValue(value), id >= 0 else {
+                throw ModelAssetsError.malformed(path: path, item: "model.vocab[\"\(token)\"]", reason: "id is not a non-negative integer")
+            }
+            pairs.append((token, id))
+            maxId = max(maxId, id)
+        }
+        for (_, id) in added { maxId = max(maxId, id) }
+        guard maxId < 10_000_000 else {
+            throw ModelAssetsError.malformed(path: path, item: "model.vocab", reason: "token id \(maxId) is implausibly large")
+        }
+        var tokens = [String?](repeating: nil, count: maxId + 1)
+        for (token, id) in pairs {
+            if let existing = tokens[id] {
+                throw ModelAssetsError.malformed(path: path, item: "model.vocab", reason: "tokens '\(existing)' and '\(token)' share id \(id)")
+            }
+            tokens[id] = token
+        }
+        for (content, id) in added where tokens[id] == nil { tokens[id] = content }
+
+        guard let mergeList = model["merges"] as? [Any] else {
+            throw ModelAssetsError.missingKey(path: path, key: "model.merges")
+        }
+        var merges: [(left: String, right: String, item: String)] = []
+        merges.reserveCapacity(mergeList.count)
+        for (i, m) in mergeList.enumerated() {
+            if let line = m as? String {
+                let halves = line.split(separator: " ", omittingEmptySubsequences: false)
+                guard halves.count == 2, !halves[0].isEmpty, !halves[1].isEmpty else {
+                    throw ModelAssetsError.malformed(path: path, item: "model.merges[\(i)]", reason: "'\(line)' is not two tokens separated by one space")
+                }
+                merges.append((String(halves[0]), String(halves[1]), "model.merges[\(i)]"))
+            } else if let pair = m as? [Any], pair.count == 2, let l = pair[0] as? String, let r = pair[1] as? String {
+                merges.append((l, r, "model.merges[\(i)]"))
+            } else {
+                throw ModelAssetsError.malformed(path: path, item: "model.merges[\(i)]", reason: "expected \"left right\" or [left, right]")
+            }
+        }
+
+        let nfc = try parseNormalizer(root["normalizer"], path: path)
+        let pre = try parsePreTokenizer(root["pre_tokenizer"], path: path)
+        return Parts(
+            source: path, tokens: tokens, merges: merges, addedTokens: added, specialIds: special,
+            preTokenizer: pre, ignoreMerges: model["ignore_merges"] as? Bool ?? false, nfc: nfc,
+            bos: nil, eos: nil, pad: nil, chatTemplate: nil)
+    }
+
+    static let supportedPipelines = """
+        ByteLevel(use_regex: true); Sequence[Digits(individual_digits: true), ByteLevel(use_regex: true)]; \
+        Sequence[Split(Regex: the Llama-3, Qwen2 or GPT-2 pattern, behavior: Isolated), ByteLevel(use_regex: false)]
+        """
+
+    /// Returns whether text is NFC-normalized; refuses any other normalizer.
+    static func parseNormalizer(_ node: Any?, path: String) throws -> Bool {
+        guard let node, !(node is NSNull) else { return false }
+        if let obj = node as? [String: Any] {
+            if obj["type"] as? String == "NFC" { return true }
+            if obj["type"] as? String == "Sequence", let list = obj["normalizers"] as? [Any] {
+                if list.isEmpty { return false }
+                if list.count == 1 { return try parseNormalizer(list[0], path: path) }
+            }
+        }
+        throw ModelAssetsError.invalidConfig(path: path, field: "normalizer", reason: "\(describe(node)) is not supported (supported: null, NFC)")
+    }
+
+    static func parsePreTokenizer(_ node: Any?, path: String) throws -> PreTokenizer {
+        func refuse() -> ModelAssetsError {
+            .invalidConfig(path: path, field: "pre_tokenizer", reason: "\(describe(node ?? NSNull())) is not supported (supported: \(supportedPipelines))")
+        }
+        guard let obj = node as? [String: Any], let type = obj["type"] as? String else { throw refuse() }
+        func byteLevel(_ o: Any, useRegex: Bool) -> Bool {
+            guard let o = o as? [String: Any], o["type"] as? String == "ByteLevel" else { return false }
+            // add_prefix_space would prepend a space to every piece; no model here uses it.
+            if o["add_prefix_space"] as? Bool == true { return false }
+            return (o["use_regex"] as? Bool ?? true) == useRegex
+        }
+        if type == "ByteLevel" {
+            if byteLevel(obj, useRegex: true) { return .gpt2 }
+            throw refuse()
+        }
+        guard type == "Sequence", let list = obj["pretokenizers"] as? [Any], list.count == 2 else { throw refuse() }
+        if let digits = list[0] as? [String: Any], digits["type"] as? String == "Digits",
+           digits["individual_digits"] as? Bool == true, byteLevel(list[1], useRegex: true) {
+            return .smollm
+        }
+        if let split = list[0] as? [String: Any], split["type"] as? String == "Split",
+           (split["behavior"] as? String ?? "Isolated") == "Isolated", split["invert"] as? Bool != true,
+           let pattern = (split["pattern"] as? [String: Any])?["Regex"] as? String,
+           byteLevel(list[1], useRegex: false) {
+            switch pattern {
+            case PreTokenizer.llama3Pattern: return .llama3
+            case PreTokenizer.qwen2Pattern: return .qwen2
+            case PreTokenizer.gpt2Pattern: return .gpt2
+            default: break
+            }
+        }
+        throw refuse()
+    }
+
+    /// bos/eos/pad (by content) and the chat template from the files transformers writes beside tokenizer.json.
+    static func readSiblingConfig(folder: URL, into parts: inout Parts) throws {
+        var lookup: [String: Int] = [:]
+        for (id, t) in parts.tokens.enumerated() { if let t { lookup[t] = id } }
+        for (content, id) in parts.addedTokens { lookup[content] = id }
+
+        let configURL = folder.appendingPathComponent("tokenizer_config.json")
+        if FileManager.default.fileExists(atPath: configURL.path) {
+            let cfgPath = configURL.path
+            guard let data = try? Data(contentsOf: configURL),
+                  let cfg = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+                throw ModelAssetsError.malformed(path: cfgPath, item: "JSON", reason: "not a readable JSON object; fix or delete the file")
+            }
+            func tokenId(_ key: String) throws -> Int? {
+                guard let value = cfg[key], !(value is NSNull) else { return nil }
+                let content = (value as? String) ?? ((value as? [String: Any])?["content"] as? String)
+                guard let content else {
+                    throw ModelAssetsError.malformed(path: cfgPath, item: key, reason: "expected a token string or {\"content\": ...}")
+                }
+                guard let id = lookup[content] else {
+                    throw ModelAssetsError.malformed(path: cfgPath, item: key, reason: "'\(content)' is not a token of tokenizer.json")
+                }
+                return id
+            }
+            parts.bos = try tokenId("bos_token")
+            parts.eos = try tokenId("eos_token")
+            parts.pad = try tokenId("pad_token")
+            if let template = cfg["chat_template"] as? String {
+                parts.chatTemplate = template
+            } else if let list = cfg["chat_template"] as? [[String: Any]] {
+                parts.chatTemplate = list.first { $0["name"] as? String == "default" }?["template"] as? String
+            }
+        }
+        let jinjaURL = folder.appendingPathComponent("chat_template.jinja")
+        if parts.chatTemplate == nil, let text = try? String(contentsOf: jinjaURL, encoding: .utf8) {
+            parts.chatTemplate = text
+        }
+        // config.json's integer ids fill what tokenizer_config.json left open.
+        let modelConfigURL = folder.appendingPathComponent("config.json")
+        if parts.bos == nil || parts.eos == nil, let data = try? Data(contentsOf: modelConfigURL),
+           let cfg = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] {
+            if parts.bos == nil, let id = intValue(cfg["bos_token_id"]) { parts.bos = id }
+            if parts.eos == nil, let id = intValue(cfg["eos_token_id"]) { parts.eos = id }
+        }
+    }
+
+    static func intValue(_ value: Any?) -> Int? {
+        if let n = value as? Int { return n }
+        guard let n = value as? NSNumber else { return nil }
+        let d = n.doubleValue
+        return d == d.rounded() && abs(d) < 1e15 ? n.intValue : nil
+    }
+
+    static func describe(_ node: Any) -> String {
+        guard JSONSerialization.isValidJSONObject(node),
+              let data = try? JSONSerialization.data(withJSONObject: node, options: [.sortedKeys]),
+              let text = String(data: data, encoding: .utf8) else { return String(describing: node) }
+        return text.count > 300 ? String(text.prefix(300)) + "..." : text
+    }
+}
