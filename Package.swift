@@ -3,8 +3,19 @@
 // Module map: ../shared/DESIGN.md. Only Sources/Autograd imports COpenBLAS.
 import PackageDescription
 
+import Foundation
+
 // Release builds are what users run; -Ounchecked drops overflow traps in hot loops.
-let fast: [SwiftSetting] = [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
+// Swift targets baseline x86-64 (SSE2, no FMA) by default, where SIMD code runs at half speed
+// and fused multiply-adds become library calls. When the building machine has AVX2 and FMA
+// (checked in /proc/cpuinfo), build for Haswell-class CPUs (AVX2 + FMA); the binaries then need such a CPU too.
+// ADAPTER_PORTABLE=1 builds for baseline x86-64 (binaries that run on any x86-64 machine).
+let cpuInfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+let nativeX86 = ProcessInfo.processInfo.environment["ADAPTER_PORTABLE"] != "1"
+    && cpuInfo.contains(" avx2") && cpuInfo.contains(" fma")
+let fast: [SwiftSetting] = [
+    .unsafeFlags(["-Ounchecked"] + (nativeX86 ? ["-target-cpu", "haswell"] : []), .when(configuration: .release))
+]
 
 let package = Package(
     name: "AdapterToolkit",
@@ -39,7 +50,7 @@ let package = Package(
             swiftSettings: fast),
         .executableTarget(
             name: "generate",
-            dependencies: ["CLISupport", "Inference", "Training", "DataSchema", "ModelAssets",
+            dependencies: ["CLISupport", "Export", "Inference", "Training", "DataSchema", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
@@ -54,6 +65,33 @@ let package = Package(
             name: "adapter-data",
             dependencies: ["DataSchema", "ModelAssets", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
+        .target(name: "Evaluation", dependencies: ["Training", "Inference", "DataSchema", "ModelAssets", "Autograd"], swiftSettings: fast),
+        .executableTarget(
+            name: "evaluate-adapter",
+            dependencies: ["Evaluation", "CLISupport", "Training", "Inference", "DataSchema",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .target(
+            name: "Export",
+            dependencies: ["Training", "Inference", "ModelAssets", "Autograd", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: fast),
+        .executableTarget(
+            name: "export-fmadapter",
+            dependencies: ["Export", "CLISupport", "Training", "ModelAssets",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .testTarget(name: "ExportTests", dependencies: ["Export", "Training", "Inference", "ModelAssets", "Autograd", "DataSchema"]),
+        .executableTarget(
+            name: "train-draft",
+            dependencies: ["CLISupport", "Training", "Inference", "DataSchema", "Autograd",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .executableTarget(
+            name: "bench-speculative",
+            dependencies: ["CLISupport", "Inference", "Training", "DataSchema", "ModelAssets",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .testTarget(name: "DraftTests", dependencies: ["Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
         .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),
         .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),
@@ -61,5 +99,6 @@ let package = Package(
             name: "TrainingTests", dependencies: ["Training", "Inference", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "EvaluationTests", dependencies: ["Evaluation", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
     ]
 )

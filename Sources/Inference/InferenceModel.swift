@@ -50,6 +50,16 @@ public final class InferenceModel: @unchecked Sendable {
     /// Runs `tokens` (appended after what the cache holds) and returns logits [n, V] for every
     /// new token when `allLogits`, else [1, V] for the last one.
     public func forward(_ tokens: [Int], cache: KVCache, allLogits: Bool = false) -> [Float] {
+        let rows = allLogits ? tokens.count : 1
+        let hn = hiddenStates(tokens, cache: cache, lastRows: rows)  // [rows, D]
+        var logits = [Float](repeating: 0, count: rows * config.vocabSize)
+        matmulNT(hn, head, m: rows, n: config.vocabSize, k: config.hiddenSize, into: &logits)  // [rows, V]
+        return logits
+    }
+
+    /// `forward` without the output head: the final-normed hidden states [lastRows, D] of the
+    /// last `lastRows` new tokens (a draft with its own, smaller head applies that itself).
+    public func hiddenStates(_ tokens: [Int], cache: KVCache, lastRows: Int) -> [Float] {
         let c = config
         let n = tokens.count
         precondition(n > 0, "[InferenceModel.forward] no tokens")
@@ -132,26 +142,67 @@ public final class InferenceModel: @unchecked Sendable {
             for i in 0..<n * D { x[i] += o[i] }
         }
         cache.count = start + n
-        let rows = allLogits ? n : 1
+        let rows = min(max(lastRows, 1), n)
         let first = n - rows
         let last = Array(x[(first * D)..<(n * D)])
         var hn = [Float](repeating: 0, count: rows * D)
         rmsNormRows(last, finalNorm, rows: rows, eps: Float(c.rmsNormEps), into: &hn)
-        var logits = [Float](repeating: 0, count: rows * c.vocabSize)
-        matmulNT(hn, head, m: rows, n: c.vocabSize, k: D, into: &logits)  // [rows, V]
-        return logits
+        return hn
     }
 
     // MARK: kernels
 
-    /// C[m, n] = A[m, k] · B[n, k]ᵀ
+    /// C[m, n] = A[m, k] · B[n, k]ᵀ. Decoding has m = 1 (or a few rows when a draft's tokens
+    /// are verified): there sgemm would repack the whole weight matrix per call, so a
+    /// weight-streaming kernel reads each weight row once for all m rows, on every core.
     func matmulNT(_ a: [Float], _ b: [Float], m: Int, n: Int, k: Int, into c: inout [Float]) {
         a.withUnsafeBufferPointer { ap in
             b.withUnsafeBufferPointer { bp in
                 c.withUnsafeMutableBufferPointer { cp in
-                    BLAS.sgemm(transA: false, transB: true, m: m, n: n, k: k, alpha: 1,
-                               a: ap.baseAddress!, lda: k, b: bp.baseAddress!, ldb: k,
-                               beta: 0, c: cp.baseAddress!, ldc: n)
+                    if m <= Self.streamingRows {
+                        Self.streamingMatmulNT(ap.baseAddress!, bp.baseAddress!, m: m, n: n, k: k, cp.baseAddress!)
+                    } else {
+                        BLAS.sgemm(transA: false, transB: true, m: m, n: n, k: k, alpha: 1,
+                                   a: ap.baseAddress!, lda: k, b: bp.baseAddress!, ldb: k,
+                                   beta: 0, c: cp.baseAddress!, ldc: n)
+                    }
+                }
+            }
+        }
+    }
+
+    static let streamingRows = 8
+
+    /// C[m, n] = A[m, k] · B[n, k]ᵀ for small m: output columns split over the cores in fixed
+    /// chunks (results do not depend on the thread count), SIMD16 dot products.
+    static func streamingMatmulNT(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, m: Int, n: Int, k: Int,
+                                  _ c: UnsafeMutablePointer<Float>) {
+        let chunk = 256
+        let chunks = (n + chunk - 1) / chunk
+        let vec = k / 16 * 16
+        // chunks write disjoint columns of c; pointers cross into the workers as addresses
+        let (ai, bi, cout) = (Int(bitPattern: a), Int(bitPattern: b), Int(bitPattern: c))
+        DispatchQueue.concurrentPerform(iterations: chunks) { ci in
+            let a = UnsafePointer<Float>(bitPattern: ai)!, b = UnsafePointer<Float>(bitPattern: bi)!
+            let c = UnsafeMutablePointer<Float>(bitPattern: cout)!
+            for o in (ci * chunk)..<min(n, (ci + 1) * chunk) {
+                let w = b + o * k
+                for r in 0..<m {
+                    let x = a + r * k
+                    var acc = SIMD16<Float>()
+                    var i = 0
+                    while i < vec {
+                        let wv = UnsafeRawPointer(w + i).loadUnaligned(as: SIMD16<Float>.self)
+                        let xv = UnsafeRawPointer(x + i).loadUnaligned(as: SIMD16<Float>.self)
+                        acc += wv * xv
+                        i += 16
+                    }
+                    var s = acc.sum()
+                    while i < k {
+                        s += w[i] * x[i]
+                        i += 1
+                    }
+                    c[r * n + o] = s
                 }
             }
         }

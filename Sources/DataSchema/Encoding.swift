@@ -1,0 +1,140 @@
+// Rendering samples to token ids and a loss mask: Sample -> [ChatMessage] -> template segments
+// -> ids, tokenized segment by segment so the mask follows `isTarget` exactly; training pairs
+// (inputs ids[0..<n-1], targets ids[1..<n]); truncation to `maxSequenceLength` input positions,
+// counted, never silent. Works with any TextTokenizer + ChatTemplating (ModelAssets' or fakes).
+import Foundation
+import ModelAssets
+
+/// One rendered sample: every token with whether the loss covers it.
+public struct EncodedSample: Sendable, Equatable {
+    /// Token ids, possibly truncated.
+    public var tokens: [Int]
+    /// Per token: part of an assistant turn's content or its end-of-turn token.
+    public var isTarget: [Bool]
+    /// Token count before truncation.
+    public var fullTokenCount: Int
+    public var isTruncated: Bool { tokens.count < fullTokenCount }
+    public var targetTokenCount: Int { isTarget.reduce(0) { $0 + ($1 ? 1 : 0) } }
+}
+
+/// One training sequence: predict `targets[t]` from `inputs[0...t]`; the loss counts only
+/// positions where `targetMask[t]` is true.
+public struct TrainingExample: Sendable, Equatable {
+    public var sampleIndex: Int
+    public var line: Int
+    public var inputs: [Int]
+    public var targets: [Int]
+    public var targetMask: [Bool]
+    public var count: Int { inputs.count }
+    public var targetTokenCount: Int { targetMask.reduce(0) { $0 + ($1 ? 1 : 0) } }
+
+    public init(sampleIndex: Int, line: Int, inputs: [Int], targets: [Int], targetMask: [Bool]) {
+        precondition(inputs.count == targets.count && targets.count == targetMask.count,
+                     "[TrainingExample] inputs \(inputs.count), targets \(targets.count), mask \(targetMask.count) differ")
+        self.sampleIndex = sampleIndex
+        self.line = line
+        self.inputs = inputs
+        self.targets = targets
+        self.targetMask = targetMask
+    }
+}
+
+/// The training examples of a data set, with the issues rendering found.
+public struct EncodedDataSet: Sendable {
+    public var examples: [TrainingExample]
+    /// Samples left out because truncation left them no target token.
+    public var issues: [DataIssue]
+    /// The reader's summary with `truncated` and rendering rejections added.
+    public var summary: DataSummary
+}
+
+public struct TrainingEncoder: Sendable {
+    public var tokenizer: any TextTokenizer
+    public var template: any ChatTemplating
+    /// The most input positions a training example may have. A sample of n tokens makes
+    /// n - 1 positions, so it fits when n <= maxSequenceLength + 1; longer ones are cut.
+    public var maxSequenceLength: Int
+
+    public init(tokenizer: any TextTokenizer, template: any ChatTemplating, maxSequenceLength: Int) {
+        precondition(maxSequenceLength >= 1, "[TrainingEncoder] maxSequenceLength \(maxSequenceLength) must be at least 1")
+        self.tokenizer = tokenizer
+        self.template = template
+        self.maxSequenceLength = maxSequenceLength
+    }
+
+    /// The template's segments for a training sample (no generation prompt).
+    public func segments(_ messages: [Message]) -> [TemplateSegment] {
+        template.render(ChatRendering.chatMessages(messages), addGenerationPrompt: false)
+    }
+
+    /// All tokens of the sample, untruncated, with the loss mask.
+    public func encodeFull(_ messages: [Message]) -> EncodedSample {
+        var tokens: [Int] = []
+        var isTarget: [Bool] = []
+        for segment in segments(messages) where !segment.text.isEmpty {
+            let ids = tokenizer.encode(segment.text)
+            tokens += ids
+            isTarget += repeatElement(segment.isTarget, count: ids.count)
+        }
+        return EncodedSample(tokens: tokens, isTarget: isTarget, fullTokenCount: tokens.count)
+    }
+
+    /// The sample's tokens cut to `maxSequenceLength + 1` (the tail goes).
+    public func encode(_ messages: [Message]) -> EncodedSample {
+        var encoded = encodeFull(messages)
+        let limit = maxSequenceLength + 1
+        if encoded.tokens.count > limit {
+            encoded.tokens.removeLast(encoded.tokens.count - limit)
+            encoded.isTarget.removeLast(encoded.isTarget.count - limit)
+        }
+        return encoded
+    }
+
+    /// Token ids of a prompt for generation: the messages plus the assistant header.
+    public func encodePrompt(_ messages: [Message]) -> [Int] {
+        template.render(ChatRendering.chatMessages(messages), addGenerationPrompt: true)
+            .flatMap { $0.text.isEmpty ? [] : tokenizer.encode($0.text) }
+    }
+
+    /// The training pair of an encoded sample: inputs ids[0..<n-1], targets ids[1..<n].
+    public static func example(from encoded: EncodedSample, sampleIndex: Int, line: Int) -> TrainingExample {
+        let n = encoded.tokens.count
+        guard n >= 2 else {
+            return TrainingExample(sampleIndex: sampleIndex, line: line, inputs: [], targets: [], targetMask: [])
+        }
+        return TrainingExample(sampleIndex: sampleIndex, line: line,
+                               inputs: Array(encoded.tokens[0..<(n - 1)]),
+                               targets: Array(encoded.tokens[1..<n]),
+                               targetMask: Array(encoded.isTarget[1..<n]))
+    }
+
+    /// Encodes every sample. A sample with no target position left (after truncation) is an
+    /// issue: thrown as `.invalidData` unless `skipInvalid`, else left out and counted.
+    public func encode(_ dataSet: DataSet, skipInvalid: Bool = false, maxListedIssues: Int = 50) throws(DataSchemaError) -> EncodedDataSet {
+        var examples: [TrainingExample] = []
+        examples.reserveCapacity(dataSet.samples.count)
+        var issues: [DataIssue] = []
+        var summary = dataSet.summary
+        for sample in dataSet.samples {
+            let encoded = encode(sample.messages)
+            if encoded.isTruncated { summary.truncated += 1 }
+            let example = TrainingEncoder.example(from: encoded, sampleIndex: sample.index, line: sample.line)
+            if example.targetTokenCount == 0 {
+                let why = encoded.isTruncated
+                    ? "no assistant token is left after truncating \(encoded.fullTokenCount) tokens to \(maxSequenceLength + 1) (maxSequenceLength \(maxSequenceLength)); shorten the prompt or raise the maximum"
+                    : "the rendered sample has no assistant token to train on"
+                issues.append(DataIssue(file: sample.file, line: sample.line, kind: .noTargetTokens, message: why))
+                summary.accepted -= 1
+                summary.rejected += 1
+                summary.rejectedByKind[.noTargetTokens, default: 0] += 1
+                continue
+            }
+            examples.append(example)
+        }
+        if !issues.isEmpty && !skipInvalid {
+            throw DataSchemaError.invalidData(path: dataSet.file, listed: Array(issues.prefix(maxListedIssues)),
+                                              totalIssues: issues.count, rejected: issues.count, read: summary.samplesRead)
+        }
+        return EncodedDataSet(examples: examples, issues: dataSet.issues + issues, summary: summary)
+    }
+}

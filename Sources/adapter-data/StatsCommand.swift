@@ -1,0 +1,50 @@
+// `adapter-data stats FILE [--tokenizer-json PATH --max-sequence-length N]`: sample, turn,
+// role and character counts; with a tokenizer.json also tokens, assistant tokens, length
+// percentiles and how many samples training would truncate.
+import ArgumentParser
+import DataSchema
+import Foundation
+import ModelAssets
+
+struct StatsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stats",
+        abstract: "Describe a JSONL file: samples, turns, roles, characters, and tokens with a tokenizer.")
+
+    @OptionGroup var data: DataFileOptions
+
+    @Option(help: "A Hugging Face tokenizer.json (chat template from tokenizer_config.json beside it) for token statistics.")
+    var tokenizerJson: String?
+
+    @Option(help: "Input positions per training example; longer samples are counted as truncated.")
+    var maxSequenceLength: Int = 1024
+
+    func validate() throws {
+        guard maxSequenceLength >= 1 else { throw ValidationError("--max-sequence-length must be at least 1.") }
+    }
+
+    func run() throws {
+        let dataSet = try DataReader.read(path: data.file, options: data.readOptions(skipInvalid: true))
+        var encoder: TrainingEncoder?
+        if let tokenizerJson {
+            let tokenizer = try BPETokenizer.load(tokenizerJSON: URL(fileURLWithPath: tokenizerJson))
+            encoder = TrainingEncoder(tokenizer: tokenizer, template: ChatTemplate.detect(from: tokenizer.chatTemplate),
+                                      maxSequenceLength: maxSequenceLength)
+        }
+        let stats = DataStats.compute(dataSet, encoder: encoder)
+        print("\(data.file): \(dataSet.summary)")
+        if !dataSet.issues.isEmpty { print("(statistics cover the accepted samples; run `adapter-data validate` for the issues)") }
+        print("samples: \(stats.samples)")
+        print("turns: \(stats.turns)  " + ChatRole.allCases.map { "\($0.rawValue) \(stats.turnsByRole[$0, default: 0])" }.joined(separator: ", "))
+        print("characters (rendered turn text): \(stats.characters)  "
+            + ChatRole.allCases.map { "\($0.rawValue) \(stats.charactersByRole[$0, default: 0])" }.joined(separator: ", "))
+        print("tool calls: \(stats.toolCalls); samples with tools: \(stats.samplesWithTools); with response_format: \(stats.samplesWithResponseFormat)")
+        guard let tokens = stats.tokens else {
+            print("tokens: not counted (character statistics only); pass --tokenizer-json PATH for token statistics")
+            return
+        }
+        print("tokens: \(tokens.tokens); assistant (trained) tokens: \(tokens.targetTokens)")
+        print("tokens per sample: " + tokens.lengthPercentiles.map { "p\($0.percentile) \($0.tokens)" }.joined(separator: ", "))
+        print("samples over --max-sequence-length \(tokens.maxSequenceLength) (more than \(tokens.maxSequenceLength + 1) tokens, truncated in training): \(tokens.exceeding)")
+    }
+}
