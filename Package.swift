@@ -58,12 +58,17 @@ let package = Package(
             dependencies: ["CLISupport", "Training", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
+            name: "bench-train",
+            dependencies: ["CLISupport", "Inference", "Training", "DataSchema", "ModelAssets", "Autograd",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .executableTarget(
             name: "bench",
             dependencies: ["Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
             name: "adapter-data",
-            dependencies: ["DataSchema", "ModelAssets", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["DataSchema", "ModelAssets", "CLISupport", "Training", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .target(name: "Evaluation", dependencies: ["Training", "Inference", "DataSchema", "ModelAssets", "Autograd"], swiftSettings: fast),
         .executableTarget(

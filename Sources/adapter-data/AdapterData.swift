@@ -1,6 +1,5 @@
 // The data tool's root command: `adapter-data validate|stats|split FILE ...`. Each subcommand
-// lives in its own file and only parses, calls one DataSchema function and prints; `tokenize`
-// and `inspect` slot into `subcommands` the same way. Follows swift-argument-parser's layout.
+// lives in its own file and only parses, calls one library function and prints. Follows swift-argument-parser's layout.
 import ArgumentParser
 
 @main
@@ -8,5 +7,5 @@ struct AdapterData: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "adapter-data",
         abstract: "Check, describe and split JSONL training data (the sample schema is in Schema.md).",
-        subcommands: [ValidateCommand.self, StatsCommand.self, SplitCommand.self])
+        subcommands: [ValidateCommand.self, StatsCommand.self, SplitCommand.self, TokenizeCommand.self, InspectCommand.self])
 }

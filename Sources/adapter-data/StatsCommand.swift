@@ -5,6 +5,8 @@ import ArgumentParser
 import DataSchema
 import Foundation
 import ModelAssets
+import CLISupport
+import Training
 
 struct StatsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -12,6 +14,7 @@ struct StatsCommand: ParsableCommand {
         abstract: "Describe a JSONL file: samples, turns, roles, characters, and tokens with a tokenizer.")
 
     @OptionGroup var data: DataFileOptions
+    @OptionGroup var model: BaseModelOptions
 
     @Option(help: "A Hugging Face tokenizer.json (chat template from tokenizer_config.json beside it) for token statistics.")
     var tokenizerJson: String?
@@ -30,6 +33,10 @@ struct StatsCommand: ParsableCommand {
             let tokenizer = try BPETokenizer.load(tokenizerJSON: URL(fileURLWithPath: tokenizerJson))
             encoder = TrainingEncoder(tokenizer: tokenizer, template: ChatTemplate.detect(from: tokenizer.chatTemplate),
                                       maxSequenceLength: maxSequenceLength)
+        } else if model.baseModel != nil || BaseModel.defaultPath() != nil {
+            // the base model's tokenizer (the fetched default when --base-model is not given)
+            let (_, tokenizer, template) = try model.loadTokenizer()
+            encoder = TrainingEncoder(tokenizer: tokenizer, template: template, maxSequenceLength: maxSequenceLength)
         }
         let stats = DataStats.compute(dataSet, encoder: encoder)
         print("\(data.file): \(dataSet.summary)")
@@ -40,7 +47,7 @@ struct StatsCommand: ParsableCommand {
             + ChatRole.allCases.map { "\($0.rawValue) \(stats.charactersByRole[$0, default: 0])" }.joined(separator: ", "))
         print("tool calls: \(stats.toolCalls); samples with tools: \(stats.samplesWithTools); with response_format: \(stats.samplesWithResponseFormat)")
         guard let tokens = stats.tokens else {
-            print("tokens: not counted (character statistics only); pass --tokenizer-json PATH for token statistics")
+            print("tokens: not counted (character statistics only): no base model is fetched; pass --base-model PATH or --tokenizer-json PATH")
             return
         }
         print("tokens: \(tokens.tokens); assistant (trained) tokens: \(tokens.targetTokens)")

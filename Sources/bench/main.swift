@@ -1,2 +1,124 @@
-// Placeholder until the engine benchmark lands (issue 2).
-print("bench: not implemented yet")
+// Engine benchmark: one SmolLM2-135M-shaped decoder layer (RMSNorm, GQA attention with RoPE,
+// SwiGLU MLP) with LoRA on all 7 projections over frozen base weights, T tokens in one row.
+// Prints forward and forward+backward times, the matmul GFLOP/s they achieve, and OpenBLAS
+// sgemm GFLOP/s on the same projection shapes measured in the same run.
+import ArgumentParser
+import Autograd
+import Foundation
+
+struct Bench: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Time one LoRA decoder layer forward and backward.")
+    @Option(help: "Tokens per step (one sequence).") var tokens = 1024
+    @Option(help: "Hidden size D.") var hidden = 576
+    @Option(help: "MLP inner size.") var ffn = 1536
+    @Option(help: "Query heads.") var heads = 9
+    @Option(help: "Key/value heads.") var kvHeads = 3
+    @Option(help: "LoRA rank on every projection.") var rank = 32
+    @Option(help: "Timed repetitions (the best and the median are printed).") var iterations = 7
+    @Option(help: "Threads for kernels and OpenBLAS (default: all cores).") var threads: Int?
+
+    func run() throws {
+        if let threads { withThreads(threads) { measure() } } else { measure() }
+    }
+
+    func time(_ body: () -> Void) -> (best: Double, median: Double) {
+        body()  // warm-up
+        var times: [Double] = []
+        for _ in 0..<iterations {
+            let start = DispatchTime.now().uptimeNanoseconds
+            body()
+            times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+        }
+        times.sort()
+        return (times[0], times[times.count / 2])
+    }
+
+    func measure() {
+        let t = tokens, d = hidden, hd = hidden / heads
+        var rng = SeededRNG(seed: 2024)
+        func frozen(_ shape: [Int], _ s: Float) -> Tensor {
+            Tensor(shape: shape, data: rng.normalArray(count: shape.reduce(1, *), std: s))
+        }
+        // (in, out) of q, k, v, o, gate, up, down
+        let shapes = [(d, heads * hd), (d, kvHeads * hd), (d, kvHeads * hd), (heads * hd, d), (d, ffn), (d, ffn), (ffn, d)]
+        let layers = shapes.map { (i, o) -> LoRALinear in
+            let l = LoRALinear(weight: frozen([o, i], 0.02), bias: nil, rank: rank, alpha: Float(2 * rank), rng: &rng)
+            l.b.data = rng.normalArray(count: l.b.count, std: 0.01)  // as after some training
+            return l
+        }
+        let attnNorm = Tensor(shape: [d], data: [Float](repeating: 1, count: d))
+        let mlpNorm = Tensor(shape: [d], data: [Float](repeating: 1, count: d))
+        let x = Tensor(shape: [t, d], data: rng.normalArray(count: t * d), requiresGrad: true)
+        let upstream = rng.normalArray(count: t * d)
+        let positions = Array(0..<t)
+
+        func layer() -> Tensor {
+            let h = rmsNorm(x, weight: attnNorm, eps: 1e-5)  // [T,D]
+            let q = rope(layers[0](h), heads: heads, positions: positions, base: 100_000)  // [T,H·hd]
+            let k = rope(layers[1](h), heads: kvHeads, positions: positions, base: 100_000)  // [T,K·hd]
+            let a = causalAttention(q: q, k: k, v: layers[2](h), batch: 1, heads: heads, kvHeads: kvHeads)
+            let x1 = x + layers[3](a)
+            let h2 = rmsNorm(x1, weight: mlpNorm, eps: 1e-5)
+            return x1 + layers[6](swiglu(gate: layers[4](h2), up: layers[5](h2)))  // [T,D]
+        }
+
+        // Matmul FLOPs one step needs (causal attention counts only the visible half).
+        var fwdFlops = 0.0, bwdFlops = 0.0
+        for (i, o) in shapes {
+            fwdFlops += 2 * Double(t * i * o) + 2 * Double(t * rank * (i + o))
+            bwdFlops += 2 * Double(t * i * o) + 4 * Double(t * rank * (i + o))  // dX only for W
+        }
+        let causal = 2 * Double(hd * heads) * Double(t * (t + 1) / 2)
+        fwdFlops += 2 * causal
+        bwdFlops += 4 * causal
+
+        let fwd = time { _ = layer() }
+        let step = time {
+            x.grad = nil
+            for l in layers { l.a.grad = nil; l.b.grad = nil }
+            layer().backward(gradient: upstream)
+        }
+
+        // OpenBLAS on the same projection shapes: y = x·Wᵀ (NT) and dX = dY·W (NN).
+        var buffers: [([Float], [Float], [Float], [Float])] = shapes.map { (i, o) in
+            (rng.normalArray(count: t * i), rng.normalArray(count: o * i), [Float](repeating: 0, count: t * o), [Float](repeating: 0, count: t * i))
+        }
+        var gemmFlops = 0.0
+        for (i, o) in shapes { gemmFlops += 4 * Double(t * i * o) }
+        // The library as shipped: one sgemm call per product, OpenBLAS's own threads (all cores).
+        func gemmPass(_ call: (Bool, Bool, Int, Int, Int, UnsafePointer<Float>, Int, UnsafePointer<Float>, Int, UnsafeMutablePointer<Float>, Int) -> Void) {
+            for (n, (i, o)) in shapes.enumerated() {
+                let xs = buffers[n].0, w = buffers[n].1
+                call(false, true, t, o, i, xs, i, w, i, &buffers[n].2, o)
+                let y = buffers[n].2
+                call(false, false, t, i, o, y, o, w, i, &buffers[n].3, i)
+            }
+        }
+        BLAS.libraryThreads = threads ?? ProcessInfo.processInfo.activeProcessorCount
+        let gemm = time {
+            gemmPass { ta, tb, m, n, k, a, lda, b, ldb, c, ldc in
+                BLAS.librarySgemm(transA: ta, transB: tb, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb, beta: 0, c: c, ldc: ldc)
+            }
+        }
+        BLAS.libraryThreads = 1
+        // This module's deterministic blocked sgemm (single-threaded OpenBLAS per block).
+        let ours = time {
+            gemmPass { ta, tb, m, n, k, a, lda, b, ldb, c, ldc in
+                BLAS.sgemm(transA: ta, transB: tb, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb, beta: 0, c: c, ldc: ldc)
+            }
+        }
+        let gemmRate = gemmFlops / gemm.best / 1e9
+        let fwdRate = fwdFlops / fwd.best / 1e9
+        let stepRate = (fwdFlops + bwdFlops) / step.best / 1e9
+        func ms(_ s: Double) -> String { String(format: "%.1f ms", s * 1e3) }
+        print("layer: T=\(t) D=\(d) FFN=\(ffn) heads=\(heads)/\(kvHeads) hd=\(hd) LoRA r=\(rank) on 7 projections, frozen base; threads=\(threads.map(String.init) ?? "all") (gemm threads \(BLAS.threads))")
+        print(String(format: "matmul FLOPs per step: forward %.2f G, backward %.2f G", fwdFlops / 1e9, bwdFlops / 1e9))
+        print("forward:          best \(ms(fwd.best)), median \(ms(fwd.median))  -> \(String(format: "%.1f", fwdRate)) GFLOP/s")
+        print("forward+backward: best \(ms(step.best)), median \(ms(step.median))  -> \(String(format: "%.1f", stepRate)) GFLOP/s")
+        print("OpenBLAS sgemm (library threading), same projection shapes (NT + NN): best \(ms(gemm.best)) -> \(String(format: "%.1f", gemmRate)) GFLOP/s")
+        print("Autograd blocked sgemm (deterministic), same shapes: best \(ms(ours.best)) -> \(String(format: "%.1f", gemmFlops / ours.best / 1e9)) GFLOP/s")
+        print(String(format: "ratio forward+backward / sgemm: %.0f%%  (forward / sgemm: %.0f%%)", 100 * stepRate / gemmRate, 100 * fwdRate / gemmRate))
+    }
+}
+
+Bench.main()

@@ -1,0 +1,175 @@
+// Causal self-attention with grouped-query heads and segment (packing) masks, flash-style:
+// query rows go in blocks of `blockRows`, each block multiplies only the keys it can see
+// (up to its last row, from the earliest key of its segments), so future blocks cost nothing.
+// Memory choice: forward saves one log-sum-exp per (batch, head, row) instead of the [T,T]
+// probabilities, and backward recomputes them block by block (one extra QKᵀ product).
+// Leaves out sliding windows and ALiBi. Follows FlashAttention-2 (Dao, 2023), Algorithm 2.
+import Foundation
+
+extension Ops {
+    /// Query rows per block (keys per block = the visible prefix of the batch row).
+    static let attentionBlockRows = 128
+
+    /// q [B·T, H·hd], k, v [B·T, K·hd] -> [B·T, H·hd]. Query head h reads kv head h/(H/K).
+    /// Row i sees row j iff same batch row, j ≤ i, and segmentIds (if any) agree.
+    /// With P = softmax(s·QKᵀ), O = PV:  dV = Pᵀ dO, dP = dO Vᵀ, dS = P ⊙ (dP − rowsum(dO ⊙ O)),
+    /// dQ = s·dS K, dK = s·dSᵀ Q.
+    static func causalAttention<S>(
+        q: TensorOf<S>, k: TensorOf<S>, v: TensorOf<S>, batch: Int, heads: Int, kvHeads: Int, segmentIds: [Int32]? = nil,
+        blockRows: Int = attentionBlockRows
+    ) -> TensorOf<S> {
+        precondition(q.shape.count == 2 && k.shape.count == 2 && v.shape.count == 2, "[causalAttention] q, k, v must be 2-D: q \(q.shape), k \(k.shape), v \(v.shape)")
+        precondition(heads > 0 && kvHeads > 0 && heads % kvHeads == 0, "[causalAttention] heads \(heads) must be a positive multiple of kvHeads \(kvHeads)")
+        let rows = q.shape[0]
+        precondition(batch > 0 && rows % batch == 0, "[causalAttention] rows \(rows) of q \(q.shape) not divisible by batch \(batch)")
+        precondition(q.shape[1] % heads == 0, "[causalAttention] q width of \(q.shape) not divisible by heads \(heads)")
+        let hd = q.shape[1] / heads
+        precondition(k.shape == [rows, kvHeads * hd] && v.shape == k.shape, "[causalAttention] k, v must be [\(rows), \(kvHeads * hd)]: q \(q.shape) vs k \(k.shape), v \(v.shape)")
+        if let segmentIds { precondition(segmentIds.count == rows, "[causalAttention] segmentIds count \(segmentIds.count) vs q \(q.shape)") }
+        let t = rows / batch, group = heads / kvHeads
+        let qw = heads * hd, kw = kvHeads * hd
+        let scale = S(1 / Double(hd).squareRoot())
+        let blocks = (t + blockRows - 1) / blockRows
+
+        // First visible key of each query block: the earliest first occurrence of its segments.
+        var keyStart = [Int](repeating: 0, count: batch * blocks)
+        if let segmentIds {
+            for b in 0..<batch {
+                var first: [Int32: Int] = [:]
+                for i in 0..<t where first[segmentIds[b * t + i]] == nil { first[segmentIds[b * t + i]] = i }
+                for blk in 0..<blocks {
+                    var js = Int.max
+                    for i in (blk * blockRows)..<min(t, (blk + 1) * blockRows) { js = min(js, first[segmentIds[b * t + i]]!) }
+                    keyStart[b * blocks + blk] = js
+                }
+            }
+        }
+
+        /// Fills scores [bq, nk] of block (b, h, blk) with probabilities; row r sees keys js...i.
+        /// With `lse` given it recomputes from it, otherwise it stores each row's log-sum-exp there.
+        func probabilities(
+            _ qp: UnsafePointer<S>, _ kp: UnsafePointer<S>, _ p: UnsafeMutablePointer<S>,
+            _ b: Int, _ h: Int, _ i0: Int, _ bq: Int, _ js: Int, _ nk: Int,
+            _ lse: UnsafeMutablePointer<S>, recompute: Bool
+        ) {
+            let kvh = h / group
+            S.gemm(transA: false, transB: true, m: bq, n: nk, k: hd, alpha: scale,
+                   a: qp + (b * t + i0) * qw + h * hd, lda: qw, b: kp + (b * t + js) * kw + kvh * hd, ldb: kw,
+                   beta: 0, c: p, ldc: nk)  // [bq, nk]
+            Parallel.forChunks(bq, grain: Parallel.rowGrain(rowLength: nk)) { _, r in
+                for row in r {
+                    let i = i0 + row, visible = i + 1 - js
+                    let pr = p + row * nk
+                    if let segmentIds {
+                        let own = segmentIds[b * t + i]
+                        for j in 0..<visible where segmentIds[b * t + js + j] != own { pr[j] = -S.infinity }
+                    }
+                    let li = lse + (b * heads + h) * t + i
+                    if recompute {
+                        let shift = li.pointee
+                        kMap(visible, pr, pr) { S.expVector($0 - shift) }
+                    } else {
+                        li.pointee = kSoftmaxRow(pr, pr, visible)
+                    }
+                    for j in visible..<nk { pr[j] = 0 }
+                }
+            }
+        }
+
+        var lse = [S](repeating: 0, count: batch * heads * t)
+        let out: [S] = makeArray(rows * qw) { o in
+            q.data.withUnsafeBufferPointer { qp in
+                k.data.withUnsafeBufferPointer { kp in
+                    v.data.withUnsafeBufferPointer { vp in
+                        lse.withUnsafeMutableBufferPointer { lp in
+                            var scores = [S](repeating: 0, count: min(blockRows, t) * t)
+                            scores.withUnsafeMutableBufferPointer { sp in
+                                let p = sp.baseAddress!
+                                for b in 0..<batch {
+                                    for h in 0..<heads {
+                                        for blk in 0..<blocks {
+                                            let i0 = blk * blockRows, bq = min(blockRows, t - i0)
+                                            let js = keyStart[b * blocks + blk], nk = i0 + bq - js
+                                            probabilities(qp.baseAddress!, kp.baseAddress!, p, b, h, i0, bq, js, nk, lp.baseAddress!, recompute: false)
+                                            S.gemm(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: 1,
+                                                   a: p, lda: nk, b: vp.baseAddress! + (b * t + js) * kw + (h / group) * hd, ldb: kw,
+                                                   beta: 0, c: o + (b * t + i0) * qw + h * hd, ldc: qw)  // [bq, hd]
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let outShape = [rows, qw]  // [B·T, H·hd]
+        guard recording(q, k, v) else { return TensorOf(result: outShape, data: out, inputs: [], backward: nil) }
+        return TensorOf(result: outShape, data: out, inputs: [q, k, v]) { dOut in
+            let needQK = q.requiresGrad || k.requiresGrad
+            // Fresh accumulators, added to the inputs' grads at the end (q, k, v may alias).
+            var dq = [S](repeating: 0, count: needQK ? q.count : 0)
+            var dk = [S](repeating: 0, count: needQK ? k.count : 0)
+            var dv = [S](repeating: 0, count: v.requiresGrad ? v.count : 0)
+            var scores = [S](repeating: 0, count: min(blockRows, t) * t), dScores = scores
+            var rowDot = [S](repeating: 0, count: blockRows)
+            q.data.withUnsafeBufferPointer { qp in
+            k.data.withUnsafeBufferPointer { kp in
+            v.data.withUnsafeBufferPointer { vp in
+            out.withUnsafeBufferPointer { op in
+            lse.withUnsafeMutableBufferPointer { lp in
+            dq.withUnsafeMutableBufferPointer { dqp in
+            dk.withUnsafeMutableBufferPointer { dkp in
+            dv.withUnsafeMutableBufferPointer { dvp in
+            scores.withUnsafeMutableBufferPointer { sp in
+            dScores.withUnsafeMutableBufferPointer { dsp in
+            rowDot.withUnsafeMutableBufferPointer { rdp in
+                let qp = qp.baseAddress!, kp = kp.baseAddress!, vp = vp.baseAddress!, op = op.baseAddress!
+                let p = sp.baseAddress!, ds = dsp.baseAddress!, rd = rdp.baseAddress!, go = dOut.baseAddress!
+                for b in 0..<batch {
+                    for h in 0..<heads {
+                        let kvh = h / group
+                        for blk in 0..<blocks {
+                            let i0 = blk * blockRows, bq = min(blockRows, t - i0)
+                            let js = keyStart[b * blocks + blk], nk = i0 + bq - js
+                            let qOff = (b * t + i0) * qw + h * hd, kOff = (b * t + js) * kw + kvh * hd
+                            probabilities(qp, kp, p, b, h, i0, bq, js, nk, lp.baseAddress!, recompute: true)
+                            if v.requiresGrad {  // dV[nk, hd] += Pᵀ dO
+                                S.gemm(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: 1,
+                                       a: p, lda: nk, b: go + qOff, ldb: qw, beta: 1, c: dvp.baseAddress! + kOff, ldc: kw)
+                            }
+                            guard needQK else { continue }
+                            S.gemm(transA: false, transB: true, m: bq, n: nk, k: hd, alpha: 1,
+                                   a: go + qOff, lda: qw, b: vp + kOff, ldb: kw, beta: 0, c: ds, ldc: nk)  // dP [bq, nk]
+                            Parallel.forChunks(bq, grain: Parallel.rowGrain(rowLength: nk)) { _, r in
+                                for row in r {
+                                    let i = i0 + row, visible = i + 1 - js
+                                    rd[row] = kDot(go + qOff + row * qw, op + qOff + row * qw, hd)
+                                    let dr = ds + row * nk, pr = p + row * nk, dot = rd[row]
+                                    kMap2(visible, pr, dr, dr) { $0 * ($1 - dot) }  // dS = P ⊙ (dP − D)
+                                    for j in visible..<nk { dr[j] = 0 }
+                                }
+                            }
+                            // dQ[bq, hd] += s·dS K;  dK[nk, hd] += s·dSᵀ Q
+                            S.gemm(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: scale,
+                                   a: ds, lda: nk, b: kp + kOff, ldb: kw, beta: 1, c: dqp.baseAddress! + qOff, ldc: qw)
+                            S.gemm(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: scale,
+                                   a: ds, lda: nk, b: qp + qOff, ldb: qw, beta: 1, c: dkp.baseAddress! + kOff, ldc: kw)
+                        }
+                    }
+                }
+            }}}}}}}}}}}
+            for (tensor, d) in [(q, dq), (k, dk), (v, dv)] where tensor.requiresGrad {
+                d.withUnsafeBufferPointer { dp in tensor.withGrad { g in kMap2(tensor.count, g, dp.baseAddress!, g) { $0 + $1 } } }
+            }
+        }
+    }
+}
+
+/// Causal grouped-query attention over packed rows; see `Ops.causalAttention`.
+/// q [B·T, H·hd], k, v [B·T, K·hd] -> [B·T, H·hd], scale 1/√hd.
+public func causalAttention(
+    q: Tensor, k: Tensor, v: Tensor, batch: Int, heads: Int, kvHeads: Int, segmentIds: [Int32]? = nil
+) -> Tensor {
+    Ops.causalAttention(q: q, k: k, v: v, batch: batch, heads: heads, kvHeads: kvHeads, segmentIds: segmentIds)
+}
