@@ -3,6 +3,7 @@
 // beside the checkpoints. Also the data fingerprint that ties a checkpoint to its data.
 import Crypto
 import Foundation
+import ModelAssets
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -3,6 +3,7 @@
 import ArgumentParser
 import CLISupport
 import DataSchema
+import Export
 import Foundation
 import Inference
 import ModelAssets
@@ -20,8 +21,14 @@ struct Generate: ParsableCommand {
 
     @OptionGroup var model: BaseModelOptions
 
-    @Option(help: "Adapter checkpoint (adapter-*.safetensors) to apply to the base model.")
+    @Option(help: "Adapter checkpoint (adapter-*.safetensors) or .fmadapter package to apply to the base model; a package's draft (and its draft token count) is used for speculative decoding unless --draft-checkpoint is given.")
     var checkpoint: String?
+
+    @Option(help: "Draft-model checkpoint (draft-model-*.safetensors, from train-draft) for speculative decoding; the output is the same as without it, only faster.")
+    var draftCheckpoint: String?
+
+    @Option(help: "Tokens the draft proposes per target pass (gamma) with --draft-checkpoint.")
+    var numDraftTokens: Int = 5
 
     @Option(help: "The user message, or a path to a .jsonl file of conversations ending in a user turn.")
     var prompt: String
@@ -52,13 +59,21 @@ struct Generate: ParsableCommand {
         guard temperature >= 0, temperature.isFinite else { throw ValidationError("--temperature must be 0 (greedy) or positive") }
         if let k = topK, k < 1 { throw ValidationError("--top-k must be at least 1") }
         if let p = topP, !(p > 0 && p <= 1) { throw ValidationError("--top-p must be in (0, 1]") }
+        guard numDraftTokens >= 1 else { throw ValidationError("--num-draft-tokens must be at least 1") }
     }
 
     func run() throws {
         let base = try model.load()
-        let adapter = try checkpoint.map { try Checkpoint.load($0) }
-        let llama = try LlamaModel.load(base: base, adapter: adapter)
+        let loaded = try AdapterSource.load(checkpoint, base: base)  // a checkpoint file or an .fmadapter package
+        let adapter = loaded.checkpoint
+        let llama = loaded.model
         let engine = InferenceModel(llama)
+        let drafter = try draftCheckpoint.map { try DraftEngine.load(path: $0, base: base) } ?? loaded.draft.map { DraftEngine($0) }
+        // a package's own draft runs with the package's speculativeDecodingDraftTokenCount
+        let numDraftTokens = draftCheckpoint == nil ? (loaded.draftTokenCount ?? self.numDraftTokens) : self.numDraftTokens
+        if let drafter, drafter.teacherAdapterSignature != adapter?.adapterSignature {
+            FileHandle.standardError.write(Data("note: the draft was distilled from \(drafter.teacherAdapterSignature == nil ? "the bare base model" : "another adapter"), not from this model; the output is unchanged but fewer draft tokens may be accepted\n".utf8))
+        }
         let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
 
         var conversations: [[Message]] = []
@@ -78,12 +93,20 @@ struct Generate: ParsableCommand {
             var decoder = StreamingDecoder(tokenizer: base.tokenizer, skipSpecialTokens: true)
             let request = GenerationRequest(prompt: ids, maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
                                             sampling: sampling, seed: seed)
-            let (tokens, stats) = Generator.generate(engine, request) { id in
+            let stream: (Int) -> Bool = { id in
                 let text = decoder.feed(id)
                 if !text.isEmpty {
                     FileHandle.standardOutput.write(Data(text.utf8))
                 }
                 return true
+            }
+            let tokens: [Int], stats: GenerationStats
+            var alpha: Double? = nil
+            if let drafter {
+                let r = SpeculativeDecoder(target: engine, draft: drafter, draftTokens: numDraftTokens).generate(request, onToken: stream)
+                (tokens, stats, alpha) = (r.tokens, r.stats.generation, r.stats.alpha)
+            } else {
+                (tokens, stats) = Generator.generate(engine, request, onToken: stream)
             }
             FileHandle.standardOutput.write(Data((decoder.finish() + "\n").utf8))
             if showIds { FileHandle.standardError.write(Data("ids: \(tokens)\n".utf8)) }
@@ -91,6 +114,12 @@ struct Generate: ParsableCommand {
                               stats.promptTokens, stats.generatedTokens, stats.prefillSeconds, stats.tokensPerSecond,
                               stats.stoppedAtEndOfTurn ? ", stopped at end of turn" : "")
             FileHandle.standardError.write(Data(line.utf8))
+            if let alpha {
+                let spec = String(format: "[speculative, gamma %d: %d draft tokens proposed, %d accepted (acceptance ratio %.3f), alpha %.3f, %d target passes]\n",
+                                  numDraftTokens, stats.draftTokensProposed, stats.draftTokensAccepted, stats.acceptanceRatio,
+                                  alpha, stats.targetForwardCalls)
+                FileHandle.standardError.write(Data(spec.utf8))
+            }
         }
     }
 }

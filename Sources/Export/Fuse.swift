@@ -1,0 +1,135 @@
+// `fuse`: merging an adapter into its base (W + scale·B·A per adapted projection, LoRALinear's
+// fused()) and writing a standalone model that needs no adapter: GGUF (F32 or F16 matrices,
+// tokenizer and chat template carried over) or a Hugging Face folder (config.json,
+// model.safetensors, tokenizer.json/tokenizer_config.json). Quantized output is left out.
+// GGUF layout follows convert_hf_to_gguf.py through ModelExport; tokenizer.json follows HF tokenizers.
+import Autograd
+import Foundation
+import ModelAssets
+import Training
+
+public enum FusedFormat: String, CaseIterable, Sendable {
+    case ggufF32 = "gguf-f32"
+    case ggufF16 = "gguf-f16"
+    case safetensors
+}
+
+public enum Fuse {
+    /// Every base weight under its Hugging Face name, with the adapter merged into the
+    /// projections it adapts. Throws unless the adapter was trained on `base`.
+    public static func mergedTensors(base: BaseModel, adapter: AdapterWeights) throws -> [String: HostTensor] {
+        try adapter.requireBase(base)
+        var rng = SeededRNG(seed: 0)
+        let model = try LlamaModel(config: base.config, weights: base.file.tensors, lora: adapter.lora, rng: &rng)
+        let stored = Dictionary(uniqueKeysWithValues: adapter.tensors.map { ($0.name, $0.tensor) })
+        for (name, t) in model.loraParameters {
+            guard let s = stored[name], s.shape == t.shape else {
+                throw ExportError.incompatible(path: adapter.source, reason: "has no tensor '\(name)' of shape \(t.shape)")
+            }
+            t.data = s.data
+        }
+        var out = base.file.tensors
+        for (i, block) in model.blocks.enumerated() {
+            for target in adapter.lora.targets {
+                let p = block.projection(target)
+                guard p.lora != nil else { continue }
+                out[LoRALayout.modulePath(layer: i, target: target) + ".weight"] = HostTensor(shape: p.weight.shape, data: p.mergedWeight())
+            }
+        }
+        return out
+    }
+
+    /// Writes the merged model to `path` (a .gguf file, or a folder for `.safetensors`), atomically.
+    public static func write(base: BaseModel, adapter: AdapterWeights, format: FusedFormat, to path: String) throws {
+        let tensors = try mergedTensors(base: base, adapter: adapter)
+        switch format {
+        case .ggufF32, .ggufF16:
+            guard case .gguf(let tokenizer) = base.file.tokenizer else {
+                throw ExportError.unsupported("\(base.path) is a Hugging Face folder; fusing it into GGUF would need its tokenizer converted, which is not implemented — use --format safetensors, or fuse onto the GGUF base")
+            }
+            try ModelExport.writeGGUF(config: base.config, tensors: tensors, tokenizer: tokenizer, to: path,
+                                      matrixType: format == .ggufF32 ? .f32 : .f16)
+        case .safetensors:
+            try FolderPublisher.publish(to: path, what: "a Hugging Face model folder",
+                                        isReplaceable: { FileManager.default.fileExists(atPath: $0 + "/config.json") }) { dir in
+                try ModelExport.writeHuggingFaceFolder(config: base.config, tensors: tensors, to: dir)
+                try writeTokenizerFiles(of: base, into: dir)
+            }
+        }
+    }
+
+    /// Copies a Hugging Face base's tokenizer files, or writes them from a GGUF base's metadata.
+    static func writeTokenizerFiles(of base: BaseModel, into dir: String) throws {
+        switch base.file.tokenizer {
+        case .huggingFace(let folder, _):
+            for name in ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json", "generation_config.json"] {
+                let src = folder + "/" + name
+                guard let data = FileManager.default.contents(atPath: src) else { continue }
+                try AtomicFile.write(data, to: dir + "/" + name)
+            }
+        case .gguf(let data):
+            let files = try TokenizerFiles.make(from: data, preTokenizer: base.tokenizer.preTokenizer)
+            try AtomicFile.write(files.tokenizerJSON, to: dir + "/tokenizer.json")
+            try AtomicFile.write(files.tokenizerConfigJSON, to: dir + "/tokenizer_config.json")
+        }
+    }
+}
+
+/// tokenizer.json and tokenizer_config.json for a byte-level BPE tokenizer held as GGUF metadata,
+/// in the pipelines BPETokenizer.load(tokenizerJSON:) and Hugging Face tokenizers both read.
+enum TokenizerFiles {
+    static func make(from t: TokenizerData, preTokenizer: PreTokenizer) throws -> (tokenizerJSON: Data, tokenizerConfigJSON: Data) {
+        var vocab: [String: JSONValue] = [:]
+        for (id, token) in t.tokens.enumerated() where vocab[token] == nil { vocab[token] = .int(id) }
+        var specialIds: [Int] = []
+        if let types = t.tokenTypes {
+            specialIds = types.enumerated().filter { $0.element == 3 || $0.element == 4 }.map(\.offset)
+        } else {
+            specialIds = Array(Set([t.bosTokenId, t.eosTokenId, t.padTokenId].compactMap { $0 })).sorted()
+        }
+        let added: [JSONValue] = specialIds.map { id in
+            .object(["id": .int(id), "content": .string(t.tokens[id]), "single_word": .bool(false), "lstrip": .bool(false),
+                     "rstrip": .bool(false), "normalized": .bool(false), "special": .bool(true)])
+        }
+        func byteLevel(_ useRegex: Bool) -> JSONValue {
+            .object(["type": .string("ByteLevel"), "add_prefix_space": .bool(false), "trim_offsets": .bool(true), "use_regex": .bool(useRegex)])
+        }
+        let pre: JSONValue
+        switch preTokenizer {
+        case .gpt2:
+            pre = byteLevel(true)
+        case .smollm:
+            pre = .object(["type": .string("Sequence"), "pretokenizers": .array([
+                .object(["type": .string("Digits"), "individual_digits": .bool(true)]), byteLevel(true)])])
+        case .llama3, .qwen2:
+            pre = .object(["type": .string("Sequence"), "pretokenizers": .array([
+                .object(["type": .string("Split"), "pattern": .object(["Regex": .string(preTokenizer.pattern)]),
+                         "behavior": .string("Isolated"), "invert": .bool(false)]), byteLevel(false)])])
+        }
+        let root: [String: JSONValue] = [
+            "version": .string("1.0"), "truncation": .null, "padding": .null,
+            "added_tokens": .array(added),
+            "normalizer": preTokenizer == .qwen2 ? .object(["type": .string("NFC")]) : .null,
+            "pre_tokenizer": pre,
+            "post_processor": byteLevel(false),
+            "decoder": byteLevel(true),
+            "model": .object([
+                "type": .string("BPE"), "dropout": .null, "unk_token": .null, "continuing_subword_prefix": .null,
+                "end_of_word_suffix": .null, "fuse_unk": .bool(false), "byte_fallback": .bool(false),
+                "ignore_merges": .bool(preTokenizer == .llama3),
+                "vocab": .object(vocab), "merges": .array(t.merges.map { .string($0) }),
+            ]),
+        ]
+        var config: [String: JSONValue] = [
+            "tokenizer_class": .string("PreTrainedTokenizerFast"), "clean_up_tokenization_spaces": .bool(false),
+            "model_max_length": .int(1_000_000),
+        ]
+        if let id = t.bosTokenId { config["bos_token"] = .string(t.tokens[id]) }
+        if let id = t.eosTokenId { config["eos_token"] = .string(t.tokens[id]) }
+        if let id = t.padTokenId { config["pad_token"] = .string(t.tokens[id]) }
+        if let template = t.chatTemplate { config["chat_template"] = .string(template) }
+        let enc = JSONEncoder()
+        enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try enc.encode(root), try enc.encode(config))
+    }
+}

@@ -1,0 +1,93 @@
+// The draft side of speculative decoding at inference time: a trained draft (Training.DraftModel)
+// as a KV-cached engine whose head may score only a subset of the vocabulary, loaded from a
+// draft-model checkpoint with the compatibility checks; and the measured cost ratio c of a draft
+// step to a target step. Leaves out the accept/reject loop (SpeculativeDecoder).
+import Autograd
+import Foundation
+import ModelAssets
+import Training
+
+public final class DraftEngine: @unchecked Sendable {
+    /// The draft's blocks, embeddings and final norm (its full head, if any, is not used when restricted).
+    public let trunk: InferenceModel
+    /// Sorted token ids the head scores; nil = the whole vocabulary.
+    public let vocabulary: [Int]?
+    /// Head rows for `vocabulary` ([V', D]); empty when the trunk's own head is used.
+    let head: [Float]
+    /// The adapter the draft was distilled from (nil: the bare base), from its checkpoint.
+    public let teacherAdapterSignature: String?
+    public var vocabSize: Int { trunk.config.vocabSize }
+
+    public init(_ draft: DraftModel, teacherAdapterSignature: String? = nil) {
+        trunk = InferenceModel(draft.model)
+        vocabulary = draft.vocabulary
+        self.teacherAdapterSignature = teacherAdapterSignature
+        if let vocabulary = draft.vocabulary {
+            let D = draft.config.hiddenSize
+            var h = [Float](repeating: 0, count: vocabulary.count * D)  // [V', D]
+            let full = draft.model.lmHead.data
+            for (k, id) in vocabulary.enumerated() { h.replaceSubrange((k * D)..<((k + 1) * D), with: full[(id * D)..<((id + 1) * D)]) }
+            head = h
+        } else {
+            head = []
+        }
+    }
+
+    /// Loads a draft-model checkpoint for `base`; an adapter checkpoint, a draft for another base
+    /// or another vocabulary is refused with a message saying what the file is.
+    public static func load(path: String, base: BaseModel) throws -> DraftEngine {
+        let c = try Checkpoint.load(path)
+        let draft = try DraftModel.load(checkpoint: c, base: base)
+        return DraftEngine(draft, teacherAdapterSignature: c.header.teacherAdapterSignature)
+    }
+
+    public func makeCache(capacity: Int? = nil) -> KVCache { trunk.makeCache(capacity: capacity) }
+
+    /// Runs `tokens` after the cache and returns the head's logits for the next token: [V'] over
+    /// `vocabulary` (or [V]).
+    public func nextLogits(_ tokens: [Int], cache: KVCache) -> [Float] {
+        guard let vocabulary else { return trunk.forward(tokens, cache: cache) }
+        let hn = trunk.hiddenStates(tokens, cache: cache, lastRows: 1)  // [1, D]
+        var logits = [Float](repeating: 0, count: vocabulary.count)
+        trunk.matmulNT(hn, head, m: 1, n: vocabulary.count, k: trunk.config.hiddenSize, into: &logits)  // [1, V']
+        return logits
+    }
+
+    /// The token id of compact index `k` of `nextLogits`.
+    @inline(__always)
+    public func tokenId(_ k: Int) -> Int { vocabulary?[k] ?? k }
+
+    /// `nextLogits` spread over the whole vocabulary, −∞ where the head has no row.
+    public func fullLogits(_ compact: [Float]) -> [Float] {
+        guard let vocabulary else { return compact }
+        var out = [Float](repeating: -.infinity, count: vocabSize)
+        for (k, id) in vocabulary.enumerated() { out[id] = compact[k] }
+        return out
+    }
+}
+
+public enum SpeculativeCost {
+    /// Seconds per token of a single-token decode step after a `context`-token prefill, draft and
+    /// target, each the best of `repeats` runs of `steps` steps: c = draft / target.
+    public static func measure(target: InferenceModel, draft: DraftEngine, context: Int = 64, steps: Int = 16,
+                               repeats: Int = 3) -> DraftCost {
+        let V = target.config.vocabSize
+        let prompt = (0..<context).map { ($0 * 7919 + 13) % V }
+        func perToken(_ prefill: (KVCache) -> Void, _ step: (Int, KVCache) -> Void, _ cache: () -> KVCache) -> Double {
+            var best = Double.infinity
+            for _ in 0..<repeats {
+                let c = cache()
+                prefill(c)
+                let t0 = now()
+                for i in 0..<steps { step(prompt[i % context], c) }
+                best = min(best, (now() - t0) / Double(steps))
+            }
+            return best
+        }
+        let t = perToken({ _ = target.forward(prompt, cache: $0) }, { _ = target.forward([$0], cache: $1) },
+                         { target.makeCache(capacity: context + steps + 1) })
+        let d = perToken({ _ = draft.nextLogits(prompt, cache: $0) }, { _ = draft.nextLogits([$0], cache: $1) },
+                         { draft.makeCache(capacity: context + steps + 1) })
+        return DraftCost(draftSecondsPerToken: d, targetSecondsPerToken: t)
+    }
+}

@@ -1,0 +1,119 @@
+// The draft's training objective: distillation from a frozen teacher (base + adapter, merged,
+// no gradients) into the draft, as the mean divergence over the vocabulary at the batch's
+// assistant positions. One more `TrainingObjective` for the one loop; leaves out the run and metrics.
+// Follows the reference toolkit's draft training (reverse KL by default) and DistiLLM's divergences.
+//
+// Dimensions: N = B*T rows of the batch, M assistant rows, D hidden, V vocab, V' draft head size.
+import Autograd
+import DataSchema
+import Foundation
+import ModelAssets
+
+public final class DraftObjective: TrainingObjective {
+    public let draft: DraftModel
+    /// The teacher with its adapter merged into the weights (what generation runs).
+    public let teacher: LlamaModel
+    public let divergence: Divergence
+    /// The teacher's head rows for the draft's vocabulary ([V', D]), or the full head.
+    let teacherHead: Tensor
+
+    /// Teacher hidden states are a pure function of a sample's tokens, so they are computed once
+    /// per sample (alone, batch 1, so that the bits never depend on batch composition and a resumed
+    /// run sees exactly the numbers an uninterrupted one did) and kept while they fit `cacheLimit` floats.
+    struct SegmentKey: Hashable {
+        var ids: [Int]
+        var mask: [Bool]
+    }
+    var cache: [SegmentKey: [Float]] = [:]  // key -> [m, D] at the segment's loss rows
+    var cachedFloats = 0
+    public var cacheLimit = 256 << 20
+    public private(set) var teacherForwards = 0
+
+    public init(draft: DraftModel, teacher: LlamaModel, divergence: Divergence) {
+        self.draft = draft
+        self.teacher = teacher
+        self.divergence = divergence
+        teacherHead = withNoGrad {
+            draft.vocabulary.map { gatherRows(teacher.lmHead, $0) } ?? teacher.lmHead
+        }
+    }
+
+    /// The base with `adapter` merged into its weights (the bare base when nil): the teacher, and
+    /// the target that speculative decoding verifies against.
+    public static func teacher(base: BaseModel, adapter: Checkpoint?) throws -> LlamaModel {
+        let withLoRA = try LlamaModel.load(base: base, adapter: adapter)
+        guard let lora = withLoRA.lora else { return withLoRA }
+        var weights = base.file.tensors
+        for (i, block) in withLoRA.blocks.enumerated() {
+            for t in lora.targets {
+                let proj = block.projection(t)
+                weights["model.layers.\(i).\(t.parentName).\(t.moduleName).weight"] = HostTensor(shape: proj.weight.shape, data: proj.mergedWeight())
+            }
+        }
+        var rng = SeededRNG(seed: 0)
+        return try LlamaModel(config: base.config, weights: weights, lora: nil, rng: &rng)
+    }
+
+    public var parameters: [(name: String, tensor: Tensor)] { draft.trainableParameters }
+
+    /// The batch's assistant rows (indices into N, in order) and the teacher's final hidden
+    /// states there ([M, D]).
+    func teacherHidden(_ batch: Batch) -> (rows: [Int], hidden: [Float]) {
+        let T = batch.length, D = teacher.config.hiddenSize
+        var rows: [Int] = []
+        var hidden: [Float] = []
+        hidden.reserveCapacity(batch.targetTokenCount * D)
+        for r in 0..<batch.batchSize {
+            var j = 0
+            while j < T {
+                let seg = batch.segmentIds[r * T + j]
+                guard seg != 0 else { j += 1; continue }
+                var end = j
+                while end < T && batch.segmentIds[r * T + end] == seg { end += 1 }
+                let range = (r * T + j)..<(r * T + end)
+                let key = SegmentKey(ids: Array(batch.inputIds[range]), mask: Array(batch.lossMask[range]))
+                if key.mask.contains(true) {
+                    let h = cache[key] ?? computeSegment(key)
+                    hidden += h
+                    rows += range.filter { batch.lossMask[$0] }
+                }
+                j = end
+            }
+        }
+        return (rows, hidden)
+    }
+
+    func computeSegment(_ key: SegmentKey) -> [Float] {
+        let D = teacher.config.hiddenSize, n = key.ids.count
+        var rng = SeededRNG(seed: 0)
+        let h = withNoGrad {
+            teacher.hiddenStates(ids: key.ids, layout: .rows(batch: 1, length: n), rng: &rng, training: false)  // [n, D]
+        }
+        teacherForwards += 1
+        var out: [Float] = []
+        for p in 0..<n where key.mask[p] { out += h.data[(p * D)..<((p + 1) * D)] }  // [m, D]
+        if cachedFloats + out.count <= cacheLimit {
+            cache[key] = out
+            cachedFloats += out.count
+        }
+        return out
+    }
+
+    /// Teacher logits over the draft's head tokens at the batch's assistant rows ([M, V']).
+    /// With a restricted head this is the teacher renormalised on those tokens: for the reverse
+    /// KL that changes the loss only by the constant −log p_teacher(vocabulary), so the gradient
+    /// is exactly the full-vocabulary one.
+    func teacherLogits(hidden: [Float], head: Tensor) -> Tensor {
+        let D = teacher.config.hiddenSize
+        return withNoGrad { linear(Tensor(shape: [hidden.count / D, D], data: hidden), weight: head) }  // [M, V']
+    }
+
+    public func loss(_ batch: Batch, rng: inout SeededRNG, training: Bool) -> Tensor {
+        let (rows, th) = teacherHidden(batch)
+        let t = teacherLogits(hidden: th, head: teacherHead)  // [M, V']
+        let layout = ForwardLayout(batch: batch.batchSize, positions: batch.positions, segmentIds: batch.segmentIds)
+        let hidden = draft.model.hiddenStates(ids: batch.inputIds, layout: layout, rng: &rng, training: training)  // [N, D]
+        let s = draft.logits(hidden: hidden, rows: rows)  // [M, V']
+        return Autograd.divergence(student: s, teacher: t, kind: divergence)
+    }
+}

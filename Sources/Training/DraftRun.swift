@@ -1,0 +1,277 @@
+// train-draft's whole job as one library call, shaped like AdapterRun: check the folder, read the
+// data before any compute, build the teacher (base + adapter, merged) and the draft, resume if
+// asked (refusing an adapter checkpoint, another base, teacher, draft shape or data), run the one
+// loop with DraftObjective, and after each epoch measure α, greedy agreement, c and the γ table.
+// Draft checkpoints are self-contained: trained tensors with AdamW moments, frozen ones, head tokens.
+import Autograd
+import DataSchema
+import Foundation
+import ModelAssets
+
+public struct DraftRunSettings {
+    public var data: DataSettings
+    /// The teacher's adapter checkpoint; nil distils the bare base model.
+    public var teacherAdapter: String?
+    public var source: DraftSource
+    public var freezeEmbeddings: Bool
+    public var divergence: Divergence
+    public var vocabulary: DraftVocabularyMode
+    public var checkpointDir: String
+    public var checkpointFrequency: Int
+    public var resumeFrom: String?
+    public var resume: Bool
+    public var keepBest: Int?
+    /// The loop's options, given the first epoch's batch count (warmup epochs need it).
+    public var makeOptions: (_ batchesPerEpoch: Int) -> TrainingOptions
+    /// Measures the draft's cost per token against the target's; the training-path fallback when nil.
+    public var measureCost: ((_ draft: DraftModel, _ target: LlamaModel) -> DraftCost)?
+    /// Assistant positions the per-epoch metrics look at (at most).
+    public var metricsPositions = 2048
+
+    public init(data: DataSettings, teacherAdapter: String?, source: DraftSource, freezeEmbeddings: Bool,
+                divergence: Divergence, vocabulary: DraftVocabularyMode, checkpointDir: String, checkpointFrequency: Int,
+                resumeFrom: String?, resume: Bool, keepBest: Int?, makeOptions: @escaping (Int) -> TrainingOptions,
+                measureCost: ((DraftModel, LlamaModel) -> DraftCost)? = nil) {
+        self.data = data
+        self.teacherAdapter = teacherAdapter
+        self.source = source
+        self.freezeEmbeddings = freezeEmbeddings
+        self.divergence = divergence
+        self.vocabulary = vocabulary
+        self.checkpointDir = checkpointDir
+        self.checkpointFrequency = checkpointFrequency
+        self.resumeFrom = resumeFrom
+        self.resume = resume
+        self.keepBest = keepBest
+        self.makeOptions = makeOptions
+        self.measureCost = measureCost
+    }
+}
+
+/// Messages for a person (the CLI prints them).
+public enum DraftNotice {
+    case dataSummary(train: DataSummary, eval: DataSummary?, trainTokens: Int, targetTokens: Int, skipped: [DataIssue])
+    case teacher(adapter: String?, baseSignature: String)
+    case draft(summary: String, trainable: Int, frozen: Int, divergence: Divergence)
+    case resuming(from: String, step: Int, epoch: Int)
+    case metrics(DraftEpochMetrics)
+}
+
+/// How a draft was trained, beyond what CheckpointHeader holds; stored as header key
+/// `draft_training` and compared on resume.
+struct DraftTrainingRecord: Codable, Equatable {
+    var divergence: String
+    var freezeEmbeddings: Bool
+    var vocabulary: String
+    var source: String
+
+    static let key = "draft_training"
+}
+
+/// Keeps metrics.jsonl and the loss curve of a run up to date from the loop's events.
+/// (The same bookkeeping AdapterRun does inline; a shared home for both.)
+final class RunRecorder {
+    let folder: RunFolder
+    let title: String
+    var latest: TrainerState
+
+    init(folder: RunFolder, title: String, state: TrainerState) {
+        self.folder = folder
+        self.title = title
+        latest = state
+    }
+
+    func record(_ event: TrainingEvent) {
+        switch event {
+        case .step(let r, _, let tps, _):
+            latest.history.append(r)
+            folder.appendMetric(["type": "train", "step": r.step, "epoch": r.epoch, "loss": Double(r.loss),
+                                 "learning_rate": Double(r.learningRate), "grad_norm": Double(r.gradNorm),
+                                 "tokens": r.tokens, "tokens_per_second": tps])
+        case .evaluated(let e):
+            latest.evals.append(e)
+            folder.appendMetric(["type": "eval", "step": e.step, "epoch": e.epoch, "loss": Double(e.loss), "tokens": e.tokens])
+            try? folder.writeLossCurve(state: latest, title: title)
+        case .finished(let st):
+            latest = st
+            try? folder.writeLossCurve(state: st, title: title)
+        case .stopped:
+            try? folder.writeLossCurve(state: latest, title: title)
+        default:
+            break
+        }
+    }
+}
+
+/// Writes draft checkpoints: trainable tensors with their AdamW moments (what resume restores),
+/// then the frozen tensors and the head's token list (what inference needs besides).
+final class DraftCheckpointer: Checkpointer {
+    let names: FolderCheckpointer
+    let draft: DraftModel
+    let record: DraftTrainingRecord
+    let makeHeader: (TrainerState, TrainingOptions, String) -> CheckpointHeader
+
+    init(directory: String, draft: DraftModel, record: DraftTrainingRecord,
+         makeHeader: @escaping (TrainerState, TrainingOptions, String) -> CheckpointHeader) {
+        names = FolderCheckpointer(directory: directory, prefix: "draft-model", params: draft.trainableParameters, makeHeader: makeHeader)
+        self.draft = draft
+        self.record = record
+        self.makeHeader = makeHeader
+    }
+
+    func save(_ kind: CheckpointKind, state: TrainerState, optimizer: AdamW, options: TrainingOptions) throws -> String {
+        let label: String
+        switch kind {
+        case .epoch(let n): label = "epoch\(n)"
+        case .final: label = "final"
+        case .interrupted: label = "interrupted"
+        }
+        var metadata = try makeHeader(state, options, label).metadata()
+        let enc = JSONEncoder()
+        enc.outputFormatting = [.sortedKeys]
+        metadata[DraftTrainingRecord.key] = String(decoding: try enc.encode(record), as: UTF8.self)
+        var w = SafetensorsWriter(metadata: metadata)
+        for (i, p) in draft.trainableParameters.enumerated() {
+            try w.add(p.name, HostTensor(shape: p.tensor.shape, data: p.tensor.data))
+            try w.add(Checkpoint.mPrefix + p.name, HostTensor(shape: p.tensor.shape, data: optimizer.m[i]))
+            try w.add(Checkpoint.vPrefix + p.name, HostTensor(shape: p.tensor.shape, data: optimizer.v[i]))
+        }
+        for p in draft.frozenParameters { try w.add(p.name, HostTensor(shape: p.tensor.shape, data: p.tensor.data)) }
+        if let v = draft.vocabulary {
+            try w.add(DraftModel.vocabularyTensorName, HostTensor(shape: [v.count], data: v.map(Float.init)))
+        }
+        let path = names.path(kind)
+        try AtomicFile.write(w.serialized(), to: path)
+        return path
+    }
+
+    func prune(evals: [EvalRecord], keep: Int?) throws -> [String] {
+        try names.prune(evals: evals, keep: keep)
+    }
+}
+
+public enum DraftRun {
+    public static func run(_ s: DraftRunSettings, base: BaseModel, shouldStop: () -> Bool,
+                           notice: (DraftNotice) -> Void, onEvent: (TrainingEvent) -> Void) throws -> TrainingOutcome {
+        // Files are checked before the folder is locked or any data is read.
+        let adapter = try s.teacherAdapter.map { try Checkpoint.load($0) }
+        try adapter?.requireAdapter(for: base)
+        let folder = try RunFolder(s.checkpointDir)
+        defer { folder.releaseLock() }
+        let data = try DataPreparation.prepare(s.data, base: base)
+        notice(.dataSummary(train: data.trainSummary, eval: data.evalSummary, trainTokens: data.trainTokens,
+                            targetTokens: data.trainTargetTokens, skipped: data.issues))
+        let options = s.makeOptions(data.train.batchCount(epoch: 0))
+
+        var vocabulary: [Int]? = nil
+        if s.vocabulary == .task {
+            let ex = data.train.examples
+            vocabulary = DraftModel.taskVocabulary(examples: ex.map(\.inputs) + ex.map(\.targets), extra: base.stopTokenIds,
+                                                   vocabSize: base.config.vocabSize)
+        }
+        let draft: DraftModel
+        let sourceText: String
+        switch s.source {
+        case .baseLayers(let n):
+            draft = try DraftModel.fromBase(base, layers: n, freezeEmbeddings: s.freezeEmbeddings, vocabulary: vocabulary)
+            sourceText = "base-layers:\(n)"
+        case .model(let path):
+            draft = try DraftModel.fromFile(path, base: base, freezeEmbeddings: s.freezeEmbeddings, vocabulary: vocabulary)
+            sourceText = "model:\(try ModelLoader.load(path: path).signature())"
+        }
+        let record = DraftTrainingRecord(divergence: s.divergence.rawValue, freezeEmbeddings: s.freezeEmbeddings,
+                                         vocabulary: s.vocabulary.rawValue, source: sourceText)
+        let teacherSignature = adapter?.adapterSignature
+
+        var resumePath = s.resumeFrom
+        if s.resume { resumePath = folder.newestCheckpoint(prefix: "draft-model") }
+        if s.resume && resumePath == nil {
+            throw TrainingError.io(path: s.checkpointDir, reason: "--resume found no draft-model checkpoint in the folder; start without --resume")
+        }
+        let resumed = try resumePath.map { try Checkpoint.load($0) }
+        var state = TrainerState(seed: options.seed)
+        var optimizer: AdamW? = nil
+        var runOptions = options
+        if let r = resumed {
+            try r.requireDraft(for: base)
+            guard r.header.teacherAdapterSignature == teacherSignature else {
+                let was = r.header.teacherAdapterSignature.map { "the adapter with signature \($0.prefix(16))" } ?? "the bare base model"
+                let now = teacherSignature.map { "the adapter with signature \($0.prefix(16))" } ?? "the bare base model"
+                throw TrainingError.incompatible(path: r.path, reason: "is a draft distilled from \(was), but this run's teacher is \(now); resume with the same --checkpoint")
+            }
+            let stored = try readRecord(r.path)
+            guard r.header.draftConfig == draft.config, r.header.draftLayers == draft.layers, stored == record,
+                  storedVocabulary(r) == draft.vocabulary else {
+                throw TrainingError.incompatible(path: r.path, reason: "was trained as a different draft (\(stored.map { "\($0.source), divergence \($0.divergence), vocabulary \($0.vocabulary), freeze-embeddings \($0.freezeEmbeddings)" } ?? "unknown settings")); resume with the same --draft-layers/--draft-model, --divergence, --draft-vocabulary and --freeze-embeddings")
+            }
+            guard r.header.dataFingerprint == data.fingerprint else {
+                throw TrainingError.incompatible(path: r.path, reason: "was trained on different data or data settings (train file contents, --max-sequence-length, --batch-size, packing, --seed); exact resume needs the same ones")
+            }
+            if r.header.label == "final" {
+                throw TrainingError.incompatible(path: r.path, reason: "is the final checkpoint of a finished run; there is nothing to resume (raise --epochs in a new run to train further)")
+            }
+            var trained = r
+            let names = Set(draft.trainableParameters.map(\.name))
+            trained.tensors = r.tensors.filter { names.contains($0.key) }
+            optimizer = try trained.restore(into: draft.trainableParameters, weightDecay: options.weightDecay)
+            state = r.header.state
+            runOptions = r.header.options
+            notice(.resuming(from: r.path, step: state.step, epoch: state.epoch))
+        }
+
+        let teacher = try DraftObjective.teacher(base: base, adapter: adapter)
+        notice(.teacher(adapter: s.teacherAdapter, baseSignature: base.signature))
+        let objective = DraftObjective(draft: draft, teacher: teacher, divergence: s.divergence)
+        notice(.draft(summary: draft.summary, trainable: draft.trainableParameters.reduce(0) { $0 + $1.tensor.count },
+                      frozen: draft.frozenParameters.reduce(0) { $0 + $1.tensor.count }, divergence: s.divergence))
+        let checkpointer = DraftCheckpointer(directory: folder.path, draft: draft, record: record) { st, opts, label in
+            CheckpointHeader(content: .draft, baseSignature: base.signature, baseConfig: base.config, lora: nil,
+                             draftConfig: draft.config, draftLayers: draft.layers, teacherAdapterSignature: teacherSignature,
+                             state: st, options: opts, dataFingerprint: data.fingerprint, label: label)
+        }
+        let trainer = Trainer(options: runOptions, keepBest: s.keepBest)
+        let recorder = RunRecorder(folder: folder, title: "draft distillation (\(s.divergence.rawValue)): \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
+                                   state: state)
+        var cost: DraftCost? = nil
+        let metricsSource: BatchSource = data.eval ?? data.train
+        func epochMetrics(epoch: Int, step: Int) {
+            if cost == nil { cost = s.measureCost?(draft, teacher) ?? DraftCost.measureTrainingPath(draft: draft, target: teacher) }
+            let m = DraftEvaluation.measure(objective, metricsSource, maxPositions: s.metricsPositions)
+            let metrics = DraftEpochMetrics(epoch: epoch, step: step, eval: m, dataSet: data.eval == nil ? "train" : "eval", cost: cost!)
+            folder.appendMetric(metrics.json)
+            notice(.metrics(metrics))
+        }
+        return try trainer.run(objective: objective, train: data.train, eval: data.eval, checkpointer: checkpointer,
+                               state: state, optimizer: optimizer, shouldStop: shouldStop) { event in
+            recorder.record(event)
+            onEvent(event)
+            switch event {
+            case .evaluated(let e):
+                epochMetrics(epoch: e.epoch, step: e.step)
+            case .checkpointSaved(_, .epoch(let n)) where data.eval == nil:
+                epochMetrics(epoch: n, step: recorder.latest.history.last?.step ?? 0)
+            default:
+                break
+            }
+        }
+    }
+
+    /// The `draft_training` header record of a checkpoint file (nil when absent), read from the
+    /// safetensors header alone.
+    static func readRecord(_ path: String) throws -> DraftTrainingRecord? {
+        guard let h = FileHandle(forReadingAtPath: path) else { throw TrainingError.checkpoint(path: path, reason: "cannot be opened") }
+        defer { try? h.close() }
+        let lengthBytes = h.readData(ofLength: 8)
+        guard lengthBytes.count == 8 else { throw TrainingError.checkpoint(path: path, reason: "truncated header") }
+        let n = lengthBytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self).littleEndian }
+        guard n < 100_000_000 else { throw TrainingError.checkpoint(path: path, reason: "implausible header size \(n)") }
+        let json = h.readData(ofLength: Int(n))
+        guard let top = try? JSONSerialization.jsonObject(with: json) as? [String: Any],
+              let meta = top["__metadata__"] as? [String: String], let text = meta[DraftTrainingRecord.key] else { return nil }
+        return try? JSONDecoder().decode(DraftTrainingRecord.self, from: Data(text.utf8))
+    }
+
+    static func storedVocabulary(_ c: Checkpoint) -> [Int]? {
+        c.tensors[DraftModel.vocabularyTensorName].map { $0.data.map { Int($0) } }
+    }
+}
