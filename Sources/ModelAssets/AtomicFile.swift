@@ -8,14 +8,14 @@ import Glibc
 #endif
 
 public enum AtomicFile {
-    /// Writes `data` to `path` atomically. Throws `TrainingError.io` naming the path and the
+    /// Writes `data` to `path` atomically. Throws `ModelAssetsError.io` naming the path and the
     /// system's reason (e.g. "No space left on device") and leaves any older file intact.
     public static func write(_ data: Data, to path: String) throws {
         let url = URL(fileURLWithPath: path)
         let dir = url.deletingLastPathComponent().path
         let tmp = dir + "/." + url.lastPathComponent + ".tmp-\(getpid())"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { throw TrainingError.io(path: path, reason: "cannot create a file in \(dir): \(errnoText())") }
+        guard fd >= 0 else { throw ModelAssetsError.io(path: path, reason: "cannot create a file in \(dir): \(errnoText())") }
         var ok = false
         defer {
             if !ok { unlink(tmp) }
@@ -35,16 +35,16 @@ public enum AtomicFile {
         if written != data.count {
             let why = errnoText()
             close(fd)
-            throw TrainingError.io(path: path, reason: "write failed: \(why); the previous file (if any) is unchanged")
+            throw ModelAssetsError.io(path: path, reason: "write failed: \(why); the previous file (if any) is unchanged")
         }
         if fsync(fd) != 0 {
             let why = errnoText()
             close(fd)
-            throw TrainingError.io(path: path, reason: "fsync failed: \(why); the previous file (if any) is unchanged")
+            throw ModelAssetsError.io(path: path, reason: "fsync failed: \(why); the previous file (if any) is unchanged")
         }
         close(fd)
         if rename(tmp, path) != 0 {
-            throw TrainingError.io(path: path, reason: "rename failed: \(errnoText()); the previous file (if any) is unchanged")
+            throw ModelAssetsError.io(path: path, reason: "rename failed: \(errnoText()); the previous file (if any) is unchanged")
         }
         ok = true
         let dfd = open(dir, O_RDONLY)

@@ -22,24 +22,7 @@ enum FileBytes {
     /// Writes through a temporary file in the same folder and renames it into place, so a
     /// reader never sees half a file.
     static func writeAtomically(_ data: Data, to path: String) throws {
-        let url = URL(fileURLWithPath: path)
-        let tmp = url.deletingLastPathComponent()
-            .appendingPathComponent(".\(url.lastPathComponent).tmp-\(ProcessInfo.processInfo.processIdentifier)")
-        do {
-            try data.write(to: tmp)
-            let handle = try FileHandle(forWritingTo: tmp)
-            try handle.synchronize()
-            try handle.close()
-        } catch {
-            try? FileManager.default.removeItem(at: tmp)
-            throw ModelAssetsError.io(path: path, reason: "cannot write: \(error.localizedDescription)")
-        }
-        // rename(2) replaces an existing file atomically.
-        guard rename(tmp.path, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            try? FileManager.default.removeItem(at: tmp)
-            throw ModelAssetsError.io(path: path, reason: "cannot move the written file into place: \(reason)")
-        }
+        try AtomicFile.write(data, to: path)
     }
 }
 
