@@ -85,7 +85,7 @@ let package = Package(
             dependencies: ["Export", "CLISupport", "Training", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
-        .testTarget(name: "ExportTests", dependencies: ["Export", "Training", "Inference", "ModelAssets", "Autograd", "DataSchema"]),
+        .testTarget(name: "ExportTests", dependencies: ["TestSupport", "Export", "Training", "Inference", "ModelAssets", "Autograd", "DataSchema"]),
         .executableTarget(
             name: "train-draft",
             dependencies: ["CLISupport", "Training", "Inference", "DataSchema", "Autograd",
@@ -97,11 +97,12 @@ let package = Package(
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .testTarget(name: "DraftTests", dependencies: ["Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
+        .target(name: "TestSupport", dependencies: ["ModelAssets", "Autograd"], path: "Tests/TestSupport"),
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
         .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),
         .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),
         .testTarget(
-            name: "TrainingTests", dependencies: ["Training", "Inference", "DataSchema", "ModelAssets", "Autograd"],
+            name: "TrainingTests", dependencies: ["TestSupport", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
         .testTarget(name: "EvaluationTests", dependencies: ["Evaluation", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),

@@ -8,6 +8,7 @@ import Foundation
 import Inference
 import ModelAssets
 import Training
+import TestSupport
 import XCTest
 
 func message(_ e: Error) -> String { (e as? LocalizedError)?.errorDescription ?? "\(e)" }

@@ -1,15 +1,14 @@
-// Builds, in a temporary folder, a complete tiny base model as a GGUF file (random Llama
+// Shared by the test targets (a library target only tests depend on). Builds, in a temporary folder, a complete tiny base model as a GGUF file (random Llama
 // weights, a byte-level BPE vocabulary with ChatML specials, a ChatML template) and small JSONL
 // data sets, so the whole train → checkpoint → resume → generate path runs in milliseconds
 // without the network or the real model.
 import Autograd
 import Foundation
 import ModelAssets
-import XCTest
 
-enum TinyAssets {
+public enum TinyAssets {
     /// GPT-2's byte-to-unicode map: printable bytes map to themselves, the rest to U+0100 + n.
-    static func byteSymbols() -> [String] {
+    public static func byteSymbols() -> [String] {
         var printable = Set<Int>()
         for r in [33...126, 161...172, 174...255] { for b in r { printable.insert(b) } }
         var out = [String](repeating: "", count: 256)
@@ -25,9 +24,9 @@ enum TinyAssets {
         return out
     }
 
-    static let specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    public static let specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
-    static func tokenizer() -> TokenizerData {
+    public static func tokenizer() -> TokenizerData {
         let bytes = byteSymbols()
         let merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ s"]
         var tokens = specials + bytes
@@ -39,14 +38,14 @@ enum TinyAssets {
                              bosTokenId: 1, eosTokenId: 2, padTokenId: 0, chatTemplate: template)
     }
 
-    static func config(vocab: Int) throws -> ModelConfig {
+    public static func config(vocab: Int) throws -> ModelConfig {
         try ModelConfig(architecture: .llama, hiddenSize: 32, intermediateSize: 48, numLayers: 2, numHeads: 4, numKVHeads: 2,
                     headDim: 8, vocabSize: vocab, ropeTheta: 10000, rmsNormEps: 1e-5, tieWordEmbeddings: true,
                     attentionBias: false, maxPositionEmbeddings: 512)
     }
 
     /// Writes tiny.gguf into `dir` and returns its path. `seed` changes every weight.
-    static func writeModel(in dir: String, seed: UInt64 = 1) throws -> String {
+    public static func writeModel(in dir: String, seed: UInt64 = 1) throws -> String {
         let tok = tokenizer()
         let cfg = try config(vocab: tok.tokens.count)
         var rng = SeededRNG(seed: seed)
@@ -63,7 +62,7 @@ enum TinyAssets {
     }
 
     /// `count` short conversations: the assistant repeats the user's word in upper case.
-    static func writeData(_ path: String, count: Int, offset: Int = 0) throws {
+    public static func writeData(_ path: String, count: Int, offset: Int = 0) throws {
         let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
         var lines: [String] = []
         for i in 0..<count {
@@ -73,7 +72,7 @@ enum TinyAssets {
         try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
     }
 
-    static func tempDir(_ name: String = #function) -> String {
+    public static func tempDir(_ name: String = #function) -> String {
         let dir = NSTemporaryDirectory() + "adapter-tests-\(getpid())-\(name.filter { $0.isLetter || $0.isNumber })-\(UInt32.random(in: 0...UInt32.max))"
         try! FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         return dir
