@@ -105,6 +105,6 @@ let package = Package(
             name: "TrainingTests", dependencies: ["TestSupport", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "EvaluationTests", dependencies: ["Evaluation", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
+        .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
     ]
 )

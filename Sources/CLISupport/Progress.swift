@@ -59,7 +59,7 @@ public final class ProgressPrinter {
         case .stopped(let step, let path):
             log("stopped after step \(step); resumable checkpoint: \(path) (continue with --resume-from \(path))")
         case .finished(let state):
-            log("finished: \(state.step) steps, \(state.epoch) epochs")
+            log("finished after \(state.step) optimizer steps (\(state.epoch) full epochs)")
         }
     }
 }

@@ -129,6 +129,18 @@ final class AdapterRunTests: XCTestCase {
         }
     }
 
+    func testKeepBestPrunesEpochCheckpointsByEvalLoss() throws {
+        let env = try makeEnv()
+        var s = settings(env, runDir: env.dir + "/run", epochs: 3, lr: 2e-2, dropout: 0)
+        s.keepBest = 1
+        let (_, events) = try run(s, base: env.base)
+        var evals: [EvalRecord] = []
+        for case .evaluated(let e) in events { evals.append(e) }
+        let best = evals.min { $0.loss < $1.loss }!.epoch
+        let left = try FileManager.default.contentsOfDirectory(atPath: env.dir + "/run").filter { $0.hasSuffix(".safetensors") }.sorted()
+        XCTAssertEqual(left, ["adapter-epoch\(best).safetensors", "adapter-final.safetensors"].sorted())
+    }
+
     func testSecondTrainingOnSameFolderIsRefused() throws {
         let env = try makeEnv()
         let first = try RunFolder(env.dir + "/run")

@@ -1,0 +1,222 @@
+// evaluate-adapter's whole job as one library call: choose the models (base, listed adapter
+// checkpoints, every epoch checkpoint of a run folder), read the eval file once, and for each
+// model compute the eval loss and generate and score every target, streaming per-sample
+// results to a JSONL file and progress as events. The CLI parses flags and prints.
+import DataSchema
+import Foundation
+import Inference
+import ModelAssets
+import Training
+
+public struct EvaluationSettings: Sendable {
+    public var evalData: String
+    /// Adapter checkpoints given one by one, evaluated in the order given.
+    public var checkpoints: [String] = []
+    /// A run folder: every adapter-epoch{N}.safetensors (by N) and adapter-final.safetensors.
+    public var checkpointDir: String?
+    /// Evaluate the bare base model too (always when no checkpoint is given).
+    public var includeBase = false
+    /// Only the first N samples of the file (file order), for loss and generation alike.
+    public var maxSamples: Int?
+    /// Token budget per reply; nil: the longest reference reply plus 16.
+    public var maxNewTokens: Int?
+    public var maxSequenceLength = 1024
+    public var batchSize = 8
+    public var turns: TurnSelection = .last
+    /// Per-sample results (JSONL), one line per model and target.
+    public var outputPath: String?
+    public var computeLoss = true
+    public var generate = true
+
+    public init(evalData: String) {
+        self.evalData = evalData
+    }
+}
+
+/// Everything an evaluation found, for the table and the --json summary.
+public struct EvaluationReport: Sendable, Codable, Equatable {
+    public var evalData: String
+    public var baseModel: String
+    public var baseSignature: String
+    public var samples: Int
+    public var targets: Int
+    public var turns: TurnSelection
+    public var maxNewTokens: Int
+    public var models: [ModelSummary]
+    public var notes: [String]
+}
+
+public enum EvaluationEvent: Sendable {
+    case note(String)
+    case dataLoaded(samples: Int, targets: Int, summary: DataSummary)
+    case modelStarted(label: String, index: Int, count: Int)
+    case lossComputed(label: String, loss: Double, tokens: Int, seconds: Double)
+    case generated(label: String, done: Int, total: Int, result: TargetResult)
+    case modelFinished(ModelSummary)
+}
+
+public enum EvaluationRun {
+    /// adapter-epoch{N}.safetensors in `dir` by N, then adapter-final.safetensors. Interrupted
+    /// and draft checkpoints are not adapters of a finished epoch and are left out.
+    public static func checkpoints(in dir: String) throws -> [String] {
+        let names: [String]
+        do { names = try FileManager.default.contentsOfDirectory(atPath: dir) } catch {
+            throw EvaluationError.io(path: dir, reason: "cannot list the folder (\(error.localizedDescription)); pass the --checkpoint-dir train-adapter wrote")
+        }
+        var epochs: [(Int, String)] = []
+        var final: String? = nil
+        for name in names {
+            if name == "adapter-final.safetensors" { final = name; continue }
+            guard name.hasPrefix("adapter-epoch"), name.hasSuffix(".safetensors") else { continue }
+            let digits = name.dropFirst("adapter-epoch".count).dropLast(".safetensors".count)
+            if let n = Int(digits) { epochs.append((n, name)) }
+        }
+        let ordered = epochs.sorted { $0.0 < $1.0 }.map(\.1) + (final.map { [$0] } ?? [])
+        return ordered.map { (dir as NSString).appendingPathComponent($0) }
+    }
+
+    /// The label of a checkpoint in the table: its file name without ".safetensors".
+    public static func label(for path: String) -> String {
+        let name = (path as NSString).lastPathComponent
+        return name.hasSuffix(".safetensors") ? String(name.dropLast(".safetensors".count)) : name
+    }
+
+    /// The models in table order: the base (when asked, or when nothing else is), the listed
+    /// checkpoints, then the folder's.
+    public static func models(_ s: EvaluationSettings) throws -> [ModelUnderTest] {
+        var paths = s.checkpoints
+        if let dir = s.checkpointDir {
+            let found = try checkpoints(in: dir)
+            if found.isEmpty {
+                throw EvaluationError.nothingToEvaluate("\(dir) holds no adapter-epoch*.safetensors or adapter-final.safetensors; train with --checkpoint-dir \(dir) first")
+            }
+            paths += found
+        }
+        var out: [ModelUnderTest] = []
+        if s.includeBase || paths.isEmpty { out.append(ModelUnderTest(label: "base", checkpoint: nil)) }
+        var labels = Set(out.map(\.label))
+        for p in paths {
+            var l = label(for: p)
+            if labels.contains(l) { l = p }
+            labels.insert(l)
+            out.append(ModelUnderTest(label: l, checkpoint: p))
+        }
+        return out
+    }
+
+    public static func run(_ s: EvaluationSettings, base: BaseModel,
+                           onEvent: (EvaluationEvent) -> Void = { _ in }) throws -> EvaluationReport {
+        if let n = s.maxSamples, n < 1 { throw EvaluationError.invalidOption(name: "--max-samples", reason: "must be at least 1") }
+        if let n = s.maxNewTokens, n < 1 { throw EvaluationError.invalidOption(name: "--max-new-tokens", reason: "must be at least 1") }
+        guard s.computeLoss || s.generate else {
+            throw EvaluationError.invalidOption(name: "--skip-loss/--skip-generation", reason: "both skip everything; keep one")
+        }
+        var models = try self.models(s)
+        var notes: [String] = []
+
+        // Checkpoints first (cheap headers, fail early on another base); the final checkpoint
+        // holds the same weights as the last epoch's when the run ended on an epoch: once is enough.
+        var loaded: [String: Checkpoint] = [:]
+        var steps: [String: Int] = [:]
+        for m in models {
+            guard let path = m.checkpoint else { continue }
+            let c = try Checkpoint.load(path)
+            try c.requireAdapter(for: base)
+            loaded[path] = c
+            steps[path] = c.header.state.step
+        }
+        if s.checkpointDir != nil,
+           let final = models.last(where: { $0.label == "adapter-final" }), let fp = final.checkpoint,
+           let twin = models.firstIndex(where: { $0.checkpoint != nil && $0.checkpoint != fp && $0.label.hasPrefix("adapter-epoch")
+                                            && steps[$0.checkpoint!] == steps[fp]
+                                            && loaded[$0.checkpoint!]?.tensors == loaded[fp]?.tensors }) {
+            notes.append("\(models[twin].label) and adapter-final hold the same weights (step \(steps[fp]!)); evaluated once as \(models[twin].label)")
+            models[twin].label += "=final"
+            models.removeAll { $0.checkpoint == fp }
+        }
+        for n in notes { onEvent(.note(n)) }
+
+        var data = try DataReader.read(path: s.evalData, options: ReadOptions(mode: .train))
+        guard !data.samples.isEmpty else {
+            throw EvaluationError.noTargets(path: s.evalData, reason: "no samples in the file (\(data.summary)); see Schema.md")
+        }
+        if let n = s.maxSamples, n < data.samples.count { data.samples = Array(data.samples.prefix(n)) }
+        let targets = Evaluator.targets(of: data.samples, turns: s.turns)
+        guard !targets.isEmpty else {
+            throw EvaluationError.noTargets(path: s.evalData, reason: "no assistant turn to generate")
+        }
+        onEvent(.dataLoaded(samples: data.samples.count, targets: targets.count, summary: data.summary))
+
+        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: s.maxSequenceLength)
+        let longest = targets.map { base.tokenizer.encode(ReplyMetrics.referenceText($0.reference)).count }.max() ?? 0
+        let maxNew = s.maxNewTokens ?? max(16, longest + 16)
+        var examples: [TrainingExample] = []
+        if s.computeLoss {
+            var truncated = 0
+            for sample in data.samples {
+                let e = encoder.encode(sample.messages)
+                if e.isTruncated { truncated += 1 }
+                let ex = TrainingEncoder.example(from: e, sampleIndex: sample.index, line: sample.line)
+                if ex.targetTokenCount > 0 { examples.append(ex) }
+            }
+            if truncated > 0 {
+                let n = "\(truncated) samples are longer than --max-sequence-length \(s.maxSequenceLength); the eval loss covers their first \(s.maxSequenceLength + 1) tokens"
+                notes.append(n)
+                onEvent(.note(n))
+            }
+        }
+
+        var output: FileHandle? = nil
+        if let path = s.outputPath {
+            guard FileManager.default.createFile(atPath: path, contents: nil), let h = FileHandle(forWritingAtPath: path) else {
+                throw EvaluationError.io(path: path, reason: "cannot create the --output file; check the folder exists and is writable")
+            }
+            output = h
+        }
+        defer { try? output?.close() }
+        let jsonEncoder = JSONEncoder()
+        jsonEncoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        jsonEncoder.keyEncodingStrategy = .convertToSnakeCase
+
+        var summaries: [ModelSummary] = []
+        for (mi, m) in models.enumerated() {
+            onEvent(.modelStarted(label: m.label, index: mi, count: models.count))
+            let t0 = Date()
+            let llama = try LlamaModel.load(base: base, adapter: m.checkpoint.flatMap { loaded[$0] })
+            var summary = ModelSummary(label: m.label, checkpoint: m.checkpoint, step: m.checkpoint.flatMap { steps[$0] })
+            if s.computeLoss && !examples.isEmpty {
+                let tl = Date()
+                let pad = base.tokenizer.padTokenId ?? base.tokenizer.eosTokenId ?? 0
+                let (loss, tokens) = try Evaluator.evalLoss(model: llama, examples: examples, batchSize: s.batchSize, padTokenId: pad)
+                summary.evalLoss = loss
+                summary.perplexity = Foundation.exp(loss)
+                summary.evalTokens = tokens
+                onEvent(.lossComputed(label: m.label, loss: loss, tokens: tokens, seconds: Date().timeIntervalSince(tl)))
+            }
+            if s.generate {
+                let engine = InferenceModel(llama)
+                for (ti, target) in targets.enumerated() {
+                    let r = Evaluator.generate(engine, target: target, base: base, encoder: encoder, maxNewTokens: maxNew, label: m.label)
+                    summary.add(r)
+                    if let output {
+                        do {
+                            var line = try jsonEncoder.encode(r)
+                            line.append(0x0A)
+                            try output.write(contentsOf: line)
+                        } catch {
+                            throw EvaluationError.io(path: s.outputPath ?? "", reason: "cannot write a result (\(error.localizedDescription))")
+                        }
+                    }
+                    onEvent(.generated(label: m.label, done: ti + 1, total: targets.count, result: r))
+                }
+            }
+            summary.seconds = Date().timeIntervalSince(t0)
+            summary.finish()
+            summaries.append(summary)
+            onEvent(.modelFinished(summary))
+        }
+        return EvaluationReport(evalData: s.evalData, baseModel: base.path, baseSignature: base.signature,
+                                samples: data.samples.count, targets: targets.count, turns: s.turns, maxNewTokens: maxNew,
+                                models: summaries, notes: notes)
+    }
+}

@@ -1,0 +1,185 @@
+// Evaluating one model (the base, or the base with an adapter) on eval samples: teacher-forced
+// eval loss over every assistant token (the same batches and loss as train-adapter's eval), and
+// greedy generation of each chosen assistant turn from the turns before it, scored by
+// ReplyMetrics. Leaves out sampling (greedy only, so runs are repeatable) and speculative decoding.
+import DataSchema
+import Foundation
+import Inference
+import ModelAssets
+import Training
+
+/// Which assistant turns of a sample are generated and scored.
+public enum TurnSelection: String, Sendable, Codable, CaseIterable {
+    /// The last assistant turn (the sample's final reply).
+    case last
+    /// Every assistant turn, each from the reference turns before it (tool calls and the answer after the results).
+    case all
+}
+
+/// One assistant turn to generate: the conversation before it, the reference, and the
+/// response_format it answers when it is the reply to a user turn that has one.
+public struct EvalTarget: Sendable {
+    public var sampleIndex: Int
+    public var line: Int
+    /// 0-based index of the assistant turn in the sample's messages.
+    public var turnIndex: Int
+    public var prompt: [Message]
+    public var reference: Message
+    public var format: ResponseFormat?
+}
+
+/// A model to evaluate: the base alone (`checkpoint == nil`) or with an adapter checkpoint.
+public struct ModelUnderTest: Sendable, Equatable {
+    public var label: String
+    public var checkpoint: String?
+    public init(label: String, checkpoint: String?) {
+        self.label = label
+        self.checkpoint = checkpoint
+    }
+}
+
+/// One generated turn and its scores (a line of the per-sample JSONL).
+public struct TargetResult: Sendable, Codable, Equatable {
+    public var model: String
+    /// 0-based sample index and 1-based line in the eval file; 1-based turn, as Schema.md counts.
+    public var sample: Int
+    public var line: Int
+    public var turn: Int
+    public var promptTokens: Int
+    public var reference: String
+    public var output: String
+    public var exactMatch: Bool
+    public var json: JSONCheck?
+    public var toolCalls: ToolCallCheck?
+    public var generatedTokens: Int
+    /// False when the reply ran into --max-new-tokens.
+    public var stoppedAtEndOfTurn: Bool
+    public var prefillSeconds: Double
+    public var decodeSeconds: Double
+}
+
+/// The figures of one model over the whole eval set.
+public struct ModelSummary: Sendable, Codable, Equatable {
+    public var label: String
+    public var checkpoint: String?
+    /// Optimizer steps the checkpoint was trained for (nil for the base).
+    public var step: Int?
+    public var evalLoss: Double?
+    public var perplexity: Double?
+    public var evalTokens: Int?
+    public var targets = 0
+    public var exactMatches = 0
+    public var exactMatchRate: Double?
+    /// Replies whose user turn has a response_format, and how many of them pass each check.
+    public var jsonTargets = 0
+    public var jsonValid = 0
+    public var schemaConforming = 0
+    public var jsonEqual = 0
+    public var jsonValidRate: Double?
+    public var schemaConformanceRate: Double?
+    public var jsonEqualRate: Double?
+    /// Tool calls in the reference turns, and how many were matched by name / by name and arguments.
+    public var referenceToolCalls = 0
+    public var toolNamesCorrect = 0
+    public var toolArgumentsCorrect = 0
+    public var malformedToolCalls = 0
+    public var unexpectedToolCalls = 0
+    public var toolNameAccuracy: Double?
+    public var toolArgumentAccuracy: Double?
+    public var generatedTokens = 0
+    public var hitTokenLimit = 0
+    public var prefillSeconds = 0.0
+    public var decodeSeconds = 0.0
+    public var tokensPerSecond: Double?
+    public var seconds = 0.0
+
+    public init(label: String, checkpoint: String?, step: Int?) {
+        self.label = label
+        self.checkpoint = checkpoint
+        self.step = step
+    }
+
+    mutating func add(_ r: TargetResult) {
+        targets += 1
+        if r.exactMatch { exactMatches += 1 }
+        if let j = r.json {
+            jsonTargets += 1
+            if j.valid { jsonValid += 1 }
+            if j.conforms { schemaConforming += 1 }
+            if j.equalsReference { jsonEqual += 1 }
+        }
+        if let t = r.toolCalls {
+            referenceToolCalls += t.referenceCalls
+            toolNamesCorrect += t.namesCorrect
+            toolArgumentsCorrect += t.argumentsCorrect
+            malformedToolCalls += t.malformed
+            unexpectedToolCalls += t.unexpected
+        }
+        generatedTokens += r.generatedTokens
+        if !r.stoppedAtEndOfTurn { hitTokenLimit += 1 }
+        prefillSeconds += r.prefillSeconds
+        decodeSeconds += r.decodeSeconds
+    }
+
+    /// Fills the rates from the counts (nil where nothing applies).
+    mutating func finish() {
+        func rate(_ n: Int, _ d: Int) -> Double? { d > 0 ? Double(n) / Double(d) : nil }
+        exactMatchRate = rate(exactMatches, targets)
+        jsonValidRate = rate(jsonValid, jsonTargets)
+        schemaConformanceRate = rate(schemaConforming, jsonTargets)
+        jsonEqualRate = rate(jsonEqual, jsonTargets)
+        toolNameAccuracy = rate(toolNamesCorrect, referenceToolCalls)
+        toolArgumentAccuracy = rate(toolArgumentsCorrect, referenceToolCalls)
+        tokensPerSecond = decodeSeconds > 0 ? Double(generatedTokens) / decodeSeconds : nil
+    }
+}
+
+public enum Evaluator {
+    /// The assistant turns to score, in file order. A turn answers a response_format when it is
+    /// the reply to that user turn: the last assistant turn before the next user turn.
+    public static func targets(of samples: [Sample], turns: TurnSelection) -> [EvalTarget] {
+        var out: [EvalTarget] = []
+        for sample in samples {
+            let m = sample.messages
+            var chosen = m.indices.filter { m[$0].role == .assistant }
+            if turns == .last, let last = chosen.last { chosen = [last] }
+            for i in chosen {
+                var format: ResponseFormat? = nil
+                if let u = m[..<i].lastIndex(where: { $0.role == .user }), let f = m[u].responseFormat {
+                    let nextUser = m[(i + 1)...].firstIndex(where: { $0.role == .user }) ?? m.endIndex
+                    let reply = m[(u + 1)..<nextUser].lastIndex(where: { $0.role == .assistant })
+                    if reply == i { format = f }
+                }
+                out.append(EvalTarget(sampleIndex: sample.index, line: sample.line, turnIndex: i,
+                                      prompt: Array(m[..<i]), reference: m[i], format: format))
+            }
+        }
+        return out
+    }
+
+    /// Mean cross-entropy over every assistant token of `examples`, teacher-forced, without
+    /// gradients: train-adapter's eval loss, by the same objective and batching.
+    public static func evalLoss(model: LlamaModel, examples: [TrainingExample], batchSize: Int,
+                                padTokenId: Int) throws -> (loss: Double, tokens: Int) {
+        let options = BatchOptions(batchSize: batchSize, layout: .padToLongest, shuffle: false, seed: 0, padTokenId: padTokenId)
+        let batches = try EpochBatches(examples: examples, options: options)
+        let (loss, tokens) = Trainer.evaluate(AdapterObjective(model: model), batches)
+        return (Double(loss), tokens)
+    }
+
+    /// Greedy generation of one target, decoded with special tokens skipped, then scored.
+    public static func generate(_ engine: InferenceModel, target: EvalTarget, base: BaseModel,
+                                encoder: TrainingEncoder, maxNewTokens: Int, label: String) -> TargetResult {
+        let prompt = encoder.encodePrompt(target.prompt)
+        let request = GenerationRequest(prompt: prompt, maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
+                                        sampling: SamplingOptions(temperature: 0))
+        let (tokens, stats) = Generator.generate(engine, request)
+        let output = base.tokenizer.decode(tokens, skipSpecialTokens: true)
+        let score = ReplyMetrics.score(output: output, reference: target.reference, format: target.format)
+        return TargetResult(model: label, sample: target.sampleIndex, line: target.line, turn: target.turnIndex + 1,
+                            promptTokens: prompt.count, reference: ReplyMetrics.referenceText(target.reference),
+                            output: output, exactMatch: score.exactMatch, json: score.json, toolCalls: score.toolCalls,
+                            generatedTokens: stats.generatedTokens, stoppedAtEndOfTurn: stats.stoppedAtEndOfTurn,
+                            prefillSeconds: stats.prefillSeconds, decodeSeconds: stats.decodeSeconds)
+    }
+}

@@ -1,0 +1,185 @@
+// Scoring one generated reply against the reference assistant turn: exact match (whitespace at
+// the ends trimmed), JSON validity and schema conformance when the user turn asked for a
+// response_format, and tool-call name/argument accuracy with calls parsed from the
+// `<tool_call>` text Schema.md's rendering rules define. Pure functions on text; no model here.
+import DataSchema
+import Foundation
+
+/// One `<tool_call>` block of a generated reply.
+public struct ParsedToolCall: Sendable, Equatable {
+    public var name: String?
+    /// The arguments object (an OpenAI-style string holding an object is parsed).
+    public var arguments: JSONValue?
+    /// Why the block is unusable (not JSON, no name, no closing tag), nil when well formed.
+    public var error: String?
+
+    public init(name: String?, arguments: JSONValue?, error: String? = nil) {
+        self.name = name
+        self.arguments = arguments
+        self.error = error
+    }
+}
+
+/// A generated assistant turn split as Schema.md renders one: text content, then tool calls.
+public struct ParsedReply: Sendable, Equatable {
+    /// The text before the first `<tool_call>`, trimmed.
+    public var content: String
+    public var calls: [ParsedToolCall]
+}
+
+/// The JSON checks of a reply whose user turn has a response_format.
+public struct JSONCheck: Sendable, Equatable, Codable {
+    /// The trimmed reply is one JSON value.
+    public var valid: Bool
+    /// Valid and conforming to the schema.
+    public var conforms: Bool
+    /// Schema violations (`PATH: reason`), or the parse error when not valid; at most 5.
+    public var problems: [String]
+    /// Equal to the reference reply as JSON values (key order and number spelling ignored).
+    public var equalsReference: Bool
+}
+
+/// The tool-call checks of a turn where the reference or the reply calls tools.
+public struct ToolCallCheck: Sendable, Equatable, Codable {
+    public var referenceCalls: Int
+    public var predictedCalls: Int
+    /// Reference calls matched by a predicted call of the same name.
+    public var namesCorrect: Int
+    /// Reference calls matched by a predicted call of the same name and equal arguments.
+    public var argumentsCorrect: Int
+    /// Predicted calls that could not be parsed.
+    public var malformed: Int
+    /// Predicted calls no reference call matched by name.
+    public var unexpected: Int
+}
+
+public struct TurnScore: Sendable, Equatable, Codable {
+    public var exactMatch: Bool
+    public var json: JSONCheck?
+    public var toolCalls: ToolCallCheck?
+}
+
+public enum ReplyMetrics {
+    static let openTag = "<tool_call>"
+    static let closeTag = "</tool_call>"
+
+    /// The reply with whitespace and newlines at both ends removed.
+    public static func trimmed(_ text: String) -> String {
+        text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    public static func exactMatch(_ output: String, _ reference: String) -> Bool {
+        trimmed(output) == trimmed(reference)
+    }
+
+    /// The text the reference assistant turn renders to (content, then its tool calls).
+    public static func referenceText(_ message: Message) -> String {
+        ChatRendering.text(of: message)
+    }
+
+    /// Validity, conformance and equality of a reply that should be JSON under `format`.
+    public static func checkJSON(output: String, reference: String, format: ResponseFormat) -> JSONCheck {
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(trimmed(output), context: "reply")
+        } catch {
+            return JSONCheck(valid: false, conforms: false, problems: [error.localizedDescription], equalsReference: false)
+        }
+        let violations = format.schema.validate(value)
+        let expected = try? JSONValue.parse(trimmed(reference), context: "reference")
+        return JSONCheck(valid: true, conforms: violations.isEmpty, problems: violations.prefix(5).map(\.description),
+                         equalsReference: expected.map { $0 == value } ?? false)
+    }
+
+    /// Splits generated text into content and `<tool_call>` blocks. A block that is not one JSON
+    /// object with a string "name" and an object "arguments", or lacks its closing tag, is kept
+    /// with an error (it counts as a malformed call, never silently dropped).
+    public static func parseReply(_ text: String) -> ParsedReply {
+        guard let first = text.range(of: openTag) else {
+            return ParsedReply(content: trimmed(text), calls: [])
+        }
+        let content = trimmed(String(text[..<first.lowerBound]))
+        var calls: [ParsedToolCall] = []
+        var rest = text[first.upperBound...]
+        while true {
+            let inner: Substring
+            var missingClose = false
+            if let close = rest.range(of: closeTag) {
+                inner = rest[..<close.lowerBound]
+                rest = rest[close.upperBound...]
+            } else {
+                inner = rest
+                rest = rest[rest.endIndex...]
+                missingClose = true
+            }
+            var call = parseCallBody(String(inner))
+            if missingClose && call.error == nil { call.error = "no closing </tool_call>" }
+            calls.append(call)
+            guard let next = rest.range(of: openTag) else { break }
+            rest = rest[next.upperBound...]
+        }
+        return ParsedReply(content: content, calls: calls)
+    }
+
+    static func parseCallBody(_ body: String) -> ParsedToolCall {
+        let value: JSONValue
+        do { value = try JSONValue.parse(trimmed(body), context: "tool call") } catch {
+            return ParsedToolCall(name: nil, arguments: nil, error: error.localizedDescription)
+        }
+        guard case .object = value else {
+            return ParsedToolCall(name: nil, arguments: nil, error: "a tool call is a JSON object, got \(value.typeName)")
+        }
+        guard let name = value["name"]?.stringValue else {
+            return ParsedToolCall(name: nil, arguments: nil, error: "the tool call has no string \"name\"")
+        }
+        switch value["arguments"] {
+        case .some(.object(let members)):
+            return ParsedToolCall(name: name, arguments: .object(members))
+        case .some(.string(let s)):
+            if let parsed = try? JSONValue.parse(s, context: "arguments"), case .object = parsed {
+                return ParsedToolCall(name: name, arguments: parsed)
+            }
+            return ParsedToolCall(name: name, arguments: nil, error: "\"arguments\" is a string that is not a JSON object")
+        case .none:
+            return ParsedToolCall(name: name, arguments: nil, error: "the tool call has no \"arguments\"")
+        case .some(let other):
+            return ParsedToolCall(name: name, arguments: nil, error: "\"arguments\" is a JSON \(other.typeName), not an object")
+        }
+    }
+
+    /// Matches reference calls to predicted ones regardless of order: each reference call takes
+    /// the first unused predicted call with its name and equal arguments, else the first unused
+    /// one with its name. Arguments compare as JSON values (`1 == 1.0`, key order ignored).
+    public static func checkToolCalls(predicted: [ParsedToolCall], reference: [ToolCall]) -> ToolCallCheck {
+        var used = [Bool](repeating: false, count: predicted.count)
+        var names = 0, args = 0
+        for ref in reference {
+            if let i = predicted.indices.first(where: { !used[$0] && predicted[$0].name == ref.name && predicted[$0].arguments == ref.arguments }) {
+                used[i] = true
+                names += 1
+                args += 1
+            } else if let i = predicted.indices.first(where: { !used[$0] && predicted[$0].name == ref.name }) {
+                used[i] = true
+                names += 1
+            }
+        }
+        let malformed = predicted.filter { $0.error != nil }.count
+        let unexpected = predicted.indices.filter { !used[$0] }.count
+        return ToolCallCheck(referenceCalls: reference.count, predictedCalls: predicted.count, namesCorrect: names,
+                             argumentsCorrect: args, malformed: malformed, unexpected: unexpected)
+    }
+
+    /// Every check of one reply. `format` is the response_format this turn answers, if any.
+    public static func score(output: String, reference: Message, format: ResponseFormat?) -> TurnScore {
+        let refText = referenceText(reference)
+        var score = TurnScore(exactMatch: exactMatch(output, refText), json: nil, toolCalls: nil)
+        if let format {
+            score.json = checkJSON(output: output, reference: reference.content, format: format)
+        }
+        let parsed = parseReply(output)
+        if !reference.toolCalls.isEmpty || !parsed.calls.isEmpty {
+            score.toolCalls = checkToolCalls(predicted: parsed.calls, reference: reference.toolCalls)
+        }
+        return score
+    }
+}

@@ -1,0 +1,49 @@
+// The evaluation summary for people (a fixed-width table, one row per model) and for programs
+// (JSON with snake_case keys). Columns that apply to no target of the file (JSON checks without
+// a response_format, tool calls without tools) are left out of the table.
+import Foundation
+
+public enum EvaluationTable {
+    static func pct(_ r: Double?) -> String { r.map { String(format: "%.1f%%", $0 * 100) } ?? "-" }
+
+    public static func render(_ report: EvaluationReport) -> String {
+        let hasJSON = report.models.contains { $0.jsonTargets > 0 }
+        let hasTools = report.models.contains { $0.referenceToolCalls > 0 }
+        let hasGeneration = report.models.contains { $0.targets > 0 }
+        var header = ["model", "eval loss", "ppl"]
+        if hasGeneration { header += ["exact match"] }
+        if hasJSON { header += ["JSON valid", "schema ok", "JSON equal"] }
+        if hasTools { header += ["tool name", "tool args"] }
+        if hasGeneration { header += ["tok/s"] }
+        var rows: [[String]] = [header]
+        for m in report.models {
+            var row = [m.label,
+                       m.evalLoss.map { String(format: "%.4f", $0) } ?? "-",
+                       m.perplexity.map { String(format: "%.3f", $0) } ?? "-"]
+            if hasGeneration { row.append("\(pct(m.exactMatchRate)) (\(m.exactMatches)/\(m.targets))") }
+            if hasJSON { row += [pct(m.jsonValidRate), pct(m.schemaConformanceRate), pct(m.jsonEqualRate)] }
+            if hasTools { row += [pct(m.toolNameAccuracy), pct(m.toolArgumentAccuracy)] }
+            if hasGeneration { row.append(m.tokensPerSecond.map { String(format: "%.1f", $0) } ?? "-") }
+            rows.append(row)
+        }
+        let widths = (0..<header.count).map { c in rows.map { $0[c].count }.max() ?? 0 }
+        var lines = rows.map { row in
+            row.enumerated().map { c, cell in
+                c == 0 ? cell.padding(toLength: widths[c], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[c] - cell.count) + cell
+            }.joined(separator: "  ")
+        }
+        lines.insert(String(repeating: "-", count: lines[0].count), at: 1)
+        var out = "\(report.evalData): \(report.samples) samples, \(report.targets) \(report.turns == .last ? "final replies" : "assistant turns") generated greedily (at most \(report.maxNewTokens) new tokens)\n"
+        out += lines.joined(separator: "\n") + "\n"
+        for n in report.notes { out += "note: \(n)\n" }
+        return out
+    }
+
+    public static func json(_ report: EvaluationReport) throws -> String {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        e.keyEncodingStrategy = .convertToSnakeCase
+        return String(decoding: try e.encode(report), as: UTF8.self)
+    }
+}

@@ -1,0 +1,149 @@
+// evaluate-adapter's library path end to end on a tiny GGUF model: base and adapter
+// checkpoints side by side from a run folder (final deduplicated against the last epoch), the
+// eval loss equal to the one train-adapter recorded, per-sample JSONL, the table and JSON
+// summary, repeatable greedy output, and refusals (empty folder, other base).
+import DataSchema
+@testable import Evaluation
+import Foundation
+import ModelAssets
+import Training
+import TestSupport
+import XCTest
+
+final class EvaluationRunTests: XCTestCase {
+    struct Env {
+        var dir: String
+        var base: BaseModel
+        var train: String
+        var eval: String
+        var runDir: String
+    }
+
+    /// A tiny base, data, and a 2-epoch adapter run in `runDir`.
+    func makeEnv(_ name: String = #function) throws -> Env {
+        let dir = TinyAssets.tempDir(name)
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1))
+        try TinyAssets.writeData(dir + "/train.jsonl", count: 10)
+        try TinyAssets.writeData(dir + "/eval.jsonl", count: 4, offset: 5)
+        let runDir = dir + "/run"
+        let settings = AdapterRunSettings(
+            data: DataSettings(trainData: dir + "/train.jsonl", evalData: dir + "/eval.jsonl", maxSequenceLength: 64,
+                               fixedSizedSequences: false, packSequences: false, skipInvalid: false, batchSize: 2, seed: 3),
+            lora: LoRAConfig(rank: 4, alpha: 8, targets: LoRATarget.allCases, dropout: 0),
+            checkpointDir: runDir, checkpointFrequency: 1, resumeFrom: nil, resume: false, keepBest: nil,
+            makeOptions: { _ in
+                var o = TrainingOptions()
+                o.epochs = 2
+                o.learningRate = 1e-2
+                o.seed = 5
+                return o
+            })
+        _ = try AdapterRun.run(settings, base: base, shouldStop: { false }, notice: { _ in }, onEvent: { _ in })
+        return Env(dir: dir, base: base, train: dir + "/train.jsonl", eval: dir + "/eval.jsonl", runDir: runDir)
+    }
+
+    func testCheckpointDirSideBySideWithBase() throws {
+        let env = try makeEnv()
+        XCTAssertEqual(try EvaluationRun.checkpoints(in: env.runDir).map { ($0 as NSString).lastPathComponent },
+                       ["adapter-epoch1.safetensors", "adapter-epoch2.safetensors", "adapter-final.safetensors"])
+        var s = EvaluationSettings(evalData: env.eval)
+        s.checkpointDir = env.runDir
+        s.includeBase = true
+        s.outputPath = env.dir + "/results.jsonl"
+        s.batchSize = 2
+        var events: [String] = []
+        let report = try EvaluationRun.run(s, base: env.base) { e in
+            if case .modelStarted(let label, _, _) = e { events.append(label) }
+        }
+        // the final checkpoint is the last epoch's weights: evaluated once
+        XCTAssertEqual(report.models.map(\.label), ["base", "adapter-epoch1", "adapter-epoch2=final"])
+        XCTAssertEqual(events, report.models.map(\.label))
+        XCTAssertEqual(report.notes.count, 1)
+        XCTAssertEqual(report.samples, 4)
+        XCTAssertEqual(report.targets, 4)
+        for m in report.models {
+            XCTAssertEqual(m.targets, 4)
+            XCTAssertNotNil(m.evalLoss)
+            XCTAssertTrue(m.evalLoss!.isFinite)
+            XCTAssertEqual(m.perplexity!, Foundation.exp(m.evalLoss!), accuracy: 1e-9)
+            XCTAssertEqual(m.jsonTargets, 0)
+            XCTAssertNil(m.toolNameAccuracy)
+            XCTAssertGreaterThan(m.generatedTokens, 0)
+        }
+        XCTAssertNil(report.models[0].step)
+        XCTAssertNotNil(report.models[1].step)
+
+        // the eval loss is train-adapter's: the checkpoint's recorded eval after each epoch
+        let final = try Checkpoint.load(env.runDir + "/adapter-final.safetensors")
+        let recorded = final.header.state.evals.map { Double($0.loss) }
+        XCTAssertEqual(recorded.count, 2)
+        XCTAssertEqual(report.models[1].evalLoss!, recorded[0], accuracy: 1e-5)
+        XCTAssertEqual(report.models[2].evalLoss!, recorded[1], accuracy: 1e-5)
+        XCTAssertEqual(report.models[1].evalTokens, final.header.state.evals[0].tokens)
+
+        // one JSONL line per model and target, with the scores
+        let lines = try String(contentsOfFile: s.outputPath!, encoding: .utf8).split(separator: "\n")
+        XCTAssertEqual(lines.count, 12)
+        let first = try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as! [String: Any]
+        XCTAssertEqual(first["model"] as? String, "base")
+        XCTAssertEqual(first["line"] as? Int, 1)
+        XCTAssertEqual(first["turn"] as? Int, 2)
+        XCTAssertEqual(first["reference"] as? String, "FOXTROT0")
+        XCTAssertNotNil(first["exact_match"] as? Bool)
+        XCTAssertNotNil(first["output"] as? String)
+
+        let table = EvaluationTable.render(report)
+        for label in ["base", "adapter-epoch1", "adapter-epoch2=final", "exact match", "eval loss", "tok/s"] {
+            XCTAssertTrue(table.contains(label), "table lacks \(label):\n\(table)")
+        }
+        XCTAssertFalse(table.contains("JSON valid"), "no response_format in this file:\n\(table)")
+        let json = try JSONSerialization.jsonObject(with: Data(try EvaluationTable.json(report).utf8)) as! [String: Any]
+        XCTAssertEqual((json["models"] as? [[String: Any]])?.count, 3)
+        XCTAssertNotNil((json["models"] as? [[String: Any]])?.first?["exact_match_rate"])
+
+        // greedy generation repeats exactly
+        var again = s
+        again.outputPath = nil
+        again.checkpointDir = nil
+        again.checkpoints = [env.runDir + "/adapter-epoch1.safetensors"]
+        again.includeBase = false
+        again.computeLoss = false
+        let second = try EvaluationRun.run(again, base: env.base)
+        XCTAssertEqual(second.models.map(\.label), ["adapter-epoch1"])
+        XCTAssertEqual(second.models[0].exactMatches, report.models[1].exactMatches)
+        XCTAssertEqual(second.models[0].generatedTokens, report.models[1].generatedTokens)
+        XCTAssertNil(second.models[0].evalLoss)
+    }
+
+    func testMaxSamplesAndTokenBudget() throws {
+        let env = try makeEnv()
+        var s = EvaluationSettings(evalData: env.eval)
+        s.maxSamples = 2
+        s.maxNewTokens = 3
+        s.computeLoss = false
+        let report = try EvaluationRun.run(s, base: env.base)
+        XCTAssertEqual(report.models.map(\.label), ["base"], "no checkpoint: the base alone")
+        XCTAssertEqual(report.samples, 2)
+        XCTAssertEqual(report.maxNewTokens, 3)
+        XCTAssertLessThanOrEqual(report.models[0].generatedTokens, 6)
+    }
+
+    func testRefusesAnEmptyFolderAndAnotherBase() throws {
+        let env = try makeEnv()
+        let empty = env.dir + "/empty"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        var s = EvaluationSettings(evalData: env.eval)
+        s.checkpointDir = empty
+        XCTAssertThrowsError(try EvaluationRun.run(s, base: env.base)) { error in
+            XCTAssertTrue("\(error.localizedDescription)".contains("no adapter-epoch"), "\(error)")
+        }
+        let otherDir = env.dir + "/other"
+        try FileManager.default.createDirectory(atPath: otherDir, withIntermediateDirectories: true)
+        let other = try BaseModel.load(path: try TinyAssets.writeModel(in: otherDir, seed: 2))
+        var t = EvaluationSettings(evalData: env.eval)
+        t.checkpoints = [env.runDir + "/adapter-final.safetensors"]
+        XCTAssertThrowsError(try EvaluationRun.run(t, base: other)) { error in
+            XCTAssertTrue(error.localizedDescription.contains(other.signature), "\(error.localizedDescription)")
+        }
+    }
+}
