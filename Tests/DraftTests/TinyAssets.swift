@@ -1,0 +1,83 @@
+// Builds, in a temporary folder, a complete tiny base model as a GGUF file (random Llama
+// weights, a byte-level BPE vocabulary with ChatML specials, a ChatML template) and small JSONL
+// data sets, so draft training and speculative decoding run in milliseconds without the network
+// or the real model. A copy of TrainingTests/TinyAssets.swift (test targets cannot share files),
+// extended with a smaller model of the same vocabulary and a model of another vocabulary.
+import Autograd
+import Foundation
+import ModelAssets
+import XCTest
+
+enum TinyAssets {
+    /// GPT-2's byte-to-unicode map: printable bytes map to themselves, the rest to U+0100 + n.
+    static func byteSymbols() -> [String] {
+        var printable = Set<Int>()
+        for r in [33...126, 161...172, 174...255] { for b in r { printable.insert(b) } }
+        var out = [String](repeating: "", count: 256)
+        var n = 0
+        for b in 0..<256 {
+            if printable.contains(b) {
+                out[b] = String(UnicodeScalar(UInt8(b)))
+            } else {
+                out[b] = String(UnicodeScalar(UInt32(256 + n))!)
+                n += 1
+            }
+        }
+        return out
+    }
+
+    static let specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+    static func tokenizer(extraMerges: [String] = []) -> TokenizerData {
+        let bytes = byteSymbols()
+        let merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ s"] + extraMerges
+        var tokens = specials + bytes
+        for m in merges { tokens.append(m.replacingOccurrences(of: " ", with: "")) }
+        var types = [Int32](repeating: 1, count: tokens.count)
+        for i in 0..<specials.count { types[i] = 3 }
+        let template = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+        return TokenizerData(tokens: tokens, merges: merges, tokenTypes: types, preTokenizer: "gpt2",
+                             bosTokenId: 1, eosTokenId: 2, padTokenId: 0, chatTemplate: template)
+    }
+
+    static func config(vocab: Int, layers: Int = 2) throws -> ModelConfig {
+        try ModelConfig(architecture: .llama, hiddenSize: 32, intermediateSize: 48, numLayers: layers, numHeads: 4, numKVHeads: 2,
+                    headDim: 8, vocabSize: vocab, ropeTheta: 10000, rmsNormEps: 1e-5, tieWordEmbeddings: true,
+                    attentionBias: false, maxPositionEmbeddings: 512)
+    }
+
+    /// Writes tiny.gguf into `dir` and returns its path. `seed` changes every weight.
+    static func writeModel(in dir: String, seed: UInt64 = 1, name: String = "tiny", layers: Int = 2,
+                           extraMerges: [String] = []) throws -> String {
+        let tok = tokenizer(extraMerges: extraMerges)
+        let cfg = try config(vocab: tok.tokens.count, layers: layers)
+        var rng = SeededRNG(seed: seed)
+        var tensors: [String: HostTensor] = [:]
+        for (name, shape) in ModelLoader.expectedShapes(for: cfg) {
+            let n = shape.reduce(1, *)
+            let isNorm = shape.count == 1
+            let values = (0..<n).map { _ in isNorm ? 1 + 0.1 * Float.random(in: -1...1, using: &rng) : 0.2 * Float.random(in: -1...1, using: &rng) }
+            tensors[name] = HostTensor(shape: shape, data: values)
+        }
+        let path = dir + "/\(name).gguf"
+        try ModelExport.writeGGUF(config: cfg, tensors: tensors, tokenizer: tok, to: path)
+        return path
+    }
+
+    /// `count` short conversations: the assistant repeats the user's word in upper case.
+    static func writeData(_ path: String, count: Int, offset: Int = 0) throws {
+        let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
+        var lines: [String] = []
+        for i in 0..<count {
+            let w = words[(i + offset) % words.count] + String(i % 3)
+            lines.append(#"{"messages": [{"role": "user", "content": "say \#(w)"}, {"role": "assistant", "content": "\#(w.uppercased())"}]}"#)
+        }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    static func tempDir(_ name: String = #function) -> String {
+        let dir = NSTemporaryDirectory() + "adapter-tests-\(getpid())-\(name.filter { $0.isLetter || $0.isNumber })-\(UInt32.random(in: 0...UInt32.max))"
+        try! FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        return dir
+    }
+}
