@@ -3,7 +3,8 @@
 # release build, then the extraction example: train an adapter, evaluate base vs adapter on
 # held-out data, train a draft model and measure speculative decoding, export the .fmadapter
 # package, and generate with it. Results are printed at the end and kept under runs/.
-# Knobs (environment): EPOCHS, EVAL_SAMPLES, DRAFT_EPOCHS, SKIP_DRAFT=1.
+# Knobs (environment): STEPS (adapter), EVAL_SAMPLES, DRAFT_STEPS, SKIP_DRAFT=1.
+# examples/extraction/prompts.jsonl: eval samples 101-108 without their replies.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -31,12 +32,12 @@ if [ "${SKIP_DRAFT:-0}" != 1 ]; then
   step "train a draft model for speculative decoding"
   "$BIN/train-draft" --checkpoint "$RUN/adapter-final.safetensors" \
       --train-data "$DATA/train.jsonl" --eval-data "$DATA/eval.jsonl" \
-      --epochs "${DRAFT_EPOCHS:-1}" --learning-rate 1e-3 --batch-size 8 --max-sequence-length 320 \
-      --checkpoint-dir "$RUN"
+      --draft-layers 4 --divergence forward --epochs 1 --max-steps "${DRAFT_STEPS:-60}" \
+      --learning-rate 2e-3 --batch-size 4 --warmup-steps 5 --max-sequence-length 320 --checkpoint-dir "$RUN"
   step "speculative decoding: speed with and without the draft (identical output)"
   "$BIN/bench-speculative" --checkpoint "$RUN/adapter-final.safetensors" \
       --draft-checkpoint "$RUN/draft-model-final.safetensors" \
-      --prompts "$DATA/eval.jsonl" --max-prompts 8 | tee "$RUN/speculative.txt"
+      --prompts "$DATA/prompts.jsonl" --num-draft-tokens 3 | tee "$RUN/speculative.txt"
   DRAFT_ARGS=(--draft-checkpoint "$RUN/draft-model-final.safetensors")
 else
   DRAFT_ARGS=()
