@@ -96,7 +96,7 @@ let package = Package(
             dependencies: ["CLISupport", "Inference", "Training", "DataSchema", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
-        .testTarget(name: "DraftTests", dependencies: ["Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
+        .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
         .target(name: "TestSupport", dependencies: ["ModelAssets", "Autograd"], path: "Tests/TestSupport"),
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
         .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),

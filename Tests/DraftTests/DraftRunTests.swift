@@ -8,6 +8,7 @@ import Foundation
 import Inference
 import ModelAssets
 @testable import Training
+import TestSupport
 import XCTest
 
 final class DraftRunTests: XCTestCase {

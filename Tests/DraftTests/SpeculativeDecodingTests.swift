@@ -7,6 +7,7 @@ import Foundation
 import Inference
 import ModelAssets
 import Training
+import TestSupport
 import XCTest
 
 final class SpeculativeDecodingTests: XCTestCase {

@@ -1,7 +1,8 @@
-// Shared by the test targets (a library target only tests depend on). Builds, in a temporary folder, a complete tiny base model as a GGUF file (random Llama
+// Builds, in a temporary folder, a complete tiny base model as a GGUF file (random Llama
 // weights, a byte-level BPE vocabulary with ChatML specials, a ChatML template) and small JSONL
-// data sets, so the whole train → checkpoint → resume → generate path runs in milliseconds
-// without the network or the real model.
+// data sets, so training, resume, draft distillation, speculative decoding and export run in
+// milliseconds without the network or the real model. Shared by the test targets (a library
+// target only tests depend on); options give a model of other depth or another vocabulary.
 import Autograd
 import Foundation
 import ModelAssets
@@ -26,9 +27,9 @@ public enum TinyAssets {
 
     public static let specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
-    public static func tokenizer() -> TokenizerData {
+    public static func tokenizer(extraMerges: [String] = []) -> TokenizerData {
         let bytes = byteSymbols()
-        let merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ s"]
+        let merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ s"] + extraMerges
         var tokens = specials + bytes
         for m in merges { tokens.append(m.replacingOccurrences(of: " ", with: "")) }
         var types = [Int32](repeating: 1, count: tokens.count)
@@ -38,16 +39,17 @@ public enum TinyAssets {
                              bosTokenId: 1, eosTokenId: 2, padTokenId: 0, chatTemplate: template)
     }
 
-    public static func config(vocab: Int) throws -> ModelConfig {
-        try ModelConfig(architecture: .llama, hiddenSize: 32, intermediateSize: 48, numLayers: 2, numHeads: 4, numKVHeads: 2,
+    public static func config(vocab: Int, layers: Int = 2) throws -> ModelConfig {
+        try ModelConfig(architecture: .llama, hiddenSize: 32, intermediateSize: 48, numLayers: layers, numHeads: 4, numKVHeads: 2,
                     headDim: 8, vocabSize: vocab, ropeTheta: 10000, rmsNormEps: 1e-5, tieWordEmbeddings: true,
                     attentionBias: false, maxPositionEmbeddings: 512)
     }
 
     /// Writes tiny.gguf into `dir` and returns its path. `seed` changes every weight.
-    public static func writeModel(in dir: String, seed: UInt64 = 1) throws -> String {
-        let tok = tokenizer()
-        let cfg = try config(vocab: tok.tokens.count)
+    public static func writeModel(in dir: String, seed: UInt64 = 1, name: String = "tiny", layers: Int = 2,
+                           extraMerges: [String] = []) throws -> String {
+        let tok = tokenizer(extraMerges: extraMerges)
+        let cfg = try config(vocab: tok.tokens.count, layers: layers)
         var rng = SeededRNG(seed: seed)
         var tensors: [String: HostTensor] = [:]
         for (name, shape) in ModelLoader.expectedShapes(for: cfg) {
@@ -56,7 +58,7 @@ public enum TinyAssets {
             let values = (0..<n).map { _ in isNorm ? 1 + 0.1 * Float.random(in: -1...1, using: &rng) : 0.2 * Float.random(in: -1...1, using: &rng) }
             tensors[name] = HostTensor(shape: shape, data: values)
         }
-        let path = dir + "/tiny.gguf"
+        let path = dir + "/\(name).gguf"
         try ModelExport.writeGGUF(config: cfg, tensors: tensors, tokenizer: tok, to: path)
         return path
     }
