@@ -46,54 +46,62 @@ extension Ops {
         }
 
         /// Fills scores [bq, nk] of block (b, h, blk) with probabilities; row r sees keys js...i.
-        /// With `lse` given it recomputes from it, otherwise it stores each row's log-sum-exp there.
+        /// With `recompute` it rebuilds them from the stored log-sum-exp, otherwise it stores it.
+        /// Runs on the calling thread (callers parallelise over (batch row, kv head) groups).
         func probabilities(
             _ qp: UnsafePointer<S>, _ kp: UnsafePointer<S>, _ p: UnsafeMutablePointer<S>,
             _ b: Int, _ h: Int, _ i0: Int, _ bq: Int, _ js: Int, _ nk: Int,
             _ lse: UnsafeMutablePointer<S>, recompute: Bool
         ) {
             let kvh = h / group
-            S.gemm(transA: false, transB: true, m: bq, n: nk, k: hd, alpha: scale,
-                   a: qp + (b * t + i0) * qw + h * hd, lda: qw, b: kp + (b * t + js) * kw + kvh * hd, ldb: kw,
-                   beta: 0, c: p, ldc: nk)  // [bq, nk]
-            Parallel.forChunks(bq, grain: Parallel.rowGrain(rowLength: nk)) { _, r in
-                for row in r {
-                    let i = i0 + row, visible = i + 1 - js
-                    let pr = p + row * nk
-                    if let segmentIds {
-                        let own = segmentIds[b * t + i]
-                        for j in 0..<visible where segmentIds[b * t + js + j] != own { pr[j] = -S.infinity }
-                    }
-                    let li = lse + (b * heads + h) * t + i
-                    if recompute {
-                        let shift = li.pointee
-                        kMap(visible, pr, pr) { S.expVector($0 - shift) }
-                    } else {
-                        li.pointee = kSoftmaxRow(pr, pr, visible)
-                    }
-                    for j in visible..<nk { pr[j] = 0 }
+            S.gemmOnThisThread(transA: false, transB: true, m: bq, n: nk, k: hd, alpha: scale,
+                               a: qp + (b * t + i0) * qw + h * hd, lda: qw, b: kp + (b * t + js) * kw + kvh * hd, ldb: kw,
+                               beta: 0, c: p, ldc: nk)  // [bq, nk]
+            for row in 0..<bq {
+                let i = i0 + row, visible = i + 1 - js
+                let pr = p + row * nk
+                if let segmentIds {
+                    let own = segmentIds[b * t + i]
+                    for j in 0..<visible where segmentIds[b * t + js + j] != own { pr[j] = -S.infinity }
                 }
+                let li = lse + (b * heads + h) * t + i
+                if recompute {
+                    let shift = li.pointee
+                    kMap(visible, pr, pr) { S.expVector($0 - shift) }
+                } else {
+                    li.pointee = kSoftmaxRow(pr, pr, visible)
+                }
+                for j in visible..<nk { pr[j] = 0 }
             }
         }
 
+        // Work goes to threads by (batch row, kv head) group: its query heads write their own
+        // output columns and its dK/dV columns belong to no other group, so groups never share
+        // an output and the bits do not depend on the thread count.
+        let groups = batch * kvHeads
+        let scratchCount = min(blockRows, t) * t
         var lse = [S](repeating: 0, count: batch * heads * t)
         let out: [S] = makeArray(rows * qw) { o in
             q.data.withUnsafeBufferPointer { qp in
                 k.data.withUnsafeBufferPointer { kp in
                     v.data.withUnsafeBufferPointer { vp in
                         lse.withUnsafeMutableBufferPointer { lp in
-                            var scores = [S](repeating: 0, count: min(blockRows, t) * t)
-                            scores.withUnsafeMutableBufferPointer { sp in
-                                let p = sp.baseAddress!
-                                for b in 0..<batch {
-                                    for h in 0..<heads {
-                                        for blk in 0..<blocks {
-                                            let i0 = blk * blockRows, bq = min(blockRows, t - i0)
-                                            let js = keyStart[b * blocks + blk], nk = i0 + bq - js
-                                            probabilities(qp.baseAddress!, kp.baseAddress!, p, b, h, i0, bq, js, nk, lp.baseAddress!, recompute: false)
-                                            S.gemm(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: 1,
-                                                   a: p, lda: nk, b: vp.baseAddress! + (b * t + js) * kw + (h / group) * hd, ldb: kw,
-                                                   beta: 0, c: o + (b * t + i0) * qw + h * hd, ldc: qw)  // [bq, hd]
+                            let qp = qp.baseAddress!, kp = kp.baseAddress!, vp = vp.baseAddress!, lp = lp.baseAddress!
+                            Parallel.forChunks(groups, grain: 1) { _, range in
+                                var scores = [S](repeating: 0, count: scratchCount)
+                                scores.withUnsafeMutableBufferPointer { sp in
+                                    let p = sp.baseAddress!
+                                    for task in range {
+                                        let b = task / kvHeads, kvh = task % kvHeads
+                                        for h in (kvh * group)..<((kvh + 1) * group) {
+                                            for blk in 0..<blocks {
+                                                let i0 = blk * blockRows, bq = min(blockRows, t - i0)
+                                                let js = keyStart[b * blocks + blk], nk = i0 + bq - js
+                                                probabilities(qp, kp, p, b, h, i0, bq, js, nk, lp, recompute: false)
+                                                S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: 1,
+                                                                   a: p, lda: nk, b: vp + (b * t + js) * kw + kvh * hd, ldb: kw,
+                                                                   beta: 0, c: o + (b * t + i0) * qw + h * hd, ldc: qw)  // [bq, hd]
+                                            }
                                         }
                                     }
                                 }
@@ -111,8 +119,6 @@ extension Ops {
             var dq = [S](repeating: 0, count: needQK ? q.count : 0)
             var dk = [S](repeating: 0, count: needQK ? k.count : 0)
             var dv = [S](repeating: 0, count: v.requiresGrad ? v.count : 0)
-            var scores = [S](repeating: 0, count: min(blockRows, t) * t), dScores = scores
-            var rowDot = [S](repeating: 0, count: blockRows)
             q.data.withUnsafeBufferPointer { qp in
             k.data.withUnsafeBufferPointer { kp in
             v.data.withUnsafeBufferPointer { vp in
@@ -121,44 +127,48 @@ extension Ops {
             dq.withUnsafeMutableBufferPointer { dqp in
             dk.withUnsafeMutableBufferPointer { dkp in
             dv.withUnsafeMutableBufferPointer { dvp in
-            scores.withUnsafeMutableBufferPointer { sp in
-            dScores.withUnsafeMutableBufferPointer { dsp in
-            rowDot.withUnsafeMutableBufferPointer { rdp in
                 let qp = qp.baseAddress!, kp = kp.baseAddress!, vp = vp.baseAddress!, op = op.baseAddress!
-                let p = sp.baseAddress!, ds = dsp.baseAddress!, rd = rdp.baseAddress!, go = dOut.baseAddress!
-                for b in 0..<batch {
-                    for h in 0..<heads {
-                        let kvh = h / group
-                        for blk in 0..<blocks {
-                            let i0 = blk * blockRows, bq = min(blockRows, t - i0)
-                            let js = keyStart[b * blocks + blk], nk = i0 + bq - js
-                            let qOff = (b * t + i0) * qw + h * hd, kOff = (b * t + js) * kw + kvh * hd
-                            probabilities(qp, kp, p, b, h, i0, bq, js, nk, lp.baseAddress!, recompute: true)
-                            if v.requiresGrad {  // dV[nk, hd] += Pᵀ dO
-                                S.gemm(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: 1,
-                                       a: p, lda: nk, b: go + qOff, ldb: qw, beta: 1, c: dvp.baseAddress! + kOff, ldc: kw)
-                            }
-                            guard needQK else { continue }
-                            S.gemm(transA: false, transB: true, m: bq, n: nk, k: hd, alpha: 1,
-                                   a: go + qOff, lda: qw, b: vp + kOff, ldb: kw, beta: 0, c: ds, ldc: nk)  // dP [bq, nk]
-                            Parallel.forChunks(bq, grain: Parallel.rowGrain(rowLength: nk)) { _, r in
-                                for row in r {
-                                    let i = i0 + row, visible = i + 1 - js
-                                    rd[row] = kDot(go + qOff + row * qw, op + qOff + row * qw, hd)
-                                    let dr = ds + row * nk, pr = p + row * nk, dot = rd[row]
-                                    kMap2(visible, pr, dr, dr) { $0 * ($1 - dot) }  // dS = P ⊙ (dP − D)
-                                    for j in visible..<nk { dr[j] = 0 }
+                let lp = lp.baseAddress!, go = dOut.baseAddress!
+                let dqp = needQK ? dqp.baseAddress : nil, dkp = needQK ? dkp.baseAddress : nil
+                let dvp = v.requiresGrad ? dvp.baseAddress : nil
+                Parallel.forChunks(groups, grain: 1) { _, range in
+                    var scores = [S](repeating: 0, count: scratchCount), dScores = scores
+                    scores.withUnsafeMutableBufferPointer { sp in
+                    dScores.withUnsafeMutableBufferPointer { dsp in
+                        let p = sp.baseAddress!, ds = dsp.baseAddress!
+                        for task in range {
+                            let b = task / kvHeads, kvh = task % kvHeads
+                            for h in (kvh * group)..<((kvh + 1) * group) {
+                                for blk in 0..<blocks {
+                                    let i0 = blk * blockRows, bq = min(blockRows, t - i0)
+                                    let js = keyStart[b * blocks + blk], nk = i0 + bq - js
+                                    let qOff = (b * t + i0) * qw + h * hd, kOff = (b * t + js) * kw + kvh * hd
+                                    probabilities(qp, kp, p, b, h, i0, bq, js, nk, lp, recompute: true)
+                                    if let dvp {  // dV[nk, hd] += Pᵀ dO
+                                        S.gemmOnThisThread(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: 1,
+                                                           a: p, lda: nk, b: go + qOff, ldb: qw, beta: 1, c: dvp + kOff, ldc: kw)
+                                    }
+                                    guard needQK, let dqp, let dkp else { continue }
+                                    S.gemmOnThisThread(transA: false, transB: true, m: bq, n: nk, k: hd, alpha: 1,
+                                                       a: go + qOff, lda: qw, b: vp + kOff, ldb: kw, beta: 0, c: ds, ldc: nk)  // dP [bq, nk]
+                                    for row in 0..<bq {
+                                        let i = i0 + row, visible = i + 1 - js
+                                        let dot = kDot(go + qOff + row * qw, op + qOff + row * qw, hd)
+                                        let dr = ds + row * nk, pr = p + row * nk
+                                        kMap2(visible, pr, dr, dr) { $0 * ($1 - dot) }  // dS = P ⊙ (dP − D)
+                                        for j in visible..<nk { dr[j] = 0 }
+                                    }
+                                    // dQ[bq, hd] += s·dS K;  dK[nk, hd] += s·dSᵀ Q
+                                    S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: scale,
+                                                       a: ds, lda: nk, b: kp + kOff, ldb: kw, beta: 1, c: dqp + qOff, ldc: qw)
+                                    S.gemmOnThisThread(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: scale,
+                                                       a: ds, lda: nk, b: qp + qOff, ldb: qw, beta: 1, c: dkp + kOff, ldc: kw)
                                 }
                             }
-                            // dQ[bq, hd] += s·dS K;  dK[nk, hd] += s·dSᵀ Q
-                            S.gemm(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: scale,
-                                   a: ds, lda: nk, b: kp + kOff, ldb: kw, beta: 1, c: dqp.baseAddress! + qOff, ldc: qw)
-                            S.gemm(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: scale,
-                                   a: ds, lda: nk, b: qp + qOff, ldb: qw, beta: 1, c: dkp.baseAddress! + kOff, ldc: kw)
                         }
-                    }
+                    }}
                 }
-            }}}}}}}}}}}
+            }}}}}}}}
             for (tensor, d) in [(q, dq), (k, dk), (v, dv)] where tensor.requiresGrad {
                 d.withUnsafeBufferPointer { dp in tensor.withGrad { g in kMap2(tensor.count, g, dp.baseAddress!, g) { $0 + $1 } } }
             }

@@ -1,21 +1,108 @@
 // LoRALinear: a frozen linear layer plus a trainable low-rank update, y = x·Wᵀ + b + s·(x·Aᵀ)·Bᵀ
 // with s = alpha/r. B starts at zero so step 0 equals the base layer; fused() merges the update.
-// A composite of matmul ops: no hand-written backward. Leaves out DoRA and rsLoRA.
+// One op with a hand-written backward (no [N,out] temporaries or adds). Leaves out DoRA and rsLoRA.
 // Follows PEFT's LoraLayer (init, scaling, dropout on the LoRA path) and mlx-examples' LoRALinear.
 import Foundation
 
 extension Ops {
-    /// base = x·Wᵀ + b [N,out]; down = s·(xd·Aᵀ) [N,r]; y = base + down·Bᵀ [N,out].
-    /// `loraInput` is x after dropout (or x itself). The scale is applied on the narrow [N,r] side.
+    /// y = x·Wᵀ + b + s·(xd·Aᵀ)·Bᵀ as one op; `loraInput` (xd) is x after dropout, or x itself.
+    /// Forward: y = x·Wᵀ (+ b), d = s·xd·Aᵀ [N,r], y += d·Bᵀ in place (no [N,out] temporaries).
+    /// Backward from dy [N,out]: dB += dyᵀ·d, g = s·dy·B [N,r], dA += gᵀ·xd,
+    /// dxd += g·A, dx += dy·W, dW += dyᵀ·x (only if W trains), db += Σ_rows dy.
     static func loraLinear<S>(
         _ x: TensorOf<S>, weight: TensorOf<S>, bias: TensorOf<S>?, a: TensorOf<S>, b: TensorOf<S>,
         scale s: S, loraInput: TensorOf<S>
     ) -> TensorOf<S> {
-        precondition(a.shape.count == 2 && a.shape[1] == weight.shape[1], "[LoRALinear] A must be [r, in]: A \(a.shape) vs weight \(weight.shape)")
-        precondition(b.shape == [weight.shape[0], a.shape[0]], "[LoRALinear] B must be [out, r]: B \(b.shape) vs A \(a.shape), weight \(weight.shape)")
-        let base = linear(x, weight: weight, bias: bias)  // [N,out]
-        let down = scale(linear(loraInput, weight: a), s)  // [N,r]
-        return binary(base, linear(down, weight: b), .add, "LoRALinear")  // [N,out]
+        precondition(weight.shape.count == 2, "[LoRALinear] weight must be [out, in], got \(weight.shape)")
+        let outF = weight.shape[0], inF = weight.shape[1]
+        precondition(a.shape.count == 2 && a.shape[1] == inF, "[LoRALinear] A must be [r, in]: A \(a.shape) vs weight \(weight.shape)")
+        let r = a.shape[0]
+        precondition(b.shape == [outF, r], "[LoRALinear] B must be [out, r]: B \(b.shape) vs A \(a.shape), weight \(weight.shape)")
+        precondition(x.shape.last == inF && loraInput.shape == x.shape, "[LoRALinear] input must be [..., \(inF)] (and loraInput alike): x \(x.shape), loraInput \(loraInput.shape)")
+        if let bias { precondition(bias.shape == [outF], "[LoRALinear] bias must be [\(outF)], got \(bias.shape)") }
+        let rows = inF == 0 ? 0 : x.count / inF
+        let outShape = Array(x.shape.dropLast()) + [outF]  // [N, out]
+        var down = [S](repeating: 0, count: rows * r)  // s·xd·Aᵀ [N, r], kept for dB
+        let out: [S] = makeArray(rows * outF) { y in
+            if let bias {
+                bias.data.withUnsafeBufferPointer { bp in
+                    for i in 0..<rows { (y + i * outF).update(from: bp.baseAddress!, count: outF) }
+                }
+            }
+            if rows == 0 { return }
+            x.data.withUnsafeBufferPointer { xp in
+            weight.data.withUnsafeBufferPointer { wp in
+            loraInput.data.withUnsafeBufferPointer { lp in
+            a.data.withUnsafeBufferPointer { ap in
+            b.data.withUnsafeBufferPointer { bp in
+            down.withUnsafeMutableBufferPointer { dp in
+                S.gemm(transA: false, transB: true, m: rows, n: outF, k: inF, alpha: 1,
+                       a: xp.baseAddress!, lda: inF, b: wp.baseAddress!, ldb: inF,
+                       beta: bias == nil ? 0 : 1, c: y, ldc: outF)  // x·Wᵀ (+ b)
+                S.gemm(transA: false, transB: true, m: rows, n: r, k: inF, alpha: s,
+                       a: lp.baseAddress!, lda: inF, b: ap.baseAddress!, ldb: inF, beta: 0, c: dp.baseAddress!, ldc: r)  // d
+                S.gemm(transA: false, transB: true, m: rows, n: outF, k: r, alpha: 1,
+                       a: dp.baseAddress!, lda: r, b: bp.baseAddress!, ldb: r, beta: 1, c: y, ldc: outF)  // += d·Bᵀ
+            }}}}}}
+        }
+        var inputs = [x, weight, a, b, loraInput]
+        if let bias { inputs.append(bias) }
+        guard recording(x, weight, bias, a, b, loraInput) else {
+            return TensorOf(result: outShape, data: out, inputs: [], backward: nil)
+        }
+        return TensorOf(result: outShape, data: out, inputs: inputs) { dy in
+            guard rows > 0 else { return }
+            let dyp = dy.baseAddress!
+            let needG = a.requiresGrad || loraInput.requiresGrad
+            var g = [S](repeating: 0, count: needG ? rows * r : 0)  // s·dy·B [N, r]
+            x.data.withUnsafeBufferPointer { xp in
+            weight.data.withUnsafeBufferPointer { wp in
+            loraInput.data.withUnsafeBufferPointer { lp in
+            a.data.withUnsafeBufferPointer { ap in
+            b.data.withUnsafeBufferPointer { bp in
+            down.withUnsafeBufferPointer { dp in
+            g.withUnsafeMutableBufferPointer { gp in
+                if b.requiresGrad {
+                    b.withGrad { db in  // dB[out, r] += dyᵀ·d
+                        S.gemm(transA: true, transB: false, m: outF, n: r, k: rows, alpha: 1,
+                               a: dyp, lda: outF, b: dp.baseAddress!, ldb: r, beta: 1, c: db, ldc: r)
+                    }
+                }
+                if needG {
+                    S.gemm(transA: false, transB: false, m: rows, n: r, k: outF, alpha: s,
+                           a: dyp, lda: outF, b: bp.baseAddress!, ldb: r, beta: 0, c: gp.baseAddress!, ldc: r)
+                }
+                if a.requiresGrad {
+                    a.withGrad { da in  // dA[r, in] += gᵀ·xd
+                        S.gemm(transA: true, transB: false, m: r, n: inF, k: rows, alpha: 1,
+                               a: gp.baseAddress!, lda: r, b: lp.baseAddress!, ldb: inF, beta: 1, c: da, ldc: inF)
+                    }
+                }
+                if x.requiresGrad {
+                    x.withGrad { dx in  // dx[N, in] += dy·W
+                        S.gemm(transA: false, transB: false, m: rows, n: inF, k: outF, alpha: 1,
+                               a: dyp, lda: outF, b: wp.baseAddress!, ldb: inF, beta: 1, c: dx, ldc: inF)
+                    }
+                }
+                if loraInput.requiresGrad {
+                    loraInput.withGrad { dxd in  // dxd[N, in] += g·A
+                        S.gemm(transA: false, transB: false, m: rows, n: inF, k: r, alpha: 1,
+                               a: gp.baseAddress!, lda: r, b: ap.baseAddress!, ldb: inF, beta: 1, c: dxd, ldc: inF)
+                    }
+                }
+                if weight.requiresGrad {
+                    weight.withGrad { dw in  // dW[out, in] += dyᵀ·x
+                        S.gemm(transA: true, transB: false, m: outF, n: inF, k: rows, alpha: 1,
+                               a: dyp, lda: outF, b: xp.baseAddress!, ldb: inF, beta: 1, c: dw, ldc: inF)
+                    }
+                }
+            }}}}}}}
+            if let bias, bias.requiresGrad {
+                bias.withGrad { db in
+                    for i in 0..<rows { for j in 0..<outF { db[j] += dyp[i * outF + j] } }
+                }
+            }
+        }
     }
 }
 

@@ -9,6 +9,11 @@ public protocol TensorScalar: BinaryFloatingPoint, SIMDScalar, Sendable, Codable
         transA: Bool, transB: Bool, m: Int, n: Int, k: Int, alpha: Self,
         a: UnsafePointer<Self>, lda: Int, b: UnsafePointer<Self>, ldb: Int,
         beta: Self, c: UnsafeMutablePointer<Self>, ldc: Int)
+    /// `gemm` as one library call on the calling thread (for callers that parallelise themselves).
+    static func gemmOnThisThread(
+        transA: Bool, transB: Bool, m: Int, n: Int, k: Int, alpha: Self,
+        a: UnsafePointer<Self>, lda: Int, b: UnsafePointer<Self>, ldb: Int,
+        beta: Self, c: UnsafeMutablePointer<Self>, ldc: Int)
     /// e^x lane-wise; Float uses a polynomial, Double the libm function (full precision).
     static func expVector(_ x: SIMD16<Self>) -> SIMD16<Self>
     static func exp(_ x: Self) -> Self
@@ -23,6 +28,17 @@ extension Float: TensorScalar {
         beta: Float, c: UnsafeMutablePointer<Float>, ldc: Int
     ) {
         BLAS.sgemm(
+            transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda,
+            b: b, ldb: ldb, beta: beta, c: c, ldc: ldc)
+    }
+    @inline(__always)
+    public static func gemmOnThisThread(
+        transA: Bool, transB: Bool, m: Int, n: Int, k: Int, alpha: Float,
+        a: UnsafePointer<Float>, lda: Int, b: UnsafePointer<Float>, ldb: Int,
+        beta: Float, c: UnsafeMutablePointer<Float>, ldc: Int
+    ) {
+        _ = BLAS.singleThreaded
+        BLAS.librarySgemm(
             transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda,
             b: b, ldb: ldb, beta: beta, c: c, ldc: ldc)
     }
@@ -42,6 +58,17 @@ extension Double: TensorScalar {
         beta: Double, c: UnsafeMutablePointer<Double>, ldc: Int
     ) {
         BLAS.dgemm(
+            transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda,
+            b: b, ldb: ldb, beta: beta, c: c, ldc: ldc)
+    }
+    @inline(__always)
+    public static func gemmOnThisThread(
+        transA: Bool, transB: Bool, m: Int, n: Int, k: Int, alpha: Double,
+        a: UnsafePointer<Double>, lda: Int, b: UnsafePointer<Double>, ldb: Int,
+        beta: Double, c: UnsafeMutablePointer<Double>, ldc: Int
+    ) {
+        _ = BLAS.singleThreaded
+        BLAS.libraryDgemm(
             transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda,
             b: b, ldb: ldb, beta: beta, c: c, ldc: ldc)
     }

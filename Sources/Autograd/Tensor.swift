@@ -24,6 +24,7 @@ public final class TensorOf<Scalar: TensorScalar> {
         precondition(
             data.count == shape.reduce(1, *),
             "[Tensor] data count \(data.count) does not match shape \(shape)")
+        _ = Memory.keepFreedPages
         self.shape = shape
         self.data = data
         self.requiresGrad = requiresGrad

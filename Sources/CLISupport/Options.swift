@@ -84,7 +84,7 @@ public struct ScheduleOptions: ParsableArguments {
     @Option(help: "Seed for adapter initialisation, data order and dropout.")
     public var seed: UInt64 = 0
 
-    @Flag(help: "Recompute block activations in the backward pass instead of keeping them. Not implemented yet: refused.")
+    @Flag(help: "Recompute each block's activations in the backward pass instead of keeping them: far less memory (long sequences, big batches) for about a third more compute.")
     public var activationCheckpointing = false
 
     @Option(help: "Report the training loss every this many optimizer steps.")
@@ -104,9 +104,6 @@ public struct ScheduleOptions: ParsableArguments {
         if let w = warmupSteps, w < 0 { throw ValidationError("--warmup-steps must not be negative") }
         if let m = maxSteps, m < 1 { throw ValidationError("--max-steps must be at least 1") }
         guard lossUpdateFrequency >= 1 else { throw ValidationError("--loss-update-frequency must be at least 1") }
-        if activationCheckpointing {
-            throw ValidationError("--activation-checkpointing is not implemented yet; train without it (lower --batch-size or --max-sequence-length to save memory)")
-        }
     }
 
     /// The loop's options, with warmup epochs turned into steps for `batchesPerEpoch`.

@@ -97,6 +97,9 @@ public struct AdapterRunSettings {
     public var keepBest: Int?
     /// The loop's options, given the first epoch's batch count (warmup epochs need it).
     public var makeOptions: (_ batchesPerEpoch: Int) -> TrainingOptions
+    /// Recompute block activations in backward (less memory, one more forward of compute).
+    /// Not part of the checkpoint: a run may be resumed with it on or off.
+    public var activationCheckpointing = false
 
     public init(data: DataSettings, lora: LoRAConfig, checkpointDir: String, checkpointFrequency: Int,
                 resumeFrom: String?, resume: Bool, keepBest: Int?, makeOptions: @escaping (Int) -> TrainingOptions) {
@@ -146,6 +149,7 @@ public enum AdapterRun {
         }
         var rng = SeededRNG(seed: options.seed)
         let model = try LlamaModel(config: base.config, weights: base.file.tensors, lora: lora, rng: &rng)
+        model.activationCheckpointing = s.activationCheckpointing
         let objective = AdapterObjective(model: model)
         var state = TrainerState(seed: options.seed)
         var optimizer: AdamW? = nil

@@ -27,6 +27,8 @@ public struct DraftRunSettings {
     public var measureCost: ((_ draft: DraftModel, _ target: LlamaModel) -> DraftCost)?
     /// Assistant positions the per-epoch metrics look at (at most).
     public var metricsPositions = 2048
+    /// Recompute the draft's block activations in backward (less memory, more compute).
+    public var activationCheckpointing = false
 
     public init(data: DataSettings, teacherAdapter: String?, source: DraftSource, freezeEmbeddings: Bool,
                 divergence: Divergence, vocabulary: DraftVocabularyMode, checkpointDir: String, checkpointFrequency: Int,
@@ -179,6 +181,7 @@ public enum DraftRun {
             draft = try DraftModel.fromFile(path, base: base, freezeEmbeddings: s.freezeEmbeddings, vocabulary: vocabulary)
             sourceText = "model:\(try ModelLoader.load(path: path).signature())"
         }
+        draft.model.activationCheckpointing = s.activationCheckpointing
         let record = DraftTrainingRecord(divergence: s.divergence.rawValue, freezeEmbeddings: s.freezeEmbeddings,
                                          vocabulary: s.vocabulary.rawValue, source: sourceText)
         let teacherSignature = adapter?.adapterSignature

@@ -100,6 +100,36 @@ public final class LlamaBlock {
         self.down = down
     }
 
+    /// x [N, D] -> x + attention + MLP [N, D] (pre-norm residual block).
+    func forward(_ x: Tensor, config c: ModelConfig, layout: ForwardLayout, rng: inout SeededRNG, training: Bool) -> Tensor {
+        let h = rmsNorm(x, weight: inputNorm, eps: Float(c.rmsNormEps))  // [N, D]
+        var q = self.q(h, rng: &rng, training: training)  // [N, H*hd]
+        var k = self.k(h, rng: &rng, training: training)  // [N, K*hd]
+        let v = self.v(h, rng: &rng, training: training)  // [N, K*hd]
+        q = rope(q, heads: c.numHeads, positions: layout.positions, base: Float(c.ropeTheta))
+        k = rope(k, heads: c.numKVHeads, positions: layout.positions, base: Float(c.ropeTheta))
+        let a = causalAttention(q: q, k: k, v: v, batch: layout.batch, heads: c.numHeads,
+                                kvHeads: c.numKVHeads, segmentIds: layout.segmentIds)  // [N, H*hd]
+        let x1 = x + o(a, rng: &rng, training: training)  // [N, D]
+        let h2 = rmsNorm(x1, weight: postAttentionNorm, eps: Float(c.rmsNormEps))
+        let g = gate(h2, rng: &rng, training: training)  // [N, F]
+        let u = up(h2, rng: &rng, training: training)  // [N, F]
+        return x1 + down(swiglu(gate: g, up: u), rng: &rng, training: training)  // [N, D]
+    }
+
+    /// Every tensor of the block that requires a gradient (LoRA A and B; all weights of a
+    /// fully trained draft).
+    var trainableTensors: [Tensor] {
+        var all = [inputNorm, postAttentionNorm]
+        for t in LoRATarget.allCases {
+            let p = projection(t)
+            all.append(p.weight)
+            if let b = p.bias { all.append(b) }
+            if let l = p.lora { all += [l.a, l.b] }
+        }
+        return all.filter(\.requiresGrad)
+    }
+
     public func projection(_ target: LoRATarget) -> Projection {
         switch target {
         case .q: q
@@ -281,26 +311,30 @@ public final class LlamaModel {
         return out
     }
 
+    /// Recompute each block's activations in the backward pass instead of keeping them
+    /// (`--activation-checkpointing`): memory holds one [N, D] input per block, for about one
+    /// more forward pass of compute. Gradients agree with the plain pass to float rounding.
+    public var activationCheckpointing = false
+
     /// Final hidden states after the last RMSNorm. ids [N] -> [N, D].
     public func hiddenStates(ids: [Int], layout: ForwardLayout, rng: inout SeededRNG, training: Bool) -> Tensor {
-        let c = config
         var x = embedding(embedTokens, ids: ids)  // [N, D]
         for block in blocks {
-            let h = rmsNorm(x, weight: block.inputNorm, eps: Float(c.rmsNormEps))  // [N, D]
-            var q = block.q(h, rng: &rng, training: training)  // [N, H*hd]
-            var k = block.k(h, rng: &rng, training: training)  // [N, K*hd]
-            let v = block.v(h, rng: &rng, training: training)  // [N, K*hd]
-            q = rope(q, heads: c.numHeads, positions: layout.positions, base: Float(c.ropeTheta))
-            k = rope(k, heads: c.numKVHeads, positions: layout.positions, base: Float(c.ropeTheta))
-            let a = causalAttention(q: q, k: k, v: v, batch: layout.batch, heads: c.numHeads,
-                                    kvHeads: c.numKVHeads, segmentIds: layout.segmentIds)  // [N, H*hd]
-            x = x + block.o(a, rng: &rng, training: training)  // [N, D]
-            let h2 = rmsNorm(x, weight: block.postAttentionNorm, eps: Float(c.rmsNormEps))
-            let g = block.gate(h2, rng: &rng, training: training)  // [N, F]
-            let u = block.up(h2, rng: &rng, training: training)  // [N, F]
-            x = x + block.down(swiglu(gate: g, up: u), rng: &rng, training: training)  // [N, D]
+            if activationCheckpointing && training {
+                // The recompute replays the block's dropout from the same generator state.
+                let start = rng
+                var end = rng
+                x = checkpointed(x, parameters: block.trainableTensors) { [config] input in
+                    var r = start
+                    defer { end = r }
+                    return block.forward(input, config: config, layout: layout, rng: &r, training: training)
+                }
+                rng = end
+            } else {
+                x = block.forward(x, config: config, layout: layout, rng: &rng, training: training)
+            }
         }
-        return rmsNorm(x, weight: finalNorm, eps: Float(c.rmsNormEps))
+        return rmsNorm(x, weight: finalNorm, eps: Float(config.rmsNormEps))
     }
 
     /// Output-head logits for the chosen rows only: hidden [N, D] -> [M, V].
@@ -310,13 +344,13 @@ public final class LlamaModel {
     }
 
     /// Mean next-token cross-entropy over the positions where `lossMask` is true.
-    /// inputs/targets/lossMask are [N]; the head runs only on the kept rows.
+    /// inputs/targets/lossMask are [N]; the head runs only on the kept rows, a chunk at a time.
     public func loss(inputs: [Int], targets: [Int], lossMask: [Bool], layout: ForwardLayout,
                      rng: inout SeededRNG, training: Bool) -> Tensor {
         let hidden = hiddenStates(ids: inputs, layout: layout, rng: &rng, training: training)  // [N, D]
         let rows = lossMask.indices.filter { lossMask[$0] }
         let kept = rows.map { targets[$0] }
-        let logits = logits(hidden: hidden, rows: rows)  // [M, V]
-        return crossEntropy(logits: logits, targets: kept)
+        // Output head and cross-entropy in one op, in chunks: the [M, V] logits never exist.
+        return linearCrossEntropy(hidden: gatherRows(hidden, rows), weight: lmHead, targets: kept)
     }
 }

@@ -61,7 +61,7 @@ struct TrainAdapter: ParsableCommand {
         let t0 = Date()
         let base = try model.load()
         printer.log(String(format: "loaded base model %@ in %.1fs (signature %@)", base.path, Date().timeIntervalSince(t0), String(base.signature.prefix(16))))
-        let settings = AdapterRunSettings(
+        var settings = AdapterRunSettings(
             data: DataSettings(trainData: data.trainData, evalData: data.evalData, maxSequenceLength: data.maxSequenceLength,
                                fixedSizedSequences: data.fixedSizedSequences, packSequences: data.packSequences,
                                skipInvalid: data.skipInvalid, batchSize: schedule.batchSize, seed: schedule.seed),
@@ -69,6 +69,7 @@ struct TrainAdapter: ParsableCommand {
             checkpointDir: checkpoints.checkpointDir, checkpointFrequency: checkpoints.checkpointFrequency,
             resumeFrom: checkpoints.resumeFrom, resume: checkpoints.resume, keepBest: checkpoints.keepBest,
             makeOptions: { schedule.trainingOptions(batchesPerEpoch: $0, checkpointFrequency: checkpoints.checkpointFrequency) })
+        settings.activationCheckpointing = schedule.activationCheckpointing
         StopSignal.install()
         let outcome = try AdapterRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in
             switch n {

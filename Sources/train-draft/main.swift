@@ -60,7 +60,7 @@ struct TrainDraft: ParsableCommand {
         let base = try model.load()
         printer.log(String(format: "loaded base model %@ in %.1fs (signature %@)", base.path, Date().timeIntervalSince(t0), String(base.signature.prefix(16))))
         let source: DraftSource = draftModel.map { .model(path: $0) } ?? .baseLayers(draftLayers ?? 2)
-        let settings = DraftRunSettings(
+        var settings = DraftRunSettings(
             data: DataSettings(trainData: data.trainData, evalData: data.evalData, maxSequenceLength: data.maxSequenceLength,
                                fixedSizedSequences: data.fixedSizedSequences, packSequences: data.packSequences,
                                skipInvalid: data.skipInvalid, batchSize: schedule.batchSize, seed: schedule.seed),
@@ -72,6 +72,7 @@ struct TrainDraft: ParsableCommand {
             measureCost: { draft, target in
                 SpeculativeCost.measure(target: InferenceModel(target), draft: DraftEngine(draft))
             })
+        settings.activationCheckpointing = schedule.activationCheckpointing
         StopSignal.install()
         let outcome = try DraftRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in
             switch n {

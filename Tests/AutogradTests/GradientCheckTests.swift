@@ -100,11 +100,26 @@ func gradCases() -> [GradCase] {
             Ops.divergence(student: $0[0], teacher: $0[1], kind: kind, mask: [false, true, true])
         }
     }
+    // output head + cross-entropy fused; frozen head (9 rows: chunks of 8 and 1), trainable head
+    add("linearCrossEntropy", [dleaf([9, 4], &r), dleaf([6, 4], &r, grad: false)]) {
+        Ops.linearCrossEntropy(hidden: $0[0], weight: $0[1], targets: [0, 5, 2, 2, 1, 3, 4, 5, 0])
+    }
+    add("linearCrossEntropy trainable head", [dleaf([3, 4], &r), dleaf([6, 4], &r)]) {
+        Ops.linearCrossEntropy(hidden: $0[0], weight: $0[1], targets: [1, 5, 0])
+    }
+    // activation checkpointing around a small block (x and a trainable weight)
+    add("checkpointed", [dleaf([3, 4], &r), dleaf([5, 4], &r)]) { a in
+        Ops.checkpointed(a[0], parameters: [a[1]]) { x in Ops.swiglu(gate: Ops.linear(x, weight: a[1]), up: Ops.linear(x, weight: a[1])) }
+    }
     // dropout (a fresh generator per call, so every evaluation draws the same mask)
     add("dropout", [dleaf([4, 9], &r)]) { var g = SeededRNG(seed: 9); return Ops.dropout($0[0], p: 0.3, rng: &g) }
     // LoRALinear: frozen W, b; trainable A, B (B random so A's gradient is not zero)
     add("LoRALinear", [dleaf([3, 5], &r), dleaf([4, 5], &r, grad: false), dleaf([4], &r, grad: false), dleaf([2, 5], &r), dleaf([4, 2], &r)]) {
         Ops.loraLinear($0[0], weight: $0[1], bias: $0[2], a: $0[3], b: $0[4], scale: 1.5, loraInput: $0[0])
+    }
+    // The fused op also carries W's and b's gradients when they train; rank 1, one row
+    add("LoRALinear trainable W, b", [dleaf([1, 3], &r), dleaf([2, 3], &r), dleaf([2], &r), dleaf([1, 3], &r), dleaf([2, 1], &r)]) {
+        Ops.loraLinear($0[0], weight: $0[1], bias: $0[2], a: $0[3], b: $0[4], scale: 2, loraInput: $0[0])
     }
     add("LoRALinear dropout", [dleaf([3, 5], &r), dleaf([4, 5], &r, grad: false), dleaf([2, 5], &r), dleaf([4, 2], &r)]) {
         var g = SeededRNG(seed: 3)

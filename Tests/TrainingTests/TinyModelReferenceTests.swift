@@ -48,9 +48,11 @@ final class TinyModelReferenceTests: XCTestCase {
     }
 
     func testLoRALogitsLossAndGradientsMatchPEFT() throws {
-        for name in ["tiny-llama", "tiny-qwen2"] {
+        // With activation checkpointing too: the recomputed blocks must give PEFT's gradients.
+        for name in ["tiny-llama", "tiny-qwen2"] { for checkpointing in [false, true] {
             let ref = try Fixture.json(name + "/lora_reference.json")
             let model = try loadTiny(name, lora: Self.tinyLoRA)
+            model.activationCheckpointing = checkpointing
             try loadPEFTAdapter(name, into: model)
             assertClose(fullLogits(model, ids: ref.intRows("input_ids")), ref.floats("logits"), "\(name) logits with adapter")
 
@@ -71,6 +73,31 @@ final class TinyModelReferenceTests: XCTestCase {
             // frozen weights never get a gradient
             XCTAssertNil(model.embedTokens.grad)
             XCTAssertNil(model.blocks[0].q.weight.grad)
+        } }
+    }
+
+    /// Checkpointed blocks replay their dropout masks on the recompute: loss and every LoRA
+    /// gradient equal the plain pass's (to float rounding), and the generator ends in the same state.
+    func testActivationCheckpointingReplaysDropout() throws {
+        let lora = LoRAConfig(rank: 4, alpha: 8, targets: LoRATarget.allCases, dropout: 0.3)
+        var results: [(loss: Float, grads: [[Float]], rng: SeededRNG)] = []
+        for checkpointing in [false, true] {
+            let model = try loadTiny("tiny-llama", lora: lora)
+            for (_, t) in model.loraParameters { t.data = t.data.indices.map { Float(($0 * 7919) % 13) / 13 - 0.5 } }
+            model.activationCheckpointing = checkpointing
+            let ids = (0..<16).map { ($0 * 5 + 3) % model.config.vocabSize }
+            var rng = SeededRNG(seed: 42)
+            let loss = model.loss(inputs: ids, targets: ids.map { ($0 + 1) % model.config.vocabSize },
+                                  lossMask: ids.indices.map { $0 % 3 != 0 }, layout: .rows(batch: 2, length: 8),
+                                  rng: &rng, training: true)
+            loss.backward()
+            results.append((loss.data[0], model.loraParameters.map { $0.tensor.grad ?? [] }, rng))
+        }
+        XCTAssertEqual(results[0].loss, results[1].loss, accuracy: 1e-6)
+        XCTAssertEqual(results[0].rng, results[1].rng)
+        for (a, b) in zip(results[0].grads, results[1].grads) {
+            XCTAssertFalse(a.isEmpty)
+            assertClose(b, a, rel: 1e-5, "checkpointed LoRA gradient")
         }
     }
 
