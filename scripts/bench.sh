@@ -39,6 +39,12 @@ for name, a, b, _ in rows:
     if a is None or b is None:
         print(f"{name:30} {a!s:>10} {b!s:>10}"); continue
     print(f"{name:30} {a:10.1f} {b:10.1f} {a / b:8.2f}x")
+t = o.get("train", {})
+if "sgemm_bound_tokens_per_s" in t:
+    print(f"sgemm-bound limit: {t['matrix_gflop_per_step']:.0f} matrix GFLOP per step at {t['sgemm_gflops']:.1f} GFLOP/s (sgemm, both cores, this run)"
+          f" = {t['sgemm_bound_tokens_per_s']:.0f} tokens/s; ours {100 * t['fraction_of_sgemm_bound']:.0f}% of it, PEFT {100 * (get(p, 'train', 'tokens_per_s') or 0) / t['sgemm_bound_tokens_per_s']:.0f}%")
+if "startup" in o:
+    print(f"time to first training step (load model, tokenize {o['startup']['samples']} samples): {o['startup']['seconds']:.2f}s")
 PY
   done
 done

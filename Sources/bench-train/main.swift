@@ -37,7 +37,10 @@ struct BenchTrain: ParsableCommand {
     @Option(help: "Untimed warm-up steps.") var warmup: Int = 1
     @Option(help: "Timed forward calls.") var forwardReps: Int = 2
     @Option(help: "New tokens for the generation measurement.") var genTokens: Int = 64
-    @Option(help: "Phases to run, comma-separated: forward,generate,train.") var phases: String = "forward,generate,train"
+    @Option(help: "Phases to run, comma-separated: startup,forward,generate,train.") var phases: String = "startup,forward,generate,train"
+    @Flag(help: "Train with activation checkpointing (memory for compute).") var activationCheckpointing = false
+    @Option(help: "JSONL file the startup phase reads and tokenizes (time to first training step).")
+    var startupData = "examples/extraction/train.jsonl"
     @Option(help: "Write the results as JSON to this file.") var out: String?
 
     func run() throws {
@@ -54,6 +57,17 @@ struct BenchTrain: ParsableCommand {
         let layout = ForwardLayout.rows(batch: batch, length: seq)
         let wanted = Set(phases.split(separator: ",").map(String.init))
 
+        if wanted.contains("startup") {
+            // What a user waits for before the first step: load the model, read and tokenize the data.
+            let s = seconds()
+            let fresh = try model.load()
+            let settings = DataSettings(trainData: startupData, evalData: nil, maxSequenceLength: 4096, fixedSizedSequences: false,
+                                        packSequences: false, skipInvalid: false, batchSize: batch, seed: 0)
+            let prepared = try DataPreparation.prepare(settings, base: fresh)
+            let dt = seconds() - s
+            result["startup"] = ["seconds": dt, "samples": prepared.trainSummary.accepted, "data": startupData]
+            log(String(format: "startup: %.2fs to load the model and tokenize %d samples of %@", dt, prepared.trainSummary.accepted, startupData))
+        }
         if wanted.contains("forward") {
             let plain = try LlamaModel.load(base: base, adapter: nil)
             _ = withNoGrad { plain.logits(hidden: plain.hiddenStates(ids: inputs, layout: layout, rng: &rng, training: false)) }
@@ -81,6 +95,7 @@ struct BenchTrain: ParsableCommand {
         if wanted.contains("train") {
             var initRNG = SeededRNG(seed: 1)
             let llama = try LlamaModel(config: base.config, weights: base.file.tensors, lora: LoRAConfig(rank: rank, alpha: Float(rank)), rng: &initRNG)
+            llama.activationCheckpointing = activationCheckpointing
             let params = llama.loraParameters.map(\.tensor)
             var opt = AdamW(parameterSizes: params.map(\.count), weightDecay: 0.01)
             var times: [Double] = []
@@ -95,10 +110,18 @@ struct BenchTrain: ParsableCommand {
                 log(String(format: "train step %d: %.2fs (loss %.4f)%@", i, dt, loss.data[0], i < warmup ? " warm-up" : ""))
             }
             let mean = times.reduce(0, +) / Double(times.count)
-            result["train"] = ["tokens_per_step": inputs.count, "sec_per_step": times, "tokens_per_s": Double(inputs.count) / mean,
-                               "trainable_params": params.reduce(0) { $0 + $1.count }]
+            // The sgemm-bound limit: the step's matrix FLOPs at the sgemm rate measured now.
+            let flops = StepFlops(config: base.config, rank: rank, batch: batch, seq: seq, lossRows: inputs.count)
+            let gemm = measureSgemm(rows: batch * seq, config: base.config)
+            let limit = gemm * 1e9 / flops.perStep * Double(inputs.count)
+            let tokensPerS = Double(inputs.count) / mean
+            result["train"] = ["tokens_per_step": inputs.count, "sec_per_step": times, "tokens_per_s": tokensPerS,
+                               "trainable_params": params.reduce(0) { $0 + $1.count }, "activation_checkpointing": activationCheckpointing,
+                               "matrix_gflop_per_step": flops.perStep / 1e9, "sgemm_gflops": gemm,
+                               "sgemm_bound_tokens_per_s": limit, "fraction_of_sgemm_bound": tokensPerS / limit]
             result["rss_after_train_mb"] = peakRSSMB()
-            log("train: \(String(format: "%.0f", Double(inputs.count) / mean)) tokens/s, peak RSS \(String(format: "%.0f", peakRSSMB())) MB")
+            log(String(format: "train: %.0f tokens/s, peak RSS %.0f MB; %.1f matrix GFLOP/step, sgemm %.1f GFLOP/s -> bound %.0f tokens/s (%.0f%% of it)",
+                       tokensPerS, peakRSSMB(), flops.perStep / 1e9, gemm, limit, 100 * tokensPerS / limit))
         }
         result["peak_rss_mb"] = peakRSSMB()
         let json = try JSONSerialization.data(withJSONObject: result, options: [.prettyPrinted, .sortedKeys])
@@ -106,6 +129,56 @@ struct BenchTrain: ParsableCommand {
     }
 
     func log(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+}
+
+/// The matrix FLOPs of one LoRA training step (issue 9's sgemm-bound limit): the forward
+/// through every block, the input gradients back through every block (the first block's
+/// frozen projections need none: nothing below them trains), the output head and its input
+/// gradient on the loss rows, attention's products (forward 2, backward 5 with the recompute),
+/// and the LoRA terms (forward 2·r·(in+out) per row, backward twice that).
+struct StepFlops {
+    let perStep: Double
+
+    init(config c: ModelConfig, rank r: Int, batch: Int, seq: Int, lossRows: Int) {
+        let D = Double(c.hiddenSize), F = Double(c.intermediateSize), V = Double(c.vocabSize)
+        let qw = Double(c.numHeads * c.headDim), kw = Double(c.numKVHeads * c.headDim), R = Double(r)
+        let N = Double(batch * seq), L = Double(c.numLayers)
+        let inputSide = 2 * D * (qw + 2 * kw) + 2 * 2 * D * F  // q, k, v, gate, up per row
+        let outputSide = 2 * qw * D + 2 * F * D  // o, down per row
+        let blockForward = N * (inputSide + outputSide)
+        let blockInputGrads = N * (inputSide + outputSide) * L - N * inputSide  // not block 0's q,k,v,gate,up
+        let visible = Double(seq + 1) / 2  // mean keys a causal query sees
+        let attention = Double(batch * seq) * visible * Double(c.headDim) * Double(c.numHeads) * 2 * (2 + 5)
+        let lora = N * 3 * 2 * R * ((D + qw) + 2 * (D + kw) + (qw + D) + 2 * (D + F) + (F + D))
+        let head = Double(lossRows) * 2 * 2 * D * V
+        perStep = blockForward * L + blockInputGrads + attention * L + lora * L + head
+    }
+}
+
+/// GFLOP/s of the toolkit's sgemm (both cores, deterministic blocks) on the block's projection
+/// shapes at this row count: x·Wᵀ for q and gate, dY·W for down. Best of three rounds.
+func measureSgemm(rows n: Int, config c: ModelConfig) -> Double {
+    let D = c.hiddenSize, F = c.intermediateSize, Q = c.numHeads * c.headDim
+    let shapes = [(n, Q, D, true), (n, F, D, true), (n, F, D, false)]  // (m, n, k, transB)
+    var rng = SeededRNG(seed: 5)
+    var best = Double.infinity, flops = 0.0
+    let buffers = shapes.map { (m, nn, k, _) in
+        ((0..<(m * k)).map { _ in Float.random(in: -1...1, using: &rng) }, (0..<(nn * k)).map { _ in Float.random(in: -1...1, using: &rng) },
+         [Float](repeating: 0, count: m * nn))
+    }
+    for (m, nn, k, _) in shapes { flops += 2 * Double(m * nn * k) }
+    for _ in 0..<3 {
+        let s = seconds()
+        for (i, (m, nn, k, tb)) in shapes.enumerated() {
+            var (a, b, out) = buffers[i]
+            a.withUnsafeBufferPointer { ap in b.withUnsafeBufferPointer { bp in out.withUnsafeMutableBufferPointer { cp in
+                BLAS.sgemm(transA: false, transB: tb, m: m, n: nn, k: k, alpha: 1, a: ap.baseAddress!, lda: k,
+                           b: bp.baseAddress!, ldb: tb ? k : nn, beta: 0, c: cp.baseAddress!, ldc: nn)
+            } } }
+        }
+        best = min(best, seconds() - s)
+    }
+    return flops / best / 1e9
 }
 
 BenchTrain.main()
