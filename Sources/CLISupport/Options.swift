@@ -84,7 +84,7 @@ public struct ScheduleOptions: ParsableArguments {
     @Option(help: "Seed for adapter initialisation, data order and dropout.")
     public var seed: UInt64 = 0
 
-    @Flag(help: "Recompute each block's activations in the backward pass instead of keeping them: far less memory (long sequences, big batches) for about a third more compute.")
+    @Flag(help: "Recompute each block's activations in the backward pass instead of keeping them: far less memory (long sequences, big batches) for about 30% more time per step.")
     public var activationCheckpointing = false
 
     @Option(help: "Report the training loss every this many optimizer steps.")
