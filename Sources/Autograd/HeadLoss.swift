@@ -43,12 +43,24 @@ extension Ops {
                 gemm(false, true, rows, v, d, 1, hp + r0 * d, d, wp, d, 0, z, v)  // z [rows, V]
                 for i in 0..<rows {
                     let zr = z + i * v, target = targets[r0 + i]
-                    let lse = kLogSumExp(zr, v)
-                    lp[r0 + i] = lse - zr[target]
-                    guard record else { continue }
-                    var j = 0  // softmax/M, on this thread
-                    while j + 16 <= v { store16(S.expVector(load16(zr + j) - lse) * factor, zr + j); j += 16 }
-                    if j < v { storePartial(S.expVector(loadPartial(zr + j, v - j) - lse) * factor, zr + j, v - j) }
+                    guard record else { lp[r0 + i] = kLogSumExp(zr, v) - zr[target]; continue }
+                    // One exp per logit: e = exp(z − max) in place, lse = max + log Σe, then e·(1/Σe)/M.
+                    let zt = zr[target], mx = kMax(zr, v)
+                    var acc = SIMD16<S>()
+                    var j = 0
+                    while j + 16 <= v { let e = S.expVector(load16(zr + j) - mx); store16(e, zr + j); acc += e; j += 16 }
+                    if j < v {
+                        var e = S.expVector(loadPartial(zr + j, v - j) - mx)
+                        storePartial(e, zr + j, v - j)
+                        for l in (v - j)..<16 { e[l] = 0 }
+                        acc += e
+                    }
+                    let sum = acc.sum()
+                    lp[r0 + i] = mx + S.log(sum) - zt
+                    let k = factor / sum
+                    j = 0
+                    while j + 16 <= v { store16(load16(zr + j) * k, zr + j); j += 16 }
+                    while j < v { zr[j] *= k; j += 1 }
                     zr[target] -= factor
                 }
                 guard record else { return }
