@@ -105,6 +105,7 @@ let package = Package(
             name: "TrainingTests", dependencies: ["TestSupport", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Export", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
     ]
 )

@@ -8,3 +8,8 @@ cd "$root"
 scripts/setup.sh
 export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
 swift test -c release -Xswiftc -enable-testing "$@"
+# Then every parser fuzzer briefly (FUZZ_SECONDS each, default 20; 0 skips), so that a
+# regression on hostile input shows in CI. Long runs: scripts/fuzz.sh 600 (docs/reliability.md).
+if [ "${FUZZ_SECONDS:-20}" != 0 ]; then
+  scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+fi

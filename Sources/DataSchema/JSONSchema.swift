@@ -164,11 +164,42 @@ public struct JSONSchema: Sendable, Equatable {
     /// Every way `instance` fails the schema, in document order; empty when it conforms.
     public func validate(_ instance: JSONValue) -> [SchemaViolation] {
         var out: [SchemaViolation] = []
-        validate(instance, against: root, path: "$", into: &out)
+        var walk = Walk()
+        validate(instance, against: root, path: "$", into: &out, &walk)
+        // Inside anyOf/oneOf/not a problem of the schema itself would be swallowed; report it at the top.
+        if let problem = walk.problem, !out.contains(problem) { out.append(problem) }
         return out
     }
 
-    private func validate(_ instance: JSONValue, against schema: JSONValue, path: String, into out: inout [SchemaViolation]) {
+    /// Bounds one validation: hostile schemas can loop (`{"not": {"$ref": "#"}}`) or multiply
+    /// the work (shared `$ref`s nested in `allOf`), so each `validate` call gets a step budget, and a
+    /// `$ref` met again before the walk has descended into the value is reported as circular.
+    public static let maxValidationSteps = 100_000
+
+    private struct Walk {
+        var steps = 0
+        /// `$ref`s expanded since the walk last descended into an item or property.
+        var refs: [String] = []
+        var problem: SchemaViolation?
+    }
+
+    private func validate(_ item: JSONValue, descendingFrom walk: inout Walk, against schema: JSONValue, path: String,
+                          into out: inout [SchemaViolation]) {
+        let saved = walk.refs
+        walk.refs = []
+        validate(item, against: schema, path: path, into: &out, &walk)
+        walk.refs = saved
+    }
+
+    private func validate(_ instance: JSONValue, against schema: JSONValue, path: String, into out: inout [SchemaViolation],
+                          _ walk: inout Walk) {
+        walk.steps += 1
+        guard walk.steps <= Self.maxValidationSteps, walk.problem == nil else {
+            if walk.problem == nil {
+                walk.problem = SchemaViolation(path: path, message: "the schema needs more than \(Self.maxValidationSteps) steps to check this value; simplify it ($refs shared inside allOf/anyOf/oneOf multiply the work)")
+            }
+            return
+        }
         if case let .bool(allowed) = schema {
             if !allowed { out.append(SchemaViolation(path: path, message: "no value is allowed here (schema is false)")) }
             return
@@ -177,7 +208,13 @@ public struct JSONSchema: Sendable, Equatable {
         func keyword(_ k: String) -> JSONValue? { members.first(where: { $0.key == k })?.value }
 
         if let ref = keyword("$ref")?.stringValue, let target = resolve(ref) {
-            validate(instance, against: target, path: path, into: &out)
+            if walk.refs.contains(ref) {
+                walk.problem = SchemaViolation(path: path, message: "\"$ref\" \"\(ref)\" refers back to itself before describing any part of the value; the schema is circular")
+                return
+            }
+            walk.refs.append(ref)
+            validate(instance, against: target, path: path, into: &out, &walk)
+            walk.refs.removeLast()
         }
         if let type = keyword("type") {
             let names: [String] = (type.arrayValue ?? [type]).compactMap(\.stringValue)
@@ -201,7 +238,7 @@ public struct JSONSchema: Sendable, Equatable {
             var firstFailures: [SchemaViolation] = []
             for sub in subs {
                 var local: [SchemaViolation] = []
-                validate(instance, against: sub, path: path, into: &local)
+                validate(instance, against: sub, path: path, into: &local, &walk)
                 if local.isEmpty { matching += 1 } else if firstFailures.isEmpty { firstFailures = local }
             }
             switch combinator {
@@ -218,7 +255,7 @@ public struct JSONSchema: Sendable, Equatable {
         }
         if let notSchema = keyword("not") {
             var local: [SchemaViolation] = []
-            validate(instance, against: notSchema, path: path, into: &local)
+            validate(instance, against: notSchema, path: path, into: &local, &walk)
             if local.isEmpty { out.append(SchemaViolation(path: path, message: "matches the schema under \"not\"")) }
         }
 
@@ -271,7 +308,7 @@ public struct JSONSchema: Sendable, Equatable {
             }
             if let itemSchema = keyword("items") {
                 for (i, item) in items.enumerated() {
-                    validate(item, against: itemSchema, path: path + "[\(i)]", into: &out)
+                    validate(item, descendingFrom: &walk, against: itemSchema, path: path + "[\(i)]", into: &out)
                 }
             }
         case let .object(props):
@@ -291,11 +328,11 @@ public struct JSONSchema: Sendable, Equatable {
             for prop in props {
                 let here = path + JSONPath.component(prop.key)
                 if let sub = declared.first(where: { $0.key == prop.key }) {
-                    validate(prop.value, against: sub.value, path: here, into: &out)
+                    validate(prop.value, descendingFrom: &walk, against: sub.value, path: here, into: &out)
                 } else if case .bool(false)? = additional {
                     out.append(SchemaViolation(path: path, message: "unexpected property \"\(prop.key)\" (additionalProperties is false)"))
                 } else if let additional {
-                    validate(prop.value, against: additional, path: here, into: &out)
+                    validate(prop.value, descendingFrom: &walk, against: additional, path: here, into: &out)
                 }
             }
         default:

@@ -154,7 +154,8 @@ public enum WeightsContainer {
             }
             guard !e.shape.isEmpty else { throw bad("tensor '\(e.name)' has an empty shape") }
             guard tensors[e.name] == nil else { throw bad("tensor '\(e.name)' appears twice") }
-            guard e.offset >= 0, e.offset + 2 * count <= header.dataLength else {
+            // count <= dataLength, so 2 * count cannot overflow; offset + 2 * count could.
+            guard e.offset >= 0, e.offset <= header.dataLength - 2 * count else {
                 throw bad("tensor '\(e.name)' (shape \(e.shape), offset \(e.offset)) reaches past the \(header.dataLength)-byte data section")
             }
             ranges.append((e.offset..<(e.offset + 2 * count), e.name))

@@ -84,6 +84,12 @@ extension BPETokenizer {
         guard maxId < 10_000_000 else {
             throw ModelAssetsError.malformed(path: path, item: "model.vocab", reason: "token id \(maxId) is implausibly large")
         }
+        // The id table is sized by the largest id: a few bytes naming id 9,999,999 would cost
+        // gigabytes and seconds. Real vocabularies are dense; allow at most as many unused ids as used ones.
+        let used = Set(pairs.map(\.1)).union(added.map(\.id)).count
+        guard maxId + 1 - used <= max(used, 1024) else {
+            throw ModelAssetsError.malformed(path: path, item: "model.vocab", reason: "ids reach \(maxId) but only \(used) are used; a byte-level BPE vocabulary numbers its tokens 0, 1, 2, ... without large gaps")
+        }
         var tokens = [String?](repeating: nil, count: maxId + 1)
         for (token, id) in pairs {
             if let existing = tokens[id] {

@@ -100,6 +100,12 @@ public struct CheckpointHeader: Sendable, Equatable {
         options = try decode(TrainingOptions.self, "training_options")
         dataFingerprint = try need("data_fingerprint")
         label = try need("label")
+        // A resumed loop indexes batches and schedules with these: refuse values no run writes.
+        for (key, v) in [("step", state.step), ("epoch", state.epoch), ("batchIndex", state.batchIndex),
+                         ("optimizerStep", state.optimizerStep), ("epochs", options.epochs),
+                         ("warmupSteps", options.warmupSteps), ("maxSteps", options.maxSteps ?? 0)] where v < 0 {
+            throw TrainingError.checkpoint(path: path, reason: "header value '\(key)' is \(v); it must not be negative (the file is damaged)")
+        }
     }
 }
 
@@ -165,7 +171,14 @@ public struct Checkpoint {
                 throw TrainingError.incompatible(path: path, reason: "tensor '\(p.name)' has shape \(t.shape), this model needs \(p.tensor.shape) (different rank?)")
             }
             p.tensor.data = t.data
-            if let mm = optimizerMoments.m[p.name], let vv = optimizerMoments.v[p.name] {
+            let mm = optimizerMoments.m[p.name], vv = optimizerMoments.v[p.name]
+            guard (mm == nil) == (vv == nil) else {
+                throw TrainingError.checkpoint(path: path, reason: "holds only one of the two AdamW moments of '\(p.name)' (the file is damaged)")
+            }
+            if let mm, let vv {
+                guard mm.shape == t.shape, vv.shape == t.shape else {
+                    throw TrainingError.checkpoint(path: path, reason: "the AdamW moments of '\(p.name)' have shapes \(mm.shape) and \(vv.shape), the tensor \(t.shape) (the file is damaged)")
+                }
                 opt.m[i] = mm.data
                 opt.v[i] = vv.data
             }

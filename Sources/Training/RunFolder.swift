@@ -12,6 +12,7 @@ public final class RunFolder {
     public let path: String
     let lockPath: String
     private var locked = false
+    private var lockFD: Int32 = -1
 
     /// Creates the folder if needed, proves it writable, and takes its lock. Throws
     /// `TrainingError.io` with the reason and what to do.
@@ -35,34 +36,73 @@ public final class RunFolder {
 
     deinit { releaseLock() }
 
+    /// The lock is an flock(2) on `.train.lock`, held through an open descriptor: the kernel
+    /// drops it when the process ends however it ends (kill -9, power loss), so a lock file left
+    /// behind never blocks a later run, and two processes can never both hold it (the pid
+    /// written inside is only for the message). Taking a lock whose file was just unlinked by
+    /// its releasing owner is detected (inode check) and retried.
     private func takeLock() throws {
-        for _ in 0..<2 {
-            let fd = open(lockPath, O_WRONLY | O_CREAT | O_EXCL, 0o644)
-            if fd >= 0 {
-                let text = "\(getpid())\n"
-                _ = text.withCString { Glibc.write(fd, $0, strlen($0)) }
+        for _ in 0..<8 {
+            let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            guard fd >= 0 else {
+                throw TrainingError.io(path: path, reason: "cannot create the lock file \(lockPath): \(String(cString: strerror(errno)))")
+            }
+            if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+                let why = errno
                 close(fd)
-                locked = true
-                return
+                guard why == EWOULDBLOCK || why == EAGAIN else {
+                    throw TrainingError.io(path: path, reason: "cannot lock \(lockPath): \(String(cString: strerror(why)))")
+                }
+                let owner = (try? String(contentsOfFile: lockPath, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+                let who = owner.flatMap { Int32($0) }.map { "process \($0)" } ?? "another process"
+                throw TrainingError.io(path: path, reason: "another training (\(who)) is using this checkpoint folder; wait for it to finish or use another --checkpoint-dir")
             }
-            guard errno == EEXIST else {
-                throw TrainingError.io(path: path, reason: "cannot create the lock file: \(String(cString: strerror(errno)))")
+            var held = stat(), named = stat()
+            guard fstat(fd, &held) == 0, stat(lockPath, &named) == 0, held.st_ino == named.st_ino, held.st_dev == named.st_dev else {
+                close(fd)  // the previous owner unlinked this file after we opened it: try the new one
+                continue
             }
-            // A lock left by a process that no longer runs (kill -9, power loss) is stale.
-            let owner = (try? String(contentsOfFile: lockPath, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-            if let owner, owner > 0, kill(owner, 0) == 0 || errno == EPERM {
-                throw TrainingError.io(path: path, reason: "another training (process \(owner)) is using this checkpoint folder; wait for it to finish or use another --checkpoint-dir")
-            }
-            unlink(lockPath)
+            let text = "\(getpid())\n"
+            _ = ftruncate(fd, 0)
+            _ = text.withCString { Glibc.write(fd, $0, strlen($0)) }
+            lockFD = fd
+            locked = true
+            removeStaleTemporaries()
+            return
         }
-        throw TrainingError.io(path: path, reason: "cannot take the folder's lock \(lockPath); remove it if no training is running")
+        throw TrainingError.io(path: path, reason: "cannot take the folder's lock \(lockPath) (it keeps being replaced); check that no other training is running")
     }
 
     public func releaseLock() {
         if locked {
-            unlink(lockPath)
+            unlink(lockPath)  // while still holding it, so no one locks a file about to vanish
+            close(lockFD)
+            lockFD = -1
             locked = false
         }
+    }
+
+    /// Temporary files of atomic writes (`.NAME.tmp-PID`) whose writer no longer runs are what a
+    /// kill or a full disk leaves behind; they are never checkpoints. Removed once the lock is held.
+    func removeStaleTemporaries() {
+        for n in Self.hiddenNames(in: path) {
+            guard let r = n.range(of: ".tmp-", options: .backwards), let pid = Int32(n[r.upperBound...]) else { continue }
+            if pid != getpid(), kill(pid, 0) != 0, errno == ESRCH { unlink(path + "/" + n) }
+        }
+    }
+
+    /// Names starting with "." in `folder` (FileManager's listing leaves them out on Linux).
+    static func hiddenNames(in folder: String) -> [String] {
+        guard let dir = opendir(folder) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name.hasPrefix("."), name != ".", name != ".." { names.append(name) }
+        }
+        return names
     }
 
     public var metricsPath: String { path + "/metrics.jsonl" }
@@ -88,17 +128,30 @@ public final class RunFolder {
     }
 
     /// The newest resumable checkpoint with `prefix` in the folder (by trainer step), if any.
+    /// Damaged files are skipped here; `scanCheckpoints` names them so that a CLI can say so.
     public func newestCheckpoint(prefix: String) -> String? {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        Self.scanCheckpoints(in: path, prefix: prefix).newest
+    }
+
+    /// Every `prefix-*.safetensors` in `folder`: the newest one that loads (by trainer step;
+    /// at equal steps final, then interrupted, then epoch), and those that do not load, with the
+    /// reason. Reads only; takes no lock.
+    public static func scanCheckpoints(in folder: String, prefix: String) -> (newest: String?, damaged: [(path: String, reason: String)]) {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).sorted()
         var best: (step: Int, rank: Int, path: String)? = nil
+        var damaged: [(path: String, reason: String)] = []
         for n in names where n.hasPrefix(prefix + "-") && n.hasSuffix(".safetensors") {
-            let p = path + "/" + n
-            guard let c = try? Checkpoint.load(p) else { continue }
+            let p = folder + "/" + n
+            let c: Checkpoint
+            do { c = try Checkpoint.load(p) } catch {
+                damaged.append((p, (error as? LocalizedError)?.errorDescription ?? "\(error)"))
+                continue
+            }
             let rank = c.header.label == "final" ? 2 : (c.header.label == "interrupted" ? 1 : 0)
             let key = (c.header.state.step, rank, p)
             if best == nil || (key.0, key.1) > (best!.step, best!.rank) { best = key }
         }
-        return best?.path
+        return (best?.path, damaged)
     }
 }
 

@@ -70,6 +70,14 @@ struct TrainAdapter: ParsableCommand {
             resumeFrom: checkpoints.resumeFrom, resume: checkpoints.resume, keepBest: checkpoints.keepBest,
             makeOptions: { schedule.trainingOptions(batchesPerEpoch: $0, checkpointFrequency: checkpoints.checkpointFrequency) })
         settings.activationCheckpointing = schedule.activationCheckpointing
+        if checkpoints.resume {
+            // --resume skips checkpoints that do not load; say which, so nothing is passed over silently.
+            let scan = RunFolder.scanCheckpoints(in: checkpoints.checkpointDir, prefix: "adapter")
+            for d in scan.damaged {
+                printer.log("warning: skipping damaged checkpoint \(d.path) (left in place): \(d.reason)")
+            }
+            if !scan.damaged.isEmpty, let newest = scan.newest { printer.log("--resume uses the newest valid checkpoint, \(newest)") }
+        }
         StopSignal.install()
         let outcome = try AdapterRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in
             switch n {

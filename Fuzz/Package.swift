@@ -1,0 +1,37 @@
+// swift-tools-version: 6.0
+// libFuzzer harnesses for every parser of outside input (issue #10). A package of its own so that
+// `swift build` of the toolkit never meets a target without `main`; the library sources are the
+// toolkit's own, reached through the symlinks in Sources/ (the toolkit exports only some of its
+// modules as products). Build and run with ../scripts/fuzz.sh; it passes
+// `-sanitize=fuzzer,address -parse-as-library`. Debug builds on purpose: integer overflow traps
+// stay on (release uses -Ounchecked, where an overflow would pass silently).
+import PackageDescription
+
+let fuzzers = ["fuzz-gguf", "fuzz-safetensors", "fuzz-tokenizer-json", "fuzz-model-config", "fuzz-jsonl",
+               "fuzz-checkpoint", "fuzz-fmadapter"]
+
+let package = Package(
+    name: "AdapterToolkitFuzz",
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+    ],
+    targets: [
+        .systemLibrary(name: "COpenBLAS", path: "Sources/COpenBLAS", pkgConfig: "openblas"),
+        .target(name: "Autograd", dependencies: ["COpenBLAS"], path: "Sources/Autograd"),
+        .target(name: "ModelAssets", dependencies: [.product(name: "Crypto", package: "swift-crypto")], path: "Sources/ModelAssets"),
+        .target(name: "DataSchema", dependencies: ["ModelAssets"], path: "Sources/DataSchema"),
+        .target(name: "Training", dependencies: ["Autograd", "ModelAssets", "DataSchema", .product(name: "Crypto", package: "swift-crypto")],
+                path: "Sources/Training"),
+        .target(name: "Inference", dependencies: ["Training", "Autograd", "ModelAssets"], path: "Sources/Inference"),
+        .target(name: "Export", dependencies: ["Training", "Inference", "ModelAssets", "Autograd", .product(name: "Crypto", package: "swift-crypto")],
+                path: "Sources/Export"),
+        .target(name: "CFuzzerDriver", path: "Fuzzers/CFuzzerDriver"),
+        .target(name: "TestSupport", dependencies: ["ModelAssets", "Autograd"], path: "Sources/TestSupport"),
+        .target(name: "FuzzSupport", dependencies: ["TestSupport", "ModelAssets", "DataSchema", "Training", "Export", "Autograd",
+                                                    .product(name: "Crypto", package: "swift-crypto")],
+                path: "Fuzzers/FuzzSupport"),
+    ] + fuzzers.map { name in
+        .executableTarget(name: name, dependencies: ["CFuzzerDriver", "FuzzSupport", "Autograd", "ModelAssets", "DataSchema", "Training", "Export"],
+                          path: "Fuzzers/\(name)")
+    }
+)
