@@ -22,6 +22,9 @@ public struct EvaluationSettings: Sendable {
     public var maxNewTokens: Int?
     public var maxSequenceLength = 1024
     public var batchSize = 8
+    /// Replies generated at once (their decoding steps share one pass over the weights; the
+    /// replies are the same as one at a time).
+    public var generationBatchSize = 8
     public var turns: TurnSelection = .last
     /// Per-sample results (JSONL), one line per model and target.
     public var outputPath: String?
@@ -108,6 +111,7 @@ public enum EvaluationRun {
                            onEvent: (EvaluationEvent) -> Void = { _ in }) throws -> EvaluationReport {
         if let n = s.maxSamples, n < 1 { throw EvaluationError.invalidOption(name: "--max-samples", reason: "must be at least 1") }
         if let n = s.maxNewTokens, n < 1 { throw EvaluationError.invalidOption(name: "--max-new-tokens", reason: "must be at least 1") }
+        if s.generationBatchSize < 1 { throw EvaluationError.invalidOption(name: "--generation-batch-size", reason: "must be at least 1") }
         guard s.computeLoss || s.generate else {
             throw EvaluationError.invalidOption(name: "--skip-loss/--skip-generation", reason: "both skip everything; keep one")
         }
@@ -195,8 +199,8 @@ public enum EvaluationRun {
             }
             if s.generate {
                 let engine = InferenceModel(llama)
-                for (ti, target) in targets.enumerated() {
-                    let r = Evaluator.generate(engine, target: target, base: base, encoder: encoder, maxNewTokens: maxNew, label: m.label)
+                try Evaluator.generate(engine, targets: targets, base: base, encoder: encoder, maxNewTokens: maxNew,
+                                       batchSize: s.generationBatchSize, label: m.label) { ti, r in
                     summary.add(r)
                     if let output {
                         do {

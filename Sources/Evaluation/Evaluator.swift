@@ -1,7 +1,8 @@
 // Evaluating one model (the base, or the base with an adapter) on eval samples: teacher-forced
 // eval loss over every assistant token (the same batches and loss as train-adapter's eval), and
 // greedy generation of each chosen assistant turn from the turns before it, scored by
-// ReplyMetrics. Leaves out sampling (greedy only, so runs are repeatable) and speculative decoding.
+// ReplyMetrics, several conversations decoding at once. Leaves out sampling (greedy only, so runs
+// are repeatable) and speculative decoding.
 import DataSchema
 import Foundation
 import Inference
@@ -167,19 +168,46 @@ public enum Evaluator {
         return (Double(loss), tokens)
     }
 
-    /// Greedy generation of one target, decoded with special tokens skipped, then scored.
-    public static func generate(_ engine: InferenceModel, target: EvalTarget, base: BaseModel,
-                                encoder: TrainingEncoder, maxNewTokens: Int, label: String) -> TargetResult {
-        let prompt = encoder.encodePrompt(target.prompt)
-        let request = GenerationRequest(prompt: prompt, maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
-                                        sampling: SamplingOptions(temperature: 0))
-        let (tokens, stats) = Generator.generate(engine, request)
+    /// The greedy generation request for one target: its prompt turns rendered for the model.
+    public static func request(for target: EvalTarget, base: BaseModel, encoder: TrainingEncoder, maxNewTokens: Int) -> GenerationRequest {
+        GenerationRequest(prompt: encoder.encodePrompt(target.prompt), maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
+                          sampling: SamplingOptions(temperature: 0))
+    }
+
+    /// A generated reply, decoded with special tokens skipped, scored against the target.
+    public static func result(for target: EvalTarget, request: GenerationRequest, tokens: [Int], stats: GenerationStats,
+                              base: BaseModel, label: String) -> TargetResult {
         let output = base.tokenizer.decode(tokens, skipSpecialTokens: true)
         let score = ReplyMetrics.score(output: output, reference: target.reference, format: target.format)
         return TargetResult(model: label, sample: target.sampleIndex, line: target.line, turn: target.turnIndex + 1,
-                            promptTokens: prompt.count, reference: ReplyMetrics.referenceText(target.reference),
+                            promptTokens: request.prompt.count, reference: ReplyMetrics.referenceText(target.reference),
                             output: output, exactMatch: score.exactMatch, json: score.json, toolCalls: score.toolCalls,
                             generatedTokens: stats.generatedTokens, stoppedAtEndOfTurn: stats.stoppedAtEndOfTurn,
                             prefillSeconds: stats.prefillSeconds, decodeSeconds: stats.decodeSeconds)
+    }
+
+    /// Greedy generation of one target, decoded with special tokens skipped, then scored.
+    public static func generate(_ engine: InferenceModel, target: EvalTarget, base: BaseModel,
+                                encoder: TrainingEncoder, maxNewTokens: Int, label: String) -> TargetResult {
+        let request = request(for: target, base: base, encoder: encoder, maxNewTokens: maxNewTokens)
+        let (tokens, stats) = Generator.generate(engine, request)
+        return result(for: target, request: request, tokens: tokens, stats: stats, base: base, label: label)
+    }
+
+    /// Greedy generation of every target, `batchSize` conversations decoding together (the same
+    /// replies as one at a time), reported through `onResult(index, result)` in target order.
+    public static func generate(_ engine: InferenceModel, targets: [EvalTarget], base: BaseModel, encoder: TrainingEncoder,
+                                maxNewTokens: Int, batchSize: Int, label: String,
+                                onResult: (Int, TargetResult) throws -> Void) rethrows {
+        let requests = targets.map { request(for: $0, base: base, encoder: encoder, maxNewTokens: maxNewTokens) }
+        var finished: [Int: TargetResult] = [:]
+        var next = 0
+        try Generator.generateBatch(engine, requests, batchSize: batchSize) { i, tokens, stats in
+            finished[i] = result(for: targets[i], request: requests[i], tokens: tokens, stats: stats, base: base, label: label)
+            while let r = finished.removeValue(forKey: next) {
+                try onResult(next, r)
+                next += 1
+            }
+        }
     }
 }

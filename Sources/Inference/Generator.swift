@@ -1,6 +1,8 @@
 // The generation loop: prefill the prompt into the KV cache, then one token per forward pass
 // until a stop token or the token budget, handing each token to a callback as it is chosen
-// (the CLI streams text from it). Speculative decoding with a draft is SpeculativeDecoder.
+// (the CLI streams text from it); and the batched loop, several conversations advancing
+// together so their steps share one weight stream (evaluation). Speculative decoding with a
+// draft is SpeculativeDecoder.
 import Autograd
 import Foundation
 
@@ -54,7 +56,8 @@ public enum Generator {
         var rng = SeededRNG(seed: request.seed)
         let cache = model.makeCache(capacity: request.prompt.count + request.maxNewTokens + 1)
         let t0 = now()
-        var logits = model.forward(request.prompt, cache: cache)
+        var logits: [Float] = []
+        model.forward(request.prompt, cache: cache, into: &logits)
         stats.targetForwardCalls += 1
         let t1 = now()
         stats.prefillSeconds = t1 - t0
@@ -67,11 +70,94 @@ public enum Generator {
             }
             out.append(next)
             if !onToken(next) || out.count == request.maxNewTokens { break }
-            logits = model.forward([next], cache: cache)
+            model.forward([next], cache: cache, into: &logits)
             stats.targetForwardCalls += 1
         }
         stats.decodeSeconds = now() - t1
         stats.generatedTokens = out.count
         return (out, stats)
+    }
+
+    /// Generates every request, up to `batchSize` conversations at a time: each prompt is
+    /// prefilled alone, then the conversations in flight advance one token per pass together
+    /// (`InferenceModel.forward(batch:)`), a finished one making room for the next request.
+    /// Each result is the one `generate(model, request)` gives (a batched row computes the same
+    /// bits as a single one). `onFinish(index, tokens, stats)` is called as each request ends, in
+    /// the order they end. Timing: a request's prefill is its own; each batched pass's time is
+    /// shared equally among the conversations it advanced, so decode seconds add up to wall time
+    /// and summed tokens over summed seconds is the batch's throughput.
+    @discardableResult
+    public static func generateBatch(_ model: InferenceModel, _ requests: [GenerationRequest], batchSize: Int,
+                                     onFinish: (Int, [Int], GenerationStats) throws -> Void = { _, _, _ in }) rethrows
+        -> [(tokens: [Int], stats: GenerationStats)] {
+        precondition(batchSize >= 1, "[Generator.generateBatch] batch size \(batchSize)")
+        struct Conversation {
+            var index: Int
+            var cache: KVCache
+            var rng: SeededRNG
+            var out: [Int] = []
+            var stats = GenerationStats()
+            var pending = 0  // the last chosen token, fed in the next pass
+        }
+        let V = model.config.vocabSize
+        var results = [(tokens: [Int], stats: GenerationStats)](repeating: ([], GenerationStats()), count: requests.count)
+        var active: [Conversation] = []
+        var nextRequest = 0
+        var logits: [Float] = []
+
+        func finish(_ c: Conversation) throws {
+            var c = c
+            c.stats.generatedTokens = c.out.count
+            results[c.index] = (c.out, c.stats)
+            try onFinish(c.index, c.out, c.stats)
+        }
+        /// Takes the token chosen from `row`; false when the conversation ends with it.
+        func choose(_ c: inout Conversation, _ row: ArraySlice<Float>) -> Bool {
+            let request = requests[c.index]
+            let next = Sampler.sample(row, request.sampling, rng: &c.rng)
+            if request.stopTokens.contains(next) {
+                c.stats.stoppedAtEndOfTurn = true
+                return false
+            }
+            c.out.append(next)
+            c.pending = next
+            return c.out.count < request.maxNewTokens
+        }
+
+        while nextRequest < requests.count || !active.isEmpty {
+            // fill free slots: prefill alone, choose the first token
+            while active.count < batchSize && nextRequest < requests.count {
+                let request = requests[nextRequest]
+                var c = Conversation(index: nextRequest, cache: model.makeCache(capacity: request.prompt.count + request.maxNewTokens + 1),
+                                     rng: SeededRNG(seed: request.seed))
+                nextRequest += 1
+                c.stats.promptTokens = request.prompt.count
+                guard !request.prompt.isEmpty, request.maxNewTokens > 0 else {
+                    try finish(c)
+                    continue
+                }
+                let t0 = now()
+                model.forward(request.prompt, cache: c.cache, into: &logits)
+                c.stats.targetForwardCalls += 1
+                c.stats.prefillSeconds = now() - t0
+                let t1 = now()
+                let goOn = choose(&c, logits[0..<V])
+                c.stats.decodeSeconds += now() - t1
+                if goOn { active.append(c) } else { try finish(c) }
+            }
+            guard !active.isEmpty else { continue }
+            // one pass for every conversation in flight
+            let t0 = now()
+            model.forward(batch: active.map(\.pending), caches: active.map(\.cache), into: &logits)  // [B, V]
+            var ended: [Int] = []
+            for b in active.indices {
+                active[b].stats.targetForwardCalls += 1
+                if !choose(&active[b], logits[(b * V)..<((b + 1) * V)]) { ended.append(b) }
+            }
+            let share = (now() - t0) / Double(active.count)
+            for b in active.indices { active[b].stats.decodeSeconds += share }
+            for b in ended.reversed() { try finish(active.remove(at: b)) }
+        }
+        return results
     }
 }

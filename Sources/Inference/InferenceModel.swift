@@ -1,44 +1,69 @@
 // The no-grad decoding path: the same Llama computation as Training.LlamaModel, on plain Float
 // buffers with a KV cache, LoRA merged into the weights (W + scale·B·A) once at load. Handles
-// several new tokens per call (prompt prefill, and a draft's proposals verified in one pass)
-// and rolling the cache back. Leaves out batching of several conversations.
+// several new tokens per call (prompt prefill, and a draft's proposals verified in one pass),
+// one new token for each of several conversations per call (batched decoding: the rows share
+// the weight stream, each keeps its own cache), and rolling a cache back.
+// Decoding is weight-bandwidth bound: q/k/v and gate/up are stacked so each layer streams its
+// weights in four passes, and a row's arithmetic never depends on the other rows of the pass
+// (m ≤ streamingRows), so a verified or batched row gives the bits a single-row step gives.
+// A speculative draft may hold its weights in fp16 (half the bytes per step); the target never does.
 //
 // Dimensions: n new tokens, L tokens in the cache, D hidden, H query heads, K kv heads,
-// hd head dim, F feed-forward, V vocab.
+// G = H/K query heads per kv head, hd head dim, F feed-forward, V vocab, Q = (H+2K)·hd.
 import Autograd
 import Foundation
 import ModelAssets
 import Training
 
 public final class InferenceModel: @unchecked Sendable {
+    /// How the projection and head weights are held. float32 gives the reference numbers (the
+    /// training model's, PyTorch's); float16 halves the bytes streamed per decoding step at
+    /// about 1e-3 relative error, for a speculative draft, whose numbers only choose proposals
+    /// that the float32 target then checks (the output does not change).
+    public enum WeightPrecision: String, Sendable, CaseIterable {
+        case float32, float16
+    }
+
     struct Layer {
         var inputNorm: [Float]  // [D]
         var postNorm: [Float]  // [D]
-        var wq, wk, wv, wo: [Float]  // [H*hd, D], [K*hd, D], [K*hd, D], [D, H*hd]
-        var bq, bk, bv: [Float]?  // [H*hd], [K*hd], [K*hd]
-        var wGate, wUp, wDown: [Float]  // [F, D], [F, D], [D, F]
+        var wqkv: Weights  // [Q, D]: q rows [H*hd], then k [K*hd], then v [K*hd]
+        var bqkv: [Float]?  // [Q] (zeros where a projection has no bias)
+        var wo: Weights  // [D, H*hd]
+        var wGateUp: Weights  // [2F, D]: gate rows, then up rows
+        var wDown: Weights  // [D, F]
     }
 
     public let config: ModelConfig
+    public let precision: WeightPrecision
     let layers: [Layer]
     let embed: [Float]  // [V, D]
-    let head: [Float]  // [V, D]
+    let head: Weights  // [V, D]
     let finalNorm: [Float]  // [D]
     let invFreq: [Float]  // [hd/2]
 
     /// Takes the model's weights with any adapter merged in.
-    public init(_ model: LlamaModel) {
-        config = model.config
+    public init(_ model: LlamaModel, precision: WeightPrecision = .float32) {
+        let c = model.config
+        config = c
+        self.precision = precision
         embed = model.embedTokens.data
-        head = model.lmHead.data
+        head = Weights(model.lmHead.data, precision)
         finalNorm = model.finalNorm.data
+        let qw = c.numHeads * c.headDim, kw = c.numKVHeads * c.headDim
         layers = model.blocks.map { b in
-            Layer(inputNorm: b.inputNorm.data, postNorm: b.postAttentionNorm.data,
-                  wq: b.q.mergedWeight(), wk: b.k.mergedWeight(), wv: b.v.mergedWeight(), wo: b.o.mergedWeight(),
-                  bq: b.q.bias?.data, bk: b.k.bias?.data, bv: b.v.bias?.data,
-                  wGate: b.gate.mergedWeight(), wUp: b.up.mergedWeight(), wDown: b.down.mergedWeight())
+            var bias: [Float]? = nil
+            if b.q.bias != nil || b.k.bias != nil || b.v.bias != nil {
+                bias = (b.q.bias?.data ?? [Float](repeating: 0, count: qw)) + (b.k.bias?.data ?? [Float](repeating: 0, count: kw))
+                    + (b.v.bias?.data ?? [Float](repeating: 0, count: kw))
+            }
+            return Layer(inputNorm: b.inputNorm.data, postNorm: b.postAttentionNorm.data,
+                         wqkv: Weights(b.q.mergedWeight() + b.k.mergedWeight() + b.v.mergedWeight(), precision), bqkv: bias,
+                         wo: Weights(b.o.mergedWeight(), precision),
+                         wGateUp: Weights(b.gate.mergedWeight() + b.up.mergedWeight(), precision),
+                         wDown: Weights(b.down.mergedWeight(), precision))
         }
-        let hd = model.config.headDim, theta = model.config.ropeTheta
+        let hd = c.headDim, theta = c.ropeTheta
         invFreq = (0..<hd / 2).map { i in Float(1.0 / pow(theta, Double(2 * i) / Double(hd))) }
     }
 
@@ -50,232 +75,469 @@ public final class InferenceModel: @unchecked Sendable {
     /// Runs `tokens` (appended after what the cache holds) and returns logits [n, V] for every
     /// new token when `allLogits`, else [1, V] for the last one.
     public func forward(_ tokens: [Int], cache: KVCache, allLogits: Bool = false) -> [Float] {
-        let rows = allLogits ? tokens.count : 1
-        let hn = hiddenStates(tokens, cache: cache, lastRows: rows)  // [rows, D]
-        var logits = [Float](repeating: 0, count: rows * config.vocabSize)
-        matmulNT(hn, head, m: rows, n: config.vocabSize, k: config.hiddenSize, into: &logits)  // [rows, V]
+        var logits: [Float] = []
+        forward(tokens, cache: cache, allLogits: allLogits, into: &logits)
         return logits
+    }
+
+    /// `forward` writing into `logits` (resized to [rows, V]), so a decode loop reuses one buffer.
+    public func forward(_ tokens: [Int], cache: KVCache, allLogits: Bool = false, into logits: inout [Float]) {
+        precondition(!tokens.isEmpty, "[InferenceModel.forward] no tokens")
+        let ws = cache.workspace
+        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count)], ws)  // [n, D]
+        let rows = allLogits ? tokens.count : 1
+        outputHead(x + (tokens.count - rows) * config.hiddenSize, rows: rows, ws: ws, into: &logits)  // [rows, V]
+    }
+
+    /// One new token for each of several conversations: `tokens[b]` is appended to `caches[b]`
+    /// and row b of `logits` ([B, V]) is its next-token logits, the same bits as
+    /// `forward([tokens[b]], cache: caches[b])` (each row's arithmetic is its own; B up to
+    /// `streamingRows` per weight pass, more in groups). The caches must be distinct.
+    public func forward(batch tokens: [Int], caches: [KVCache], into logits: inout [Float]) {
+        precondition(tokens.count == caches.count && !tokens.isEmpty, "[InferenceModel.forward(batch:)] \(tokens.count) tokens for \(caches.count) caches")
+        precondition(Set(caches.map(ObjectIdentifier.init)).count == caches.count, "[InferenceModel.forward(batch:)] a cache appears twice")
+        let V = config.vocabSize, B = tokens.count
+        if logits.count != B * V { logits = [Float](repeating: 0, count: B * V) }
+        var first = 0
+        while first < B {
+            let g = min(Self.streamingRows, B - first)
+            let ws = caches[first].workspace
+            let segments = (0..<g).map { Segment(cache: caches[first + $0], firstRow: $0, rows: 1) }
+            let x = runBlocks(Array(tokens[first..<(first + g)]), segments, ws)  // [g, D]
+            let hn = ws.hn.ensure(g * config.hiddenSize)
+            rmsNormRows(x, finalNorm, rows: g, into: hn)  // [g, D]
+            logits.withUnsafeMutableBufferPointer { lp in
+                head.matmulNT(hn, m: g, n: V, k: config.hiddenSize, lp.baseAddress! + first * V)  // [g, V]
+            }
+            first += g
+        }
     }
 
     /// `forward` without the output head: the final-normed hidden states [lastRows, D] of the
     /// last `lastRows` new tokens (a draft with its own, smaller head applies that itself).
     public func hiddenStates(_ tokens: [Int], cache: KVCache, lastRows: Int) -> [Float] {
+        precondition(!tokens.isEmpty, "[InferenceModel.forward] no tokens")
+        let D = config.hiddenSize, n = tokens.count
+        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: n)], cache.workspace)  // [n, D]
+        let rows = min(max(lastRows, 1), n)
+        var hn = [Float](repeating: 0, count: rows * D)
+        hn.withUnsafeMutableBufferPointer { rmsNormRows(x + (n - rows) * D, finalNorm, rows: rows, into: $0.baseAddress!) }
+        return hn
+    }
+
+    /// Final norm and output head of `rows` residual rows [rows, D] -> logits [rows, V].
+    func outputHead(_ x: UnsafePointer<Float>, rows: Int, ws: Workspace, into logits: inout [Float]) {
+        let D = config.hiddenSize, V = config.vocabSize
+        let hn = ws.hn.ensure(rows * D)
+        rmsNormRows(x, finalNorm, rows: rows, into: hn)  // [rows, D]
+        if logits.count != rows * V { logits = [Float](repeating: 0, count: rows * V) }
+        logits.withUnsafeMutableBufferPointer { lp in
+            head.matmulNT(hn, m: rows, n: V, k: D, lp.baseAddress!)  // [rows, V]
+        }
+    }
+
+    // MARK: the blocks
+
+    /// Rows `firstRow ..< firstRow + rows` of a pass are new tokens of `cache`, appended after
+    /// what it holds (positions cache.count ...).
+    struct Segment {
+        let cache: KVCache
+        let firstRow: Int
+        let rows: Int
+    }
+
+    /// Runs the new rows of every segment through all blocks, appending their keys and values
+    /// to the segments' caches; returns the residual stream [n, D] (in `ws`, valid until its next use).
+    func runBlocks(_ tokens: [Int], _ segments: [Segment], _ ws: Workspace) -> UnsafeMutablePointer<Float> {
         let c = config
         let n = tokens.count
-        precondition(n > 0, "[InferenceModel.forward] no tokens")
         let D = c.hiddenSize, H = c.numHeads, K = c.numKVHeads, hd = c.headDim, F = c.intermediateSize
-        let start = cache.count
-        cache.reserve(start + n)
-        var x = [Float](repeating: 0, count: n * D)  // [n, D]
-        for (i, t) in tokens.enumerated() {
-            x.withUnsafeMutableBufferPointer { xp in
-                embed.withUnsafeBufferPointer { ep in
-                    (xp.baseAddress! + i * D).update(from: ep.baseAddress! + t * D, count: D)
-                }
+        let Q = (H + 2 * K) * hd, half = hd / 2, eps = Float(c.rmsNormEps)
+        // per row: its segment and absolute position; rotary cos/sin [n, hd/2] shared by all layers
+        var rowSegment = [Int](repeating: 0, count: n)
+        var rowPosition = [Int](repeating: 0, count: n)
+        var maxLength = 0
+        for (si, s) in segments.enumerated() {
+            s.cache.reserve(s.cache.count + s.rows)
+            for r in s.firstRow..<(s.firstRow + s.rows) {
+                rowSegment[r] = si
+                rowPosition[r] = s.cache.count + r - s.firstRow
+                maxLength = max(maxLength, rowPosition[r] + 1)
             }
         }
-        var h = [Float](repeating: 0, count: n * D)
-        var q = [Float](repeating: 0, count: n * H * hd)
-        var k = [Float](repeating: 0, count: n * K * hd)
-        var v = [Float](repeating: 0, count: n * K * hd)
-        var att = [Float](repeating: 0, count: n * H * hd)
-        var g = [Float](repeating: 0, count: n * F)
-        var u = [Float](repeating: 0, count: n * F)
-        var o = [Float](repeating: 0, count: n * D)
-        let scale = 1 / Float(hd).squareRoot()
+        let x = ws.x.ensure(n * D), h = ws.h.ensure(n * D), qkv = ws.qkv.ensure(n * Q), att = ws.att.ensure(n * H * hd)
+        let gu = ws.gu.ensure(n * 2 * F), act = ws.act.ensure(n * F), o = ws.o.ensure(n * D)
+        let cosT = ws.cos.ensure(max(1, n * half)), sinT = ws.sin.ensure(max(1, n * half))
+        embed.withUnsafeBufferPointer { ep in
+            for (r, t) in tokens.enumerated() { (x + r * D).update(from: ep.baseAddress! + t * D, count: D) }  // [n, D]
+        }
+        for r in 0..<n {
+            let pos = Float(rowPosition[r])
+            for f in 0..<half {
+                let angle = pos * invFreq[f]
+                cosT[r * half + f] = Foundation.cos(angle)
+                sinT[r * half + f] = Foundation.sin(angle)
+            }
+        }
+        let attention = Attention(n: n, H: H, K: K, hd: hd, width: K * hd, Q: Q, maxLength: maxLength,
+                                  rowSegment: rowSegment, rowPosition: rowPosition, caches: segments.map(\.cache))
         for (li, layer) in layers.enumerated() {
-            rmsNormRows(x, layer.inputNorm, rows: n, eps: Float(c.rmsNormEps), into: &h)
-            matmulNT(h, layer.wq, m: n, n: H * hd, k: D, into: &q)  // [n, H*hd]
-            matmulNT(h, layer.wk, m: n, n: K * hd, k: D, into: &k)  // [n, K*hd]
-            matmulNT(h, layer.wv, m: n, n: K * hd, k: D, into: &v)  // [n, K*hd]
-            if let b = layer.bq { addRowBias(&q, b, rows: n) }
-            if let b = layer.bk { addRowBias(&k, b, rows: n) }
-            if let b = layer.bv { addRowBias(&v, b, rows: n) }
-            applyRope(&q, rows: n, heads: H, start: start)
-            applyRope(&k, rows: n, heads: K, start: start)
-            cache.append(layer: li, keys: k, values: v, rows: n, at: start)
-            // attention of each new row i (absolute position start+i) over cache rows 0...start+i
-            cache.withLayer(li) { keys, values in
-                let w = K * hd
-                var scores = [Float](repeating: 0, count: start + n)
-                for i in 0..<n {
-                    let len = start + i + 1
-                    for hh in 0..<H {
-                        let kvh = hh / (H / K)
-                        let qOff = i * H * hd + hh * hd
+            rmsNormRows(x, layer.inputNorm, rows: n, eps: eps, into: h)
+            layer.wqkv.matmulNT(h, m: n, n: Q, k: D, qkv)  // [n, Q]
+            if let b = layer.bqkv {
+                for r in 0..<n { for j in 0..<Q { qkv[r * Q + j] += b[j] } }
+            }
+            // rotate q and k (Hugging Face "rotate half": pairs (d, d + hd/2) by position·invFreq[d]),
+            // then append k and v to the row's cache
+            for r in 0..<n {
+                let row = qkv + r * Q
+                for hh in 0..<(H + K) {
+                    let base = row + hh * hd
+                    for f in 0..<half {
+                        let cs = cosT[r * half + f], sn = sinT[r * half + f]
+                        let a = base[f], b = base[f + half]
+                        base[f] = a * cs - b * sn
+                        base[f + half] = b * cs + a * sn
+                    }
+                }
+                let cache = segments[rowSegment[r]].cache
+                let at = rowPosition[r] * K * hd
+                (cache.keys[li] + at).update(from: row + H * hd, count: K * hd)
+                (cache.values[li] + at).update(from: row + (H + K) * hd, count: K * hd)
+            }
+            attention.run(layer: li, qkv: qkv, into: att, ws: ws)  // [n, H*hd]
+            layer.wo.matmulNT(att, m: n, n: D, k: H * hd, o)  // [n, D]
+            for i in 0..<(n * D) { x[i] += o[i] }
+            rmsNormRows(x, layer.postNorm, rows: n, eps: eps, into: h)
+            layer.wGateUp.matmulNT(h, m: n, n: 2 * F, k: D, gu)  // [n, 2F]
+            for r in 0..<n {
+                let g = gu + r * 2 * F, u = g + F, a = act + r * F
+                for j in 0..<F {
+                    let v = g[j]
+                    a[j] = v / (1 + Foundation.exp(-v)) * u[j]
+                }
+            }
+            layer.wDown.matmulNT(act, m: n, n: D, k: F, o)  // [n, D]
+            for i in 0..<(n * D) { x[i] += o[i] }
+        }
+        for s in segments { s.cache.count += s.rows }
+        return x
+    }
+
+    /// Causal attention of each new row over its own cache (rows 0 ... its position), SIMD over
+    /// the head dim; (row, kv head) items run on every core when there is enough work.
+    struct Attention {
+        let n, H, K, hd, width, Q, maxLength: Int
+        let rowSegment, rowPosition: [Int]
+        let caches: [KVCache]
+
+        func run(layer li: Int, qkv: UnsafeMutablePointer<Float>, into att: UnsafeMutablePointer<Float>, ws: Workspace) {
+            let G = H / K, items = n * K
+            var work = 0
+            for r in 0..<n { work += (rowPosition[r] + 1) * H * hd }
+            let chunks = work >= 1 << 18 ? min(items, 4 * ProcessInfo.processInfo.activeProcessorCount) : 1
+            let scores = ws.scores.ensure(chunks * G * maxLength)
+            let keys = caches.map { UnsafePointer($0.keys[li]) }, values = caches.map { UnsafePointer($0.values[li]) }
+            let scale = 1 / Float(hd).squareRoot()
+            parallelChunks(chunks) { ci in
+                let sc = scores + ci * G * maxLength
+                var item = ci
+                while item < items {
+                    let r = item / K, kvh = item % K
+                    let len = rowPosition[r] + 1
+                    let kBase = keys[rowSegment[r]] + kvh * hd, vBase = values[rowSegment[r]] + kvh * hd
+                    for g in 0..<G {
+                        let hh = kvh * G + g
+                        let q = UnsafePointer(qkv + r * Q + hh * hd)
+                        let s = sc + g * maxLength
                         var mx = -Float.infinity
                         for j in 0..<len {
-                            var s: Float = 0
-                            let kOff = j * w + kvh * hd
-                            for d in 0..<hd { s += q[qOff + d] * keys[kOff + d] }
-                            s *= scale
-                            scores[j] = s
-                            mx = max(mx, s)
+                            let v = simdDot(q, kBase + j * width, hd) * scale
+                            s[j] = v
+                            mx = max(mx, v)
                         }
                         var total: Float = 0
                         for j in 0..<len {
-                            let e = Foundation.exp(scores[j] - mx)
-                            scores[j] = e
+                            let e = Foundation.exp(s[j] - mx)
+                            s[j] = e
                             total += e
                         }
                         let inv = 1 / total
-                        let outOff = i * H * hd + hh * hd
-                        for d in 0..<hd { att[outOff + d] = 0 }
-                        for j in 0..<len {
-                            let p = scores[j] * inv
-                            let vOff = j * w + kvh * hd
-                            for d in 0..<hd { att[outOff + d] += p * values[vOff + d] }
-                        }
+                        let out = att + r * H * hd + hh * hd
+                        out.update(repeating: 0, count: hd)
+                        for j in 0..<len { simdAxpy(s[j] * inv, vBase + j * width, out, hd) }
                     }
+                    item += chunks
                 }
             }
-            matmulNT(att, layer.wo, m: n, n: D, k: H * hd, into: &o)  // [n, D]
-            for i in 0..<n * D { x[i] += o[i] }
-            rmsNormRows(x, layer.postNorm, rows: n, eps: Float(c.rmsNormEps), into: &h)
-            matmulNT(h, layer.wGate, m: n, n: F, k: D, into: &g)  // [n, F]
-            matmulNT(h, layer.wUp, m: n, n: F, k: D, into: &u)  // [n, F]
-            for i in 0..<n * F {
-                let a = g[i]
-                g[i] = a / (1 + Foundation.exp(-a)) * u[i]
-            }
-            matmulNT(g, layer.wDown, m: n, n: D, k: F, into: &o)  // [n, D]
-            for i in 0..<n * D { x[i] += o[i] }
         }
-        cache.count = start + n
-        let rows = min(max(lastRows, 1), n)
-        let first = n - rows
-        let last = Array(x[(first * D)..<(n * D)])
-        var hn = [Float](repeating: 0, count: rows * D)
-        rmsNormRows(last, finalNorm, rows: rows, eps: Float(c.rmsNormEps), into: &hn)
-        return hn
     }
 
     // MARK: kernels
 
     /// C[m, n] = A[m, k] · B[n, k]ᵀ. Decoding has m = 1 (or a few rows when a draft's tokens
-    /// are verified): there sgemm would repack the whole weight matrix per call, so a
-    /// weight-streaming kernel reads each weight row once for all m rows, on every core.
-    func matmulNT(_ a: [Float], _ b: [Float], m: Int, n: Int, k: Int, into c: inout [Float]) {
-        a.withUnsafeBufferPointer { ap in
-            b.withUnsafeBufferPointer { bp in
-                c.withUnsafeMutableBufferPointer { cp in
-                    if m <= Self.streamingRows {
-                        Self.streamingMatmulNT(ap.baseAddress!, bp.baseAddress!, m: m, n: n, k: k, cp.baseAddress!)
-                    } else {
-                        BLAS.sgemm(transA: false, transB: true, m: m, n: n, k: k, alpha: 1,
-                                   a: ap.baseAddress!, lda: k, b: bp.baseAddress!, ldb: k,
-                                   beta: 0, c: cp.baseAddress!, ldc: n)
-                    }
-                }
-            }
+    /// are verified or conversations are batched): there sgemm would repack the whole weight
+    /// matrix per call, so a weight-streaming kernel reads each weight row once for all m rows.
+    static func matmulNT(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, m: Int, n: Int, k: Int,
+                         _ c: UnsafeMutablePointer<Float>) {
+        if m <= streamingRows {
+            streamingMatmulNT(a, b, m: m, n: n, k: k, c)
+        } else {
+            BLAS.sgemm(transA: false, transB: true, m: m, n: n, k: k, alpha: 1, a: a, lda: k, b: b, ldb: k,
+                       beta: 0, c: c, ldc: n)
         }
     }
 
-    static let streamingRows = 8
+    /// Rows up to which the streaming kernel is used (beyond, sgemm's blocking wins).
+    static let streamingRows = 16
 
-    /// C[m, n] = A[m, k] · B[n, k]ᵀ for small m: output columns split over the cores in fixed
-    /// chunks (results do not depend on the thread count), SIMD16 dot products.
-    static func streamingMatmulNT(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, m: Int, n: Int, k: Int,
+    /// C[m, n] = A[m, k] · B[n, k]ᵀ for small m: output columns in fixed chunks of 32 over the
+    /// cores, four weight rows at a time against each input row (independent FMA chains; the
+    /// four rows stay in L1 while the m input rows pass). Every output is `simdDot(a_r, b_o)` with the
+    /// same operation order, whatever m, the chunking or the thread count.
+    static func streamingMatmulNT<W: StreamedWeight>(_ a: UnsafePointer<Float>, _ b: UnsafePointer<W>, m: Int, n: Int, k: Int,
                                   _ c: UnsafeMutablePointer<Float>) {
-        let chunk = 256
+        let chunk = 32
         let chunks = (n + chunk - 1) / chunk
         let vec = k / 16 * 16
-        // chunks write disjoint columns of c; pointers cross into the workers as addresses
-        let (ai, bi, cout) = (Int(bitPattern: a), Int(bitPattern: b), Int(bitPattern: c))
-        DispatchQueue.concurrentPerform(iterations: chunks) { ci in
-            let a = UnsafePointer<Float>(bitPattern: ai)!, b = UnsafePointer<Float>(bitPattern: bi)!
-            let c = UnsafeMutablePointer<Float>(bitPattern: cout)!
-            for o in (ci * chunk)..<min(n, (ci + 1) * chunk) {
-                let w = b + o * k
-                for r in 0..<m {
-                    let x = a + r * k
-                    var acc = SIMD16<Float>()
-                    var i = 0
-                    while i < vec {
-                        let wv = UnsafeRawPointer(w + i).loadUnaligned(as: SIMD16<Float>.self)
-                        let xv = UnsafeRawPointer(x + i).loadUnaligned(as: SIMD16<Float>.self)
-                        acc += wv * xv
-                        i += 16
+        let serial = n * k < 1 << 16
+        parallelChunks(serial ? 1 : chunks) { first in
+            var ci = first
+            while ci < chunks {
+                var o = ci * chunk
+                let end = min(n, o + chunk)
+                while o + 4 <= end {
+                    let w0 = b + o * k, w1 = w0 + k, w2 = w1 + k, w3 = w2 + k
+                    for r in 0..<m {
+                        let x = a + r * k
+                        var a0 = SIMD16<Float>(), a1 = SIMD16<Float>(), a2 = SIMD16<Float>(), a3 = SIMD16<Float>()
+                        var i = 0
+                        while i < vec {
+                            let xv = load16(x + i)
+                            a0 = a0.addingProduct(W.load16(w0 + i), xv)
+                            a1 = a1.addingProduct(W.load16(w1 + i), xv)
+                            a2 = a2.addingProduct(W.load16(w2 + i), xv)
+                            a3 = a3.addingProduct(W.load16(w3 + i), xv)
+                            i += 16
+                        }
+                        var s0 = horizontalSum(a0), s1 = horizontalSum(a1), s2 = horizontalSum(a2), s3 = horizontalSum(a3)
+                        while i < k {
+                            s0 = s0.addingProduct(w0[i].float, x[i])
+                            s1 = s1.addingProduct(w1[i].float, x[i])
+                            s2 = s2.addingProduct(w2[i].float, x[i])
+                            s3 = s3.addingProduct(w3[i].float, x[i])
+                            i += 1
+                        }
+                        let out = c + r * n + o
+                        out[0] = s0
+                        out[1] = s1
+                        out[2] = s2
+                        out[3] = s3
                     }
-                    var s = acc.sum()
-                    while i < k {
-                        s += w[i] * x[i]
-                        i += 1
-                    }
-                    c[r * n + o] = s
+                    o += 4
                 }
+                while o < end {
+                    for r in 0..<m { c[r * n + o] = simdDot(a + r * k, b + o * k, k) }
+                    o += 1
+                }
+                ci += serial ? 1 : chunks
             }
         }
     }
 
-    func rmsNormRows(_ x: [Float], _ w: [Float], rows: Int, eps: Float, into y: inout [Float]) {
-        let D = w.count
-        for r in 0..<rows {
-            var ss: Float = 0
-            for d in 0..<D { ss += x[r * D + d] * x[r * D + d] }
-            let inv = 1 / (ss / Float(D) + eps).squareRoot()
-            for d in 0..<D { y[r * D + d] = x[r * D + d] * inv * w[d] }
-        }
-    }
-
-    func addRowBias(_ x: inout [Float], _ b: [Float], rows: Int) {
-        let w = b.count
-        for r in 0..<rows { for j in 0..<w { x[r * w + j] += b[j] } }
-    }
-
-    /// Hugging Face "rotate half": pairs (d, d + hd/2) of each head rotate by position·invFreq[d].
-    func applyRope(_ x: inout [Float], rows: Int, heads: Int, start: Int) {
-        let hd = config.headDim, half = hd / 2
-        for r in 0..<rows {
-            let pos = Float(start + r)
-            for f in 0..<half {
-                let angle = pos * invFreq[f]
-                let cs = Foundation.cos(angle), sn = Foundation.sin(angle)
-                for hh in 0..<heads {
-                    let base = r * heads * hd + hh * hd
-                    let a = x[base + f], b = x[base + f + half]
-                    x[base + f] = a * cs - b * sn
-                    x[base + f + half] = b * cs + a * sn
-                }
+    func rmsNormRows(_ x: UnsafePointer<Float>, _ w: [Float], rows: Int, eps: Float? = nil, into y: UnsafeMutablePointer<Float>) {
+        let D = w.count, eps = eps ?? Float(config.rmsNormEps)
+        w.withUnsafeBufferPointer { wp in
+            for r in 0..<rows {
+                let xr = x + r * D, yr = y + r * D
+                let inv = 1 / (simdDot(xr, xr, D) / Float(D) + eps).squareRoot()
+                for d in 0..<D { yr[d] = xr[d] * inv * wp[d] }
             }
         }
     }
 }
 
+// MARK: shared kernels (each output's operation order fixed, so rows agree bit for bit)
+
+@inline(__always)
+func load16(_ p: UnsafePointer<Float>) -> SIMD16<Float> { UnsafeRawPointer(p).loadUnaligned(as: SIMD16<Float>.self) }
+
+/// Pairwise halves, in a fixed order.
+@inline(__always)
+func horizontalSum(_ v: SIMD16<Float>) -> Float {
+    let a = v.lowHalf + v.highHalf
+    let b = a.lowHalf + a.highHalf
+    let c = b.lowHalf + b.highHalf
+    return c[0] + c[1]
+}
+
+/// Σ a[i]·b[i]: 16 lanes of fused multiply-adds, their pairwise sum, then the scalar tail.
+@inline(__always)
+func simdDot<W: StreamedWeight>(_ a: UnsafePointer<Float>, _ b: UnsafePointer<W>, _ k: Int) -> Float {
+    let vec = k / 16 * 16
+    var acc = SIMD16<Float>()
+    var i = 0
+    while i < vec {
+        acc = acc.addingProduct(W.load16(b + i), load16(a + i))
+        i += 16
+    }
+    var s = horizontalSum(acc)
+    while i < k {
+        s = s.addingProduct(b[i].float, a[i])
+        i += 1
+    }
+    return s
+}
+
+/// A weight element the streaming kernel reads: Float, or Float16 widened on load.
+protocol StreamedWeight {
+    static func load16(_ p: UnsafePointer<Self>) -> SIMD16<Float>
+    var float: Float { get }
+}
+
+extension Float: StreamedWeight {
+    @inline(__always) static func load16(_ p: UnsafePointer<Float>) -> SIMD16<Float> { UnsafeRawPointer(p).loadUnaligned(as: SIMD16<Float>.self) }
+    @inline(__always) var float: Float { self }
+}
+
+extension Float16: StreamedWeight {
+    @inline(__always) static func load16(_ p: UnsafePointer<Float16>) -> SIMD16<Float> {
+        SIMD16<Float>(UnsafeRawPointer(p).loadUnaligned(as: SIMD16<Float16>.self))
+    }
+    @inline(__always) var float: Float { Float(self) }
+}
+
+/// A weight matrix [n, k] in one of the precisions (the other array empty).
+struct Weights {
+    let f32: [Float]
+    let f16: [Float16]
+
+    init(_ values: [Float], _ precision: InferenceModel.WeightPrecision) {
+        switch precision {
+        case .float32:
+            f32 = values
+            f16 = []
+        case .float16:
+            f32 = []
+            f16 = values.map { Float16($0) }
+        }
+    }
+
+    /// C[m, n] = A[m, k] · selfᵀ. float16 weights always stream (sgemm takes float32), 16 rows at a time.
+    func matmulNT(_ a: UnsafePointer<Float>, m: Int, n: Int, k: Int, _ c: UnsafeMutablePointer<Float>) {
+        if f16.isEmpty {
+            f32.withUnsafeBufferPointer { InferenceModel.matmulNT(a, $0.baseAddress!, m: m, n: n, k: k, c) }
+            return
+        }
+        f16.withUnsafeBufferPointer { bp in
+            var first = 0
+            while first < m {
+                let rows = min(InferenceModel.streamingRows, m - first)
+                InferenceModel.streamingMatmulNT(a + first * k, bp.baseAddress!, m: rows, n: n, k: k, c + first * n)
+                first += rows
+            }
+        }
+    }
+}
+
+/// y[0..<k] += alpha · x[0..<k].
+@inline(__always)
+func simdAxpy(_ alpha: Float, _ x: UnsafePointer<Float>, _ y: UnsafeMutablePointer<Float>, _ k: Int) {
+    let vec = k / 16 * 16
+    let av = SIMD16<Float>(repeating: alpha)
+    var i = 0
+    while i < vec {
+        let yv = load16(y + i).addingProduct(av, load16(x + i))
+        UnsafeMutableRawPointer(y + i).storeBytes(of: yv, as: SIMD16<Float>.self)
+        i += 16
+    }
+    while i < k {
+        y[i] = y[i].addingProduct(alpha, x[i])
+        i += 1
+    }
+}
+
+/// Calls `body(0 ..< count)` on every core (inline when count is 1). Iterations must write
+/// disjoint memory; the caller guarantees it, so the body is not checked for Sendable.
+func parallelChunks(_ count: Int, _ body: (Int) -> Void) {
+    if count <= 1 {
+        if count == 1 { body(0) }
+        return
+    }
+    withoutActuallyEscaping(body) { escaping in
+        let box = UncheckedBox(escaping)
+        DispatchQueue.concurrentPerform(iterations: count) { box.value($0) }
+    }
+}
+
+struct UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+/// A Float scratch buffer that grows on demand and is reused (its contents are not kept).
+final class ScratchBuffer {
+    private var pointer: UnsafeMutablePointer<Float>
+    private var capacity: Int
+    init() {
+        capacity = 16
+        pointer = .allocate(capacity: capacity)
+    }
+    deinit { pointer.deallocate() }
+    func ensure(_ count: Int) -> UnsafeMutablePointer<Float> {
+        if count > capacity {
+            pointer.deallocate()
+            capacity = max(count, capacity * 2)
+            pointer = .allocate(capacity: capacity)
+        }
+        return pointer
+    }
+}
+
+/// The scratch buffers of one forward pass, kept with a cache so a decode step allocates nothing
+/// big (and two caches can run on two threads).
+final class Workspace {
+    let x = ScratchBuffer(), h = ScratchBuffer(), qkv = ScratchBuffer(), att = ScratchBuffer()
+    let gu = ScratchBuffer(), act = ScratchBuffer(), o = ScratchBuffer(), hn = ScratchBuffer()
+    let cos = ScratchBuffer(), sin = ScratchBuffer(), scores = ScratchBuffer()
+}
+
 /// Keys and values of every layer for the tokens seen so far. `count` tokens are valid;
-/// `truncate(to:)` rolls back (speculative decoding rejects a draft's tail).
+/// `truncate(to:)` rolls back (speculative decoding rejects a draft's tail). Storage is reserved
+/// uninitialized, so an unused capacity costs address space, not memory.
 public final class KVCache {
-    var keys: [[Float]]  // per layer [capacity, K*hd]
-    var values: [[Float]]
+    private(set) var keys: [UnsafeMutablePointer<Float>]  // per layer [capacity, K*hd]
+    private(set) var values: [UnsafeMutablePointer<Float>]
     let width: Int
     public private(set) var capacity: Int
     public internal(set) var count = 0
+    let workspace = Workspace()
 
     init(layers: Int, width: Int, capacity: Int) {
         self.width = width
         self.capacity = max(capacity, 1)
-        keys = Array(repeating: [Float](repeating: 0, count: self.capacity * width), count: layers)
-        values = keys
+        keys = (0..<layers).map { _ in .allocate(capacity: max(capacity, 1) * width) }
+        values = (0..<layers).map { _ in .allocate(capacity: max(capacity, 1) * width) }
+    }
+
+    deinit {
+        for p in keys { p.deallocate() }
+        for p in values { p.deallocate() }
     }
 
     func reserve(_ tokens: Int) {
         guard tokens > capacity else { return }
         var newCap = capacity
         while newCap < tokens { newCap *= 2 }
-        for l in keys.indices {
-            keys[l] += [Float](repeating: 0, count: (newCap - capacity) * width)
-            values[l] += [Float](repeating: 0, count: (newCap - capacity) * width)
+        func grown(_ p: UnsafeMutablePointer<Float>) -> UnsafeMutablePointer<Float> {
+            let q = UnsafeMutablePointer<Float>.allocate(capacity: newCap * width)
+            q.update(from: p, count: count * width)
+            p.deallocate()
+            return q
         }
+        keys = keys.map(grown)
+        values = values.map(grown)
         capacity = newCap
-    }
-
-    func append(layer: Int, keys k: [Float], values v: [Float], rows: Int, at start: Int) {
-        keys[layer].replaceSubrange((start * width)..<((start + rows) * width), with: k[0..<(rows * width)])
-        values[layer].replaceSubrange((start * width)..<((start + rows) * width), with: v[0..<(rows * width)])
-    }
-
-    func withLayer(_ layer: Int, _ body: ([Float], [Float]) -> Void) {
-        body(keys[layer], values[layer])
     }
 
     public func truncate(to length: Int) {

@@ -12,6 +12,9 @@ public struct SpeculativeStats: Sendable, Equatable {
     public var generation = GenerationStats()
     public var checkedPositions = 0
     public var overlapSum = 0.0
+    /// Decode-phase seconds in the draft's proposals and in the target's verification passes.
+    public var draftSeconds = 0.0
+    public var verifySeconds = 0.0
     public var alpha: Double { checkedPositions > 0 ? overlapSum / Double(checkedPositions) : 0 }
     /// Tokens produced per target forward pass (decode phase).
     public var tokensPerTargetCall: Double {
@@ -63,6 +66,7 @@ public struct SpeculativeDecoder {
         stats.generation.prefillSeconds = t1 - t0
         var out: [Int] = []
         var done = false
+        var logits: [Float] = []
 
         /// Emits one token; false when generation ends with it.
         func emit(_ token: Int) -> Bool {
@@ -81,6 +85,7 @@ public struct SpeculativeDecoder {
             // 1. the draft proposes γ tokens (catching up on the context it has not seen first)
             var proposals: [Int] = []
             var draftDists: [[Float]] = []  // sampling only: q_i over [V]
+            let tDraft = now()
             if gamma > 0 {
                 var feed = Array(context[draftCache.count...])
                 for i in 0..<gamma {
@@ -99,7 +104,10 @@ public struct SpeculativeDecoder {
                 }
             }
             // 2. the target scores the pending token and every proposal in one pass: row i is p_{i+1}
-            let logits = target.forward([context[base - 1]] + proposals, cache: targetCache, allLogits: true)  // [γ+1, V]
+            let tVerify = now()
+            stats.draftSeconds += tVerify - tDraft
+            target.forward([context[base - 1]] + proposals, cache: targetCache, allLogits: true, into: &logits)  // [γ+1, V]
+            stats.verifySeconds += now() - tVerify
             stats.generation.targetForwardCalls += 1
             stats.generation.draftTokensProposed += gamma
             // 3. accept a prefix, then one token from the target (the correction or the bonus)

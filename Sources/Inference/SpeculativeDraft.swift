@@ -12,14 +12,16 @@ public final class DraftEngine: @unchecked Sendable {
     public let trunk: InferenceModel
     /// Sorted token ids the head scores; nil = the whole vocabulary.
     public let vocabulary: [Int]?
-    /// Head rows for `vocabulary` ([V', D]); empty when the trunk's own head is used.
-    let head: [Float]
+    /// Head rows for `vocabulary` ([V', D]); nil when the trunk's own head is used.
+    let head: Weights?
     /// The adapter the draft was distilled from (nil: the bare base), from its checkpoint.
     public let teacherAdapterSignature: String?
     public var vocabSize: Int { trunk.config.vocabSize }
 
-    public init(_ draft: DraftModel, teacherAdapterSignature: String? = nil) {
-        trunk = InferenceModel(draft.model)
+    /// `precision` float16 halves the bytes a draft step streams; the speculative output is the
+    /// same either way (the target checks every proposal), only the acceptance rate may move.
+    public init(_ draft: DraftModel, teacherAdapterSignature: String? = nil, precision: InferenceModel.WeightPrecision = .float32) {
+        trunk = InferenceModel(draft.model, precision: precision)
         vocabulary = draft.vocabulary
         self.teacherAdapterSignature = teacherAdapterSignature
         if let vocabulary = draft.vocabulary {
@@ -27,18 +29,18 @@ public final class DraftEngine: @unchecked Sendable {
             var h = [Float](repeating: 0, count: vocabulary.count * D)  // [V', D]
             let full = draft.model.lmHead.data
             for (k, id) in vocabulary.enumerated() { h.replaceSubrange((k * D)..<((k + 1) * D), with: full[(id * D)..<((id + 1) * D)]) }
-            head = h
+            head = Weights(h, precision)
         } else {
-            head = []
+            head = nil
         }
     }
 
     /// Loads a draft-model checkpoint for `base`; an adapter checkpoint, a draft for another base
     /// or another vocabulary is refused with a message saying what the file is.
-    public static func load(path: String, base: BaseModel) throws -> DraftEngine {
+    public static func load(path: String, base: BaseModel, precision: InferenceModel.WeightPrecision = .float32) throws -> DraftEngine {
         let c = try Checkpoint.load(path)
         let draft = try DraftModel.load(checkpoint: c, base: base)
-        return DraftEngine(draft, teacherAdapterSignature: c.header.teacherAdapterSignature)
+        return DraftEngine(draft, teacherAdapterSignature: c.header.teacherAdapterSignature, precision: precision)
     }
 
     public func makeCache(capacity: Int? = nil) -> KVCache { trunk.makeCache(capacity: capacity) }
@@ -46,10 +48,14 @@ public final class DraftEngine: @unchecked Sendable {
     /// Runs `tokens` after the cache and returns the head's logits for the next token: [V'] over
     /// `vocabulary` (or [V]).
     public func nextLogits(_ tokens: [Int], cache: KVCache) -> [Float] {
-        guard let vocabulary else { return trunk.forward(tokens, cache: cache) }
+        guard let vocabulary, let head else { return trunk.forward(tokens, cache: cache) }
         let hn = trunk.hiddenStates(tokens, cache: cache, lastRows: 1)  // [1, D]
         var logits = [Float](repeating: 0, count: vocabulary.count)
-        trunk.matmulNT(hn, head, m: 1, n: vocabulary.count, k: trunk.config.hiddenSize, into: &logits)  // [1, V']
+        hn.withUnsafeBufferPointer { hp in
+            logits.withUnsafeMutableBufferPointer { lp in
+                head.matmulNT(hp.baseAddress!, m: 1, n: vocabulary.count, k: trunk.config.hiddenSize, lp.baseAddress!)  // [1, V']
+            }
+        }
         return logits
     }
 
@@ -89,5 +95,25 @@ public enum SpeculativeCost {
         let d = perToken({ _ = draft.nextLogits(prompt, cache: $0) }, { _ = draft.nextLogits([$0], cache: $1) },
                          { draft.makeCache(capacity: context + steps + 1) })
         return DraftCost(draftSecondsPerToken: d, targetSecondsPerToken: t)
+    }
+
+    /// Seconds per target pass that scores `rows` new tokens after a `context`-token prefill (the
+    /// cache rolled back after each pass), the best of `repeats` runs of `steps` passes: the cost of
+    /// verifying γ = rows − 1 proposals, to set against a single-token step (rows = 1).
+    public static func passSeconds(target: InferenceModel, context: Int, rows: Int, steps: Int = 8, repeats: Int = 3) -> Double {
+        let V = target.config.vocabSize
+        let prompt = (0..<context).map { ($0 * 7919 + 13) % V }
+        let cache = target.makeCache(capacity: context + rows + 1)
+        _ = target.forward(prompt, cache: cache)
+        var best = Double.infinity
+        for _ in 0..<repeats {
+            let t0 = now()
+            for i in 0..<steps {
+                _ = target.forward((0..<rows).map { prompt[(i + $0) % context] }, cache: cache, allLogits: true)
+                cache.truncate(to: context)
+            }
+            best = min(best, (now() - t0) / Double(steps))
+        }
+        return best
     }
 }

@@ -9,6 +9,8 @@ import Inference
 import ModelAssets
 import Training
 
+extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
+
 struct BenchSpeculative: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-speculative",
@@ -34,6 +36,9 @@ struct BenchSpeculative: ParsableCommand {
     @Option(help: "New tokens per reply.")
     var maxNewTokens: Int = 128
 
+    @Option(help: "How the draft holds its weights: float16 (half the bytes per draft step) or float32. The output is the same either way.")
+    var draftPrecision: InferenceModel.WeightPrecision = .float16
+
     func validate() throws {
         guard numDraftTokens.allSatisfy({ $0 >= 1 }), !numDraftTokens.isEmpty else { throw ValidationError("--num-draft-tokens values must be at least 1") }
         guard maxNewTokens >= 1, maxPrompts >= 1 else { throw ValidationError("--max-new-tokens and --max-prompts must be at least 1") }
@@ -50,7 +55,7 @@ struct BenchSpeculative: ParsableCommand {
         let base = try model.load()
         let adapter = try checkpoint.map { try Checkpoint.load($0) }
         let target = InferenceModel(try LlamaModel.load(base: base, adapter: adapter))
-        let draft = try DraftEngine.load(path: draftCheckpoint, base: base)
+        let draft = try DraftEngine.load(path: draftCheckpoint, base: base, precision: draftPrecision)
         let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
         var conversations: [[Message]] = []
         if let prompts {
@@ -61,15 +66,36 @@ struct BenchSpeculative: ParsableCommand {
         conversations = Array(conversations.prefix(maxPrompts))
         let cost = SpeculativeCost.measure(target: target, draft: draft)
         func out(_ s: String) { FileHandle.standardOutput.write(Data((s + "\n").utf8)) }
-        out("target: \(base.path)" + (checkpoint.map { " + adapter \($0)" } ?? "") + "; draft: \(draftCheckpoint)")
+        out("target: \(base.path)" + (checkpoint.map { " + adapter \($0)" } ?? "") + "; draft: \(draftCheckpoint) (\(draftPrecision.rawValue) weights)")
         out(String(format: "measured cost ratio c = %.3f (draft %.2f ms, target %.2f ms per token); %d prompts, %d new tokens max, greedy",
                    cost.ratio, cost.draftSecondsPerToken * 1000, cost.targetSecondsPerToken * 1000, conversations.count, maxNewTokens))
+        // the cost of a target pass by rows scored, at the first prompt's length: verifying γ proposals is a (γ+1)-row pass
+        let context = encoder.encodePrompt(conversations[0]).count
+        func cpuSeconds() -> Double {
+            var u = rusage()
+            getrusage(RUSAGE_SELF.rawValue, &u)
+            return Double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + Double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6
+        }
+        func pass(_ rows: Int) -> (wall: Double, cpu: Double) {
+            let c0 = cpuSeconds()
+            let t = SpeculativeCost.passSeconds(target: target, context: context, rows: rows, steps: 8, repeats: 3)
+            return (t, (cpuSeconds() - c0) / 24)  // cpu: mean over all 24 passes, every core
+        }
+        let single = pass(1)
+        var passLine = String(format: "target pass after %d tokens (best wall time; mean cpu time): 1 row %.1f ms (cpu %.1f ms)",
+                              context, single.wall * 1000, single.cpu * 1000)
+        for g in numDraftTokens.sorted() {
+            let t = pass(g + 1)
+            passLine += String(format: ", %d rows %.1f ms (%.2fx; cpu %.1f ms)", g + 1, t.wall * 1000, t.wall / single.wall, t.cpu * 1000)
+        }
+        out(passLine)
         // warm-up (page in weights, allocate)
         let warm = GenerationRequest(prompt: encoder.encodePrompt(conversations[0]), maxNewTokens: 8, stopTokens: base.stopTokenIds)
         _ = Generator.generate(target, warm)
         _ = SpeculativeDecoder(target: target, draft: draft, draftTokens: numDraftTokens[0]).generate(warm)
 
-        struct Totals { var tokens = 0; var decode = 0.0; var all = 0.0; var proposed = 0; var accepted = 0; var checked = 0; var overlap = 0.0; var calls = 0 }
+        struct Totals { var tokens = 0; var decode = 0.0; var all = 0.0; var proposed = 0; var accepted = 0; var checked = 0; var overlap = 0.0; var calls = 0
+                       var draft = 0.0; var verify = 0.0 }
         var plain = Totals()
         var spec = [Int: Totals]()
         var allIdentical = true
@@ -93,6 +119,8 @@ struct BenchSpeculative: ParsableCommand {
                 t.checked += s.checkedPositions
                 t.overlap += s.overlapSum
                 t.calls += s.generation.targetForwardCalls
+                t.draft += s.draftSeconds
+                t.verify += s.verifySeconds
                 spec[g] = t
                 line += String(format: " | gamma %d: %.1f tok/s (%.2fx), alpha %.2f, %@", g, s.generation.tokensPerSecond,
                                s.generation.tokensPerSecond / max(ps.tokensPerSecond, 1e-9), s.alpha, same ? "identical" : "DIFFERENT")
@@ -115,6 +143,10 @@ struct BenchSpeculative: ParsableCommand {
                        (Double(t.tokens) / max(t.all, 1e-9)) / max(Double(plain.tokens) / max(plain.all, 1e-9), 1e-9),
                        alpha, t.proposed, t.accepted, t.proposed > 0 ? Double(t.accepted) / Double(t.proposed) : 0,
                        Double(t.tokens) / Double(max(1, t.calls - conversations.count))))
+            let passes = max(1, t.calls - conversations.count)
+            out(String(format: "  gamma %d decode time: draft %.2fs (%.2f ms per proposal), verification %.2fs (%.2f ms per pass), other %.2fs",
+                       g, t.draft, t.draft * 1000 / Double(max(1, t.proposed)), t.verify, t.verify * 1000 / Double(passes),
+                       t.decode - t.draft - t.verify))
         }
         out(allIdentical ? "outputs: identical with and without the draft on every prompt" : "outputs: DIFFERENT on some prompt (see above)")
         if !allIdentical { throw ExitCode(1) }

@@ -48,6 +48,9 @@ struct EvaluateAdapter: ParsableCommand {
     @Option(help: "Samples per batch for the eval loss.")
     var batchSize: Int = 8
 
+    @Option(help: "Replies generated at once: their decoding steps share one pass over the weights, so a batch is several times faster than one at a time; the replies are identical.")
+    var generationBatchSize: Int = 8
+
     @Option(help: "Assistant turns to generate: last (each sample's final reply) or all (every assistant turn, tool calls included).")
     var turns: TurnSelection = .last
 
@@ -68,6 +71,7 @@ struct EvaluateAdapter: ParsableCommand {
         if let n = maxNewTokens, n < 1 { throw ValidationError("--max-new-tokens must be at least 1") }
         guard maxSequenceLength >= 2 else { throw ValidationError("--max-sequence-length must be at least 2 tokens") }
         guard batchSize >= 1 else { throw ValidationError("--batch-size must be at least 1") }
+        guard generationBatchSize >= 1 else { throw ValidationError("--generation-batch-size must be at least 1") }
         if skipLoss && skipGeneration { throw ValidationError("--skip-loss and --skip-generation together leave nothing to do; drop one") }
     }
 
@@ -84,6 +88,7 @@ struct EvaluateAdapter: ParsableCommand {
         s.maxNewTokens = maxNewTokens
         s.maxSequenceLength = maxSequenceLength
         s.batchSize = batchSize
+        s.generationBatchSize = generationBatchSize
         s.turns = turns
         s.outputPath = output
         s.computeLoss = !skipLoss

@@ -1,0 +1,142 @@
+// Batched decoding gives what one conversation at a time gives: a batched pass's rows equal
+// single-row steps bit for bit (each cache at its own length), a multi-row pass (verification)
+// equals single steps, Generator.generateBatch equals Generator.generate for every batch size,
+// budget and stop rule (greedy and seeded sampling), and evaluation's replies do not depend on
+// --generation-batch-size. Also the streaming matmul against a plain loop. Tiny model only.
+import Autograd
+import DataSchema
+@testable import Evaluation
+import Foundation
+@testable import Inference
+import ModelAssets
+import Training
+import TestSupport
+import XCTest
+
+final class BatchedGenerationTests: XCTestCase {
+    func makeEngine(_ name: String = #function) throws -> (BaseModel, InferenceModel, [[Int]]) {
+        let dir = TinyAssets.tempDir(name)
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1))
+        let engine = InferenceModel(try LlamaModel.load(base: base, adapter: nil))
+        let prompts = ["say alpha0", "say hotel2", "the thing", "x", "a much longer request about several things at once"].map {
+            base.tokenizer.encode("<|im_start|>user\n\($0)<|im_end|>\n<|im_start|>assistant\n")
+        } + [[5], [7, 9]]
+        return (base, engine, prompts)
+    }
+
+    func testBatchedRowsEqualSingleRowSteps() throws {
+        let (_, engine, prompts) = try makeEngine()
+        let V = engine.config.vocabSize
+        for count in [1, 2, 5, prompts.count] {
+            let chosen = Array(prompts.prefix(count))
+            let single = chosen.map { p -> KVCache in let c = engine.makeCache(); _ = engine.forward(p, cache: c); return c }
+            let batched = chosen.map { p -> KVCache in let c = engine.makeCache(); _ = engine.forward(p, cache: c); return c }
+            var logits: [Float] = []
+            for step in 0..<6 {
+                let tokens = (0..<count).map { (step * 31 + $0 * 17 + 3) % V }
+                engine.forward(batch: tokens, caches: batched, into: &logits)
+                XCTAssertEqual(logits.count, count * V)
+                for b in 0..<count {
+                    let expected = engine.forward([tokens[b]], cache: single[b])
+                    XCTAssertEqual(Array(logits[(b * V)..<((b + 1) * V)]), expected, "batch of \(count), row \(b), step \(step)")
+                    XCTAssertEqual(batched[b].count, single[b].count)
+                }
+            }
+        }
+    }
+
+    func testMultiRowPassEqualsSingleRowSteps() throws {
+        // a draft's proposals verified in one pass: each row gets the bits of a single-token step
+        let (_, engine, prompts) = try makeEngine()
+        let V = engine.config.vocabSize
+        for rows in [2, 4, 9, InferenceModel.streamingRows] {
+            let tokens = (0..<rows).map { ($0 * 13 + 1) % V }
+            let a = engine.makeCache(), b = engine.makeCache()
+            _ = engine.forward(prompts[0], cache: a)
+            _ = engine.forward(prompts[0], cache: b)
+            let together = engine.forward(tokens, cache: a, allLogits: true)
+            var oneByOne: [Float] = []
+            for t in tokens { oneByOne += engine.forward([t], cache: b) }
+            XCTAssertEqual(together, oneByOne, "\(rows) rows")
+        }
+    }
+
+    func testGenerateBatchEqualsOneAtATime() throws {
+        let (base, engine, prompts) = try makeEngine()
+        for sampling in [SamplingOptions(), SamplingOptions(temperature: 0.8, topK: 20)] {
+            for stops in [base.stopTokenIds, []] {
+                let requests = prompts.enumerated().map { i, p in
+                    GenerationRequest(prompt: p, maxNewTokens: [1, 3, 12, 40][i % 4], stopTokens: stops, sampling: sampling, seed: UInt64(i + 1))
+                } + [GenerationRequest(prompt: [], maxNewTokens: 5, stopTokens: stops),
+                     GenerationRequest(prompt: prompts[0], maxNewTokens: 0, stopTokens: stops)]
+                let reference = requests.map { Generator.generate(engine, $0) }
+                for batchSize in [1, 2, 3, 8, 32] {
+                    var finished: [Int] = []
+                    let got = Generator.generateBatch(engine, requests, batchSize: batchSize) { i, tokens, _ in
+                        finished.append(i)
+                        XCTAssertEqual(tokens, reference[i].tokens)
+                    }
+                    XCTAssertEqual(finished.sorted(), Array(requests.indices), "every request finishes once")
+                    for (i, r) in got.enumerated() {
+                        let what = "request \(i), batch \(batchSize), temperature \(sampling.temperature), \(stops.count) stops"
+                        XCTAssertEqual(r.tokens, reference[i].tokens, what)
+                        XCTAssertEqual(r.stats.generatedTokens, reference[i].stats.generatedTokens, what)
+                        XCTAssertEqual(r.stats.stoppedAtEndOfTurn, reference[i].stats.stoppedAtEndOfTurn, what)
+                        XCTAssertEqual(r.stats.targetForwardCalls, reference[i].stats.targetForwardCalls, what)
+                        XCTAssertEqual(r.stats.promptTokens, reference[i].stats.promptTokens, what)
+                    }
+                }
+            }
+        }
+    }
+
+    func testEvaluationRepliesDoNotDependOnTheGenerationBatch() throws {
+        let dir = TinyAssets.tempDir()
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1))
+        try TinyAssets.writeData(dir + "/eval.jsonl", count: 7, offset: 5)
+        var outputs: [[String]] = []
+        for batch in [1, 3, 8] {
+            var s = EvaluationSettings(evalData: dir + "/eval.jsonl")
+            s.computeLoss = false
+            s.maxNewTokens = 24
+            s.generationBatchSize = batch
+            var results: [TargetResult] = []
+            var done: [Int] = []
+            let report = try EvaluationRun.run(s, base: base) { e in
+                if case .generated(_, let d, _, let r) = e {
+                    results.append(r)
+                    done.append(d)
+                }
+            }
+            XCTAssertEqual(done, Array(1...7), "results arrive in target order")
+            XCTAssertEqual(results.map(\.sample), Array(0..<7))
+            XCTAssertEqual(report.models[0].generatedTokens, results.map(\.generatedTokens).reduce(0, +))
+            outputs.append(results.map(\.output))
+        }
+        XCTAssertEqual(outputs[1], outputs[0])
+        XCTAssertEqual(outputs[2], outputs[0])
+    }
+
+    func testStreamingMatmulMatchesPlainLoop() {
+        var rng = SeededRNG(seed: 3)
+        for (m, n, k) in [(1, 1, 1), (1, 7, 33), (3, 70, 16), (16, 129, 100), (5, 3000, 40)] {
+            let a = (0..<(m * k)).map { _ in Float.random(in: -1...1, using: &rng) }
+            let b = (0..<(n * k)).map { _ in Float.random(in: -1...1, using: &rng) }
+            var c = [Float](repeating: .nan, count: m * n)
+            a.withUnsafeBufferPointer { ap in
+                b.withUnsafeBufferPointer { bp in
+                    c.withUnsafeMutableBufferPointer { cp in
+                        InferenceModel.streamingMatmulNT(ap.baseAddress!, bp.baseAddress!, m: m, n: n, k: k, cp.baseAddress!)
+                    }
+                }
+            }
+            for r in 0..<m {
+                for o in 0..<n {
+                    var s = 0.0
+                    for i in 0..<k { s += Double(a[r * k + i]) * Double(b[o * k + i]) }
+                    XCTAssertEqual(Double(c[r * n + o]), s, accuracy: 1e-4 * max(1, abs(s)), "m \(m) n \(n) k \(k) at (\(r), \(o))")
+                }
+            }
+        }
+    }
+}
