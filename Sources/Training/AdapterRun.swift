@@ -74,16 +74,12 @@ public enum DataPreparation {
             evalSummary = ev.summary
             issues += ev.issues
         }
-        let fileData: Data
-        do { fileData = try Data(contentsOf: URL(fileURLWithPath: s.trainData)) } catch {
-            throw TrainingError.io(path: s.trainData, reason: "cannot read: \(error.localizedDescription)")
-        }
         let settingsText = "maxSequenceLength=\(s.maxSequenceLength) layout=\(s.layout) batchSize=\(s.batchSize) seed=\(s.seed) skipInvalid=\(s.skipInvalid)"
         return PreparedData(
             train: trainBatches, eval: evalBatches, trainSummary: train.summary, evalSummary: evalSummary, issues: issues,
             trainTokens: train.examples.reduce(0) { $0 + $1.count },
             trainTargetTokens: train.examples.reduce(0) { $0 + $1.targetTokenCount },
-            fingerprint: Fingerprint.sha256([fileData, Data(settingsText.utf8)]))
+            fingerprint: try Fingerprint.sha256(file: s.trainData, then: Data(settingsText.utf8)))
     }
 }
 

@@ -166,4 +166,30 @@ public enum Fingerprint {
         }
         return h.finalize().map { String(format: "%02x", $0) }.joined()
     }
+
+    /// `sha256([contents of the file at path, extra])`, read 1 MiB at a time so a large
+    /// training file is never held in memory for its fingerprint.
+    public static func sha256(file path: String, then extra: Data) throws -> String {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw TrainingError.io(path: path, reason: "cannot read the file to fingerprint it; check that it exists and is readable")
+        }
+        defer { try? handle.close() }
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: 0)
+        var h = SHA256()
+        var n = UInt64(size).littleEndian
+        h.update(data: Data(bytes: &n, count: 8))
+        var read: UInt64 = 0
+        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+            h.update(data: chunk)
+            read += UInt64(chunk.count)
+        }
+        guard read == size else {
+            throw TrainingError.io(path: path, reason: "the file changed while it was read (\(size) bytes, then \(read)); do not edit training data during a run")
+        }
+        var m = UInt64(extra.count).littleEndian
+        h.update(data: Data(bytes: &m, count: 8))
+        h.update(data: extra)
+        return h.finalize().map { String(format: "%02x", $0) }.joined()
+    }
 }

@@ -56,6 +56,17 @@ final class AdapterRunTests: XCTestCase {
         return (outcome, events)
     }
 
+    /// The data fingerprint is read in 1 MiB pieces (a large training file is never held in
+    /// memory for it) and equals the in-memory digest, so earlier checkpoints still resume.
+    func testStreamedFingerprintEqualsTheInMemoryOne() throws {
+        let path = TinyAssets.tempDir() + "/train.jsonl"
+        let data = Data((0..<((3 << 20) + 17)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        try data.write(to: URL(fileURLWithPath: path))
+        let extra = Data("maxSequenceLength=1024".utf8)
+        XCTAssertEqual(try Fingerprint.sha256(file: path, then: extra), Fingerprint.sha256([data, extra]))
+        XCTAssertThrowsError(try Fingerprint.sha256(file: path + ".missing", then: extra))
+    }
+
     func testExactResumeAfterMidEpochStopIsBitIdentical() throws {
         for pack in [false, true] {
             let env = try makeEnv("resume\(pack)")
