@@ -23,8 +23,9 @@ extension Ops {
         let record = recording(hidden, weight)
         let factor: S = m == 0 ? 0 : 1 / S(m)
         var rowLoss = [S](repeating: 0, count: m)
-        var dHidden = [S](repeating: 0, count: record && hidden.requiresGrad ? m * d : 0)  // at g = 1
-        var dWeight = [S](repeating: 0, count: record && weight.requiresGrad ? v * d : 0)
+        let needDH = record && hidden.requiresGrad, needDW = record && weight.requiresGrad
+        var dHidden = [S](repeating: 0, count: needDH ? m * d : 0)  // at g = 1
+        var dWeight = [S](repeating: 0, count: needDW ? v * d : 0)
         let chunk = headChunkRows(m), chunks = (m + chunk - 1) / chunk
         hidden.data.withUnsafeBufferPointer { hp in
         weight.data.withUnsafeBufferPointer { wp in
@@ -33,8 +34,8 @@ extension Ops {
         dWeight.withUnsafeMutableBufferPointer { dwp in
             let hp = hp.baseAddress!, wp = wp.baseAddress!, lp = lp.baseAddress!
             // (an empty array's buffer may still have a base address: decide by the flags)
-            let dhp = record && hidden.requiresGrad ? dhp.baseAddress : nil
-            let dwp = record && weight.requiresGrad ? dwp.baseAddress : nil
+            let dhp = needDH ? dhp.baseAddress : nil
+            let dwp = needDW ? dwp.baseAddress : nil
             /// One chunk of rows in its own logits buffer [rows, V]; `own` runs its gemms on the
             /// calling thread (chunks in parallel), else each gemm uses the threads itself.
             func run(_ c: Int, _ z: UnsafeMutablePointer<S>, own: Bool) {
