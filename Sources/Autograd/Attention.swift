@@ -47,7 +47,7 @@ extension Ops {
 
         /// Fills scores [bq, nk] of block (b, h, blk) with probabilities; row r sees keys js...i.
         /// With `recompute` it rebuilds them from the stored log-sum-exp, otherwise it stores it.
-        /// Runs on the calling thread (callers parallelise over (batch row, kv head) groups).
+        /// Runs on the calling thread (callers parallelise over heads and query blocks).
         func probabilities(
             _ qp: UnsafePointer<S>, _ kp: UnsafePointer<S>, _ p: UnsafeMutablePointer<S>,
             _ b: Int, _ h: Int, _ i0: Int, _ bq: Int, _ js: Int, _ nk: Int,
@@ -75,10 +75,9 @@ extension Ops {
             }
         }
 
-        // Work goes to threads by (batch row, kv head) group: its query heads write their own
-        // output columns and its dK/dV columns belong to no other group, so groups never share
-        // an output and the bits do not depend on the thread count.
-        let groups = batch * kvHeads
+        // Forward work goes to threads by (batch row, head, query block): each task writes its own
+        // output rows and log-sum-exps, so the bits do not depend on the thread count. Larger
+        // blocks (more visible keys) come first so the last tasks to start are the short ones.
         let scratchCount = min(blockRows, t) * t
         var lse = [S](repeating: 0, count: batch * heads * t)
         let out: [S] = makeArray(rows * qw) { o in
@@ -87,23 +86,18 @@ extension Ops {
                     v.data.withUnsafeBufferPointer { vp in
                         lse.withUnsafeMutableBufferPointer { lp in
                             let qp = qp.baseAddress!, kp = kp.baseAddress!, vp = vp.baseAddress!, lp = lp.baseAddress!
-                            Parallel.forChunks(groups, grain: 1) { _, range in
-                                var scores = [S](repeating: 0, count: scratchCount)
-                                scores.withUnsafeMutableBufferPointer { sp in
-                                    let p = sp.baseAddress!
-                                    for task in range {
-                                        let b = task / kvHeads, kvh = task % kvHeads
-                                        for h in (kvh * group)..<((kvh + 1) * group) {
-                                            for blk in 0..<blocks {
-                                                let i0 = blk * blockRows, bq = min(blockRows, t - i0)
-                                                let js = keyStart[b * blocks + blk], nk = i0 + bq - js
-                                                probabilities(qp, kp, p, b, h, i0, bq, js, nk, lp, recompute: false)
-                                                S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: 1,
-                                                                   a: p, lda: nk, b: vp + (b * t + js) * kw + kvh * hd, ldb: kw,
-                                                                   beta: 0, c: o + (b * t + i0) * qw + h * hd, ldc: qw)  // [bq, hd]
-                                            }
-                                        }
-                                    }
+                            Parallel.forChunks(batch * heads * blocks, grain: 1) { _, range in
+                                let p = UnsafeMutablePointer<S>.allocate(capacity: scratchCount)
+                                defer { p.deallocate() }
+                                for task in range {
+                                    let blk = blocks - 1 - task % blocks, bh = task / blocks
+                                    let b = bh / heads, h = bh % heads, kvh = h / group
+                                    let i0 = blk * blockRows, bq = min(blockRows, t - i0)
+                                    let js = keyStart[b * blocks + blk], nk = i0 + bq - js
+                                    probabilities(qp, kp, p, b, h, i0, bq, js, nk, lp, recompute: false)
+                                    S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: 1,
+                                                       a: p, lda: nk, b: vp + (b * t + js) * kw + kvh * hd, ldb: kw,
+                                                       beta: 0, c: o + (b * t + i0) * qw + h * hd, ldc: qw)  // [bq, hd]
                                 }
                             }
                         }
@@ -116,9 +110,12 @@ extension Ops {
         return TensorOf(result: outShape, data: out, inputs: [q, k, v]) { dOut in
             let needQK = q.requiresGrad || k.requiresGrad
             // Fresh accumulators, added to the inputs' grads at the end (q, k, v may alias).
+            // Backward work goes to threads by (batch row, head). dQ columns belong to one head;
+            // dK/dV are shared by the `group` heads of a kv head, so each head accumulates its own
+            // [B·T, hd] partial (laid out like q) and the partials are summed in head order after.
             var dq = [S](repeating: 0, count: needQK ? q.count : 0)
-            var dk = [S](repeating: 0, count: needQK ? k.count : 0)
-            var dv = [S](repeating: 0, count: v.requiresGrad ? v.count : 0)
+            var dk = [S](repeating: 0, count: needQK ? q.count : 0)  // per-head partials [B·T, H·hd]
+            var dv = [S](repeating: 0, count: v.requiresGrad ? q.count : 0)
             q.data.withUnsafeBufferPointer { qp in
             k.data.withUnsafeBufferPointer { kp in
             v.data.withUnsafeBufferPointer { vp in
@@ -131,46 +128,64 @@ extension Ops {
                 let lp = lp.baseAddress!, go = dOut.baseAddress!
                 let dqp = needQK ? dqp.baseAddress : nil, dkp = needQK ? dkp.baseAddress : nil
                 let dvp = v.requiresGrad ? dvp.baseAddress : nil
-                Parallel.forChunks(groups, grain: 1) { _, range in
-                    var scores = [S](repeating: 0, count: scratchCount), dScores = scores
-                    scores.withUnsafeMutableBufferPointer { sp in
-                    dScores.withUnsafeMutableBufferPointer { dsp in
-                        let p = sp.baseAddress!, ds = dsp.baseAddress!
-                        for task in range {
-                            let b = task / kvHeads, kvh = task % kvHeads
-                            for h in (kvh * group)..<((kvh + 1) * group) {
-                                for blk in 0..<blocks {
-                                    let i0 = blk * blockRows, bq = min(blockRows, t - i0)
-                                    let js = keyStart[b * blocks + blk], nk = i0 + bq - js
-                                    let qOff = (b * t + i0) * qw + h * hd, kOff = (b * t + js) * kw + kvh * hd
-                                    probabilities(qp, kp, p, b, h, i0, bq, js, nk, lp, recompute: true)
-                                    if let dvp {  // dV[nk, hd] += Pᵀ dO
-                                        S.gemmOnThisThread(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: 1,
-                                                           a: p, lda: nk, b: go + qOff, ldb: qw, beta: 1, c: dvp + kOff, ldc: kw)
+                Parallel.forChunks(batch * heads, grain: 1) { _, range in
+                    let p = UnsafeMutablePointer<S>.allocate(capacity: scratchCount)
+                    let ds = UnsafeMutablePointer<S>.allocate(capacity: scratchCount)
+                    defer { p.deallocate(); ds.deallocate() }
+                    for task in range {
+                        let b = task / heads, h = task % heads, kvh = h / group
+                        for blk in 0..<blocks {
+                            let i0 = blk * blockRows, bq = min(blockRows, t - i0)
+                            let js = keyStart[b * blocks + blk], nk = i0 + bq - js
+                            let qOff = (b * t + i0) * qw + h * hd, kOff = (b * t + js) * kw + kvh * hd
+                            let partOff = (b * t + js) * qw + h * hd  // this head's dK/dV partial rows js...
+                            probabilities(qp, kp, p, b, h, i0, bq, js, nk, lp, recompute: true)
+                            if let dvp {  // dV[nk, hd] += Pᵀ dO
+                                S.gemmOnThisThread(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: 1,
+                                                   a: p, lda: nk, b: go + qOff, ldb: qw, beta: 1, c: dvp + partOff, ldc: qw)
+                            }
+                            guard needQK, let dqp, let dkp else { continue }
+                            S.gemmOnThisThread(transA: false, transB: true, m: bq, n: nk, k: hd, alpha: 1,
+                                               a: go + qOff, lda: qw, b: vp + kOff, ldb: kw, beta: 0, c: ds, ldc: nk)  // dP [bq, nk]
+                            for row in 0..<bq {
+                                let i = i0 + row, visible = i + 1 - js
+                                let dot = kDot(go + qOff + row * qw, op + qOff + row * qw, hd)
+                                let dr = ds + row * nk, pr = p + row * nk
+                                kMap2(visible, pr, dr, dr) { $0 * ($1 - dot) }  // dS = P ⊙ (dP − D)
+                                for j in visible..<nk { dr[j] = 0 }
+                            }
+                            // dQ[bq, hd] += s·dS K;  dK[nk, hd] += s·dSᵀ Q
+                            S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: scale,
+                                               a: ds, lda: nk, b: kp + kOff, ldb: kw, beta: 1, c: dqp + qOff, ldc: qw)
+                            S.gemmOnThisThread(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: scale,
+                                               a: ds, lda: nk, b: qp + qOff, ldb: qw, beta: 1, c: dkp + partOff, ldc: qw)
+                        }
+                    }
+                }
+            }}}}}}}}
+            if q.requiresGrad {
+                dq.withUnsafeBufferPointer { dp in q.withGrad { g in kMap2(q.count, g, dp.baseAddress!, g) { $0 + $1 } } }
+            }
+            // kv head c of row r gets the partials of heads c·group ..< (c+1)·group, in that order.
+            for (tensor, d) in [(k, dk), (v, dv)] where tensor.requiresGrad {
+                d.withUnsafeBufferPointer { dp in
+                    tensor.withGrad { g in
+                        let dp = dp.baseAddress!
+                        Parallel.forChunks(rows, grain: Parallel.rowGrain(rowLength: kw)) { _, r in
+                            for row in r {
+                                for c in 0..<kvHeads {
+                                    let gr = g + row * kw + c * hd
+                                    for h in (c * group)..<((c + 1) * group) {
+                                        let pr = dp + row * qw + h * hd
+                                        var j = 0
+                                        while j + 16 <= hd { store16(load16(gr + j) + load16(pr + j), gr + j); j += 16 }
+                                        while j < hd { gr[j] += pr[j]; j += 1 }
                                     }
-                                    guard needQK, let dqp, let dkp else { continue }
-                                    S.gemmOnThisThread(transA: false, transB: true, m: bq, n: nk, k: hd, alpha: 1,
-                                                       a: go + qOff, lda: qw, b: vp + kOff, ldb: kw, beta: 0, c: ds, ldc: nk)  // dP [bq, nk]
-                                    for row in 0..<bq {
-                                        let i = i0 + row, visible = i + 1 - js
-                                        let dot = kDot(go + qOff + row * qw, op + qOff + row * qw, hd)
-                                        let dr = ds + row * nk, pr = p + row * nk
-                                        kMap2(visible, pr, dr, dr) { $0 * ($1 - dot) }  // dS = P ⊙ (dP − D)
-                                        for j in visible..<nk { dr[j] = 0 }
-                                    }
-                                    // dQ[bq, hd] += s·dS K;  dK[nk, hd] += s·dSᵀ Q
-                                    S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: scale,
-                                                       a: ds, lda: nk, b: kp + kOff, ldb: kw, beta: 1, c: dqp + qOff, ldc: qw)
-                                    S.gemmOnThisThread(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: scale,
-                                                       a: ds, lda: nk, b: qp + qOff, ldb: qw, beta: 1, c: dkp + kOff, ldc: kw)
                                 }
                             }
                         }
-                    }}
+                    }
                 }
-            }}}}}}}}
-            for (tensor, d) in [(q, dq), (k, dk), (v, dv)] where tensor.requiresGrad {
-                d.withUnsafeBufferPointer { dp in tensor.withGrad { g in kMap2(tensor.count, g, dp.baseAddress!, g) { $0 + $1 } } }
             }
         }
     }

@@ -1,7 +1,8 @@
 // Row and element kernels on raw buffers: SIMD exp, softmax of a row, RMSNorm of rows, SiLU.
 // Generic versions serve the ops (Float specialised here, Double for checks); `Kernels` is
 // the public Float face for the no-grad KV-cache path. Leaves out gemm (BLAS.swift).
-// SIMD accumulators for reductions and masks via replace(with:where:), per the CPU notes.
+// SIMD accumulators for reductions; lane-wise max and masks through the concrete type (`S.maxVector`):
+// generic SIMD comparisons compile to per-lane code, about 100x slower.
 
 public enum Kernels {
     /// e^x over 16 lanes: Cephes expf polynomial on [-ln2/2, ln2/2], scaled by 2^n.
@@ -161,13 +162,11 @@ func kMax<S: TensorScalar>(_ x: UnsafePointer<S>, _ n: Int) -> S {
     var acc = SIMD16<S>(repeating: -S.infinity)
     var i = 0
     while i + 16 <= n {
-        let v = load16(x + i)
-        acc.replace(with: v, where: v .> acc)
+        acc = S.maxVector(acc, load16(x + i))
         i += 16
     }
     if i < n {
-        let v = loadPartial(x + i, n - i, pad: -S.infinity)
-        acc.replace(with: v, where: v .> acc)
+        acc = S.maxVector(acc, loadPartial(x + i, n - i, pad: -S.infinity))
     }
     return acc.max()
 }

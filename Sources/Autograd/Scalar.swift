@@ -16,6 +16,9 @@ public protocol TensorScalar: BinaryFloatingPoint, SIMDScalar, Sendable, Codable
         beta: Self, c: UnsafeMutablePointer<Self>, ldc: Int)
     /// e^x lane-wise; Float uses a polynomial, Double the libm function (full precision).
     static func expVector(_ x: SIMD16<Self>) -> SIMD16<Self>
+    /// Lane-wise max. Concrete per type: generic SIMD comparisons compile to per-lane code
+    /// (about 100x slower than the vector compare the concrete type gets).
+    static func maxVector(_ a: SIMD16<Self>, _ b: SIMD16<Self>) -> SIMD16<Self>
     static func exp(_ x: Self) -> Self
     static func log(_ x: Self) -> Self
 }
@@ -44,6 +47,8 @@ extension Float: TensorScalar {
     }
     @inline(__always)
     public static func expVector(_ x: SIMD16<Float>) -> SIMD16<Float> { Kernels.exp(x) }
+    @inline(__always)
+    public static func maxVector(_ a: SIMD16<Float>, _ b: SIMD16<Float>) -> SIMD16<Float> { a.replacing(with: b, where: b .> a) }
     @inline(__always)
     public static func exp(_ x: Float) -> Float { Foundation.exp(x) }
     @inline(__always)
@@ -77,6 +82,8 @@ extension Double: TensorScalar {
         for i in 0..<16 { r[i] = Foundation.exp(x[i]) }
         return r
     }
+    @inline(__always)
+    public static func maxVector(_ a: SIMD16<Double>, _ b: SIMD16<Double>) -> SIMD16<Double> { a.replacing(with: b, where: b .> a) }
     @inline(__always)
     public static func exp(_ x: Double) -> Double { Foundation.exp(x) }
     @inline(__always)

@@ -79,6 +79,17 @@ struct Bench: ParsableCommand {
             layer().backward(gradient: upstream)
         }
 
+        // Where the time goes: causal attention alone on this layer's q, k, v shapes.
+        let qa = Tensor(shape: [t, heads * hd], data: rng.normalArray(count: t * heads * hd), requiresGrad: true)
+        let ka = Tensor(shape: [t, kvHeads * hd], data: rng.normalArray(count: t * kvHeads * hd), requiresGrad: true)
+        let va = Tensor(shape: [t, kvHeads * hd], data: rng.normalArray(count: t * kvHeads * hd), requiresGrad: true)
+        let attnUpstream = rng.normalArray(count: t * heads * hd)
+        let attnFwd = time { _ = causalAttention(q: qa, k: ka, v: va, batch: 1, heads: heads, kvHeads: kvHeads) }
+        let attnStep = time {
+            qa.grad = nil; ka.grad = nil; va.grad = nil
+            causalAttention(q: qa, k: ka, v: va, batch: 1, heads: heads, kvHeads: kvHeads).backward(gradient: attnUpstream)
+        }
+
         // OpenBLAS on the same projection shapes: y = x·Wᵀ (NT) and dX = dY·W (NN).
         var buffers: [([Float], [Float], [Float], [Float])] = shapes.map { (i, o) in
             (rng.normalArray(count: t * i), rng.normalArray(count: o * i), [Float](repeating: 0, count: t * o), [Float](repeating: 0, count: t * i))
@@ -117,6 +128,8 @@ struct Bench: ParsableCommand {
         print("forward+backward: best \(ms(step.best)), median \(ms(step.median))  -> \(String(format: "%.1f", stepRate)) GFLOP/s")
         print("OpenBLAS sgemm (library threading), same projection shapes (NT + NN): best \(ms(gemm.best)) -> \(String(format: "%.1f", gemmRate)) GFLOP/s")
         print("Autograd blocked sgemm (deterministic), same shapes: best \(ms(ours.best)) -> \(String(format: "%.1f", gemmFlops / ours.best / 1e9)) GFLOP/s")
+        print(String(format: "  of which attention: forward %@ (%.1f GFLOP/s), forward+backward %@ (%.1f GFLOP/s)",
+                     ms(attnFwd.best), 2 * causal / attnFwd.best / 1e9, ms(attnStep.best), 6 * causal / attnStep.best / 1e9))
         print(String(format: "ratio forward+backward / sgemm: %.0f%%  (forward / sgemm: %.0f%%)", 100 * stepRate / gemmRate, 100 * fwdRate / gemmRate))
     }
 }
