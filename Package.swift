@@ -13,8 +13,9 @@ import Foundation
 let cpuInfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
 let nativeX86 = ProcessInfo.processInfo.environment["ADAPTER_PORTABLE"] != "1"
     && cpuInfo.contains(" avx2") && cpuInfo.contains(" fma")
+let targetCPU = ProcessInfo.processInfo.environment["ADAPTER_TARGET_CPU"] ?? "haswell"
 let fast: [SwiftSetting] = [
-    .unsafeFlags(["-Ounchecked"] + (nativeX86 ? ["-target-cpu", "haswell"] : []), .when(configuration: .release))
+    .unsafeFlags(["-Ounchecked"] + (nativeX86 ? ["-target-cpu", targetCPU] : []), .when(configuration: .release))
 ]
 
 let package = Package(
