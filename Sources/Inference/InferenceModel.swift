@@ -292,8 +292,8 @@ public final class InferenceModel: @unchecked Sendable {
     static let streamingRows = 16
 
     /// C[m, n] = A[m, k] · B[n, k]ᵀ for small m: output columns in fixed chunks of 32 over the
-    /// cores, four weight rows at a time against two input rows, then one (independent FMA chains;
-    /// the four rows stay in L1 while the m input rows pass). Every output is `simdDot(a_r, b_o)` with the
+    /// cores, four weight rows at a time against each input row (independent FMA chains; the
+    /// four rows stay in L1 while the m input rows pass). Every output is `simdDot(a_r, b_o)` with the
     /// same operation order, whatever m, the chunking or the thread count.
     static func streamingMatmulNT<W: StreamedWeight>(_ a: UnsafePointer<Float>, _ b: UnsafePointer<W>, m: Int, n: Int, k: Int,
                                   _ c: UnsafeMutablePointer<Float>) {
@@ -308,11 +308,19 @@ public final class InferenceModel: @unchecked Sendable {
                 let end = min(n, o + chunk)
                 while o + 4 <= end {
                     let w0 = b + o * k, w1 = w0 + k, w2 = w1 + k, w3 = w2 + k
-                    /// Output row r, columns o..<o+4, from the lane sums and the scalar tail.
-                    @inline(__always)
-                    func finish(_ x: UnsafePointer<Float>, _ r: Int, _ a0: SIMD16<Float>, _ a1: SIMD16<Float>, _ a2: SIMD16<Float>, _ a3: SIMD16<Float>) {
+                    for r in 0..<m {
+                        let x = a + r * k
+                        var a0 = SIMD16<Float>(), a1 = SIMD16<Float>(), a2 = SIMD16<Float>(), a3 = SIMD16<Float>()
+                        var i = 0
+                        while i < vec {
+                            let xv = load16(x + i)
+                            a0 = a0.addingProduct(W.load16(w0 + i), xv)
+                            a1 = a1.addingProduct(W.load16(w1 + i), xv)
+                            a2 = a2.addingProduct(W.load16(w2 + i), xv)
+                            a3 = a3.addingProduct(W.load16(w3 + i), xv)
+                            i += 16
+                        }
                         var s0 = horizontalSum(a0), s1 = horizontalSum(a1), s2 = horizontalSum(a2), s3 = horizontalSum(a3)
-                        var i = vec
                         while i < k {
                             s0 = s0.addingProduct(w0[i].float, x[i])
                             s1 = s1.addingProduct(w1[i].float, x[i])
@@ -325,46 +333,6 @@ public final class InferenceModel: @unchecked Sendable {
                         out[1] = s1
                         out[2] = s2
                         out[3] = s3
-                    }
-                    var r0 = 0
-                    // Two input rows at a time share each weight load (a verify pass of γ+1 rows
-                    // then costs little more than one row); every output keeps the one-row
-                    // operation order, so the bits are those of a one-row pass.
-                    while r0 + 2 <= m {
-                        let x = a + r0 * k, y = x + k
-                        var a0 = SIMD16<Float>(), a1 = SIMD16<Float>(), a2 = SIMD16<Float>(), a3 = SIMD16<Float>()
-                        var b0 = SIMD16<Float>(), b1 = SIMD16<Float>(), b2 = SIMD16<Float>(), b3 = SIMD16<Float>()
-                        var i = 0
-                        while i < vec {
-                            let xv = load16(x + i), yv = load16(y + i)
-                            let v0 = W.load16(w0 + i), v1 = W.load16(w1 + i), v2 = W.load16(w2 + i), v3 = W.load16(w3 + i)
-                            a0 = a0.addingProduct(v0, xv)
-                            a1 = a1.addingProduct(v1, xv)
-                            a2 = a2.addingProduct(v2, xv)
-                            a3 = a3.addingProduct(v3, xv)
-                            b0 = b0.addingProduct(v0, yv)
-                            b1 = b1.addingProduct(v1, yv)
-                            b2 = b2.addingProduct(v2, yv)
-                            b3 = b3.addingProduct(v3, yv)
-                            i += 16
-                        }
-                        finish(x, r0, a0, a1, a2, a3)
-                        finish(y, r0 + 1, b0, b1, b2, b3)
-                        r0 += 2
-                    }
-                    for r in r0..<m {
-                        let x = a + r * k
-                        var a0 = SIMD16<Float>(), a1 = SIMD16<Float>(), a2 = SIMD16<Float>(), a3 = SIMD16<Float>()
-                        var i = 0
-                        while i < vec {
-                            let xv = load16(x + i)
-                            a0 = a0.addingProduct(W.load16(w0 + i), xv)
-                            a1 = a1.addingProduct(W.load16(w1 + i), xv)
-                            a2 = a2.addingProduct(W.load16(w2 + i), xv)
-                            a3 = a3.addingProduct(W.load16(w3 + i), xv)
-                            i += 16
-                        }
-                        finish(x, r, a0, a1, a2, a3)
                     }
                     o += 4
                 }
