@@ -21,16 +21,17 @@ struct Bench: ParsableCommand {
         if let threads { withThreads(threads) { measure() } } else { measure() }
     }
 
-    func time(_ body: () -> Void) -> (best: Double, median: Double) {
-        body()  // warm-up
-        var times: [Double] = []
+    func timeInterleaved(_ bodies: [() -> Void]) -> [(best: Double, median: Double)] {
+        for body in bodies { body() }  // warm-up
+        var times = [[Double]](repeating: [], count: bodies.count)
         for _ in 0..<iterations {
-            let start = DispatchTime.now().uptimeNanoseconds
-            body()
-            times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+            for (i, body) in bodies.enumerated() {
+                let start = DispatchTime.now().uptimeNanoseconds
+                body()
+                times[i].append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+            }
         }
-        times.sort()
-        return (times[0], times[times.count / 2])
+        return times.map { t in let t = t.sorted(); return (t[0], t[t.count / 2]) }
     }
 
     func measure() {
@@ -72,8 +73,8 @@ struct Bench: ParsableCommand {
         fwdFlops += 2 * causal
         bwdFlops += 4 * causal
 
-        let fwd = time { _ = layer() }
-        let step = time {
+        let fwdBody = { _ = layer() }
+        let stepBody = {
             x.grad = nil
             for l in layers { l.a.grad = nil; l.b.grad = nil }
             layer().backward(gradient: upstream)
@@ -84,8 +85,8 @@ struct Bench: ParsableCommand {
         let ka = Tensor(shape: [t, kvHeads * hd], data: rng.normalArray(count: t * kvHeads * hd), requiresGrad: true)
         let va = Tensor(shape: [t, kvHeads * hd], data: rng.normalArray(count: t * kvHeads * hd), requiresGrad: true)
         let attnUpstream = rng.normalArray(count: t * heads * hd)
-        let attnFwd = time { _ = causalAttention(q: qa, k: ka, v: va, batch: 1, heads: heads, kvHeads: kvHeads) }
-        let attnStep = time {
+        let attnFwdBody = { _ = causalAttention(q: qa, k: ka, v: va, batch: 1, heads: heads, kvHeads: kvHeads) }
+        let attnStepBody = {
             qa.grad = nil; ka.grad = nil; va.grad = nil
             causalAttention(q: qa, k: ka, v: va, batch: 1, heads: heads, kvHeads: kvHeads).backward(gradient: attnUpstream)
         }
@@ -105,19 +106,24 @@ struct Bench: ParsableCommand {
                 call(false, false, t, i, o, y, o, w, i, &buffers[n].3, i)
             }
         }
-        BLAS.libraryThreads = threads ?? ProcessInfo.processInfo.activeProcessorCount
-        let gemm = time {
+        let libraryThreads = threads ?? ProcessInfo.processInfo.activeProcessorCount
+        let gemmBody = {
+            BLAS.libraryThreads = libraryThreads
+            defer { BLAS.libraryThreads = 1 }
             gemmPass { ta, tb, m, n, k, a, lda, b, ldb, c, ldc in
                 BLAS.librarySgemm(transA: ta, transB: tb, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb, beta: 0, c: c, ldc: ldc)
             }
         }
-        BLAS.libraryThreads = 1
         // This module's deterministic blocked sgemm (single-threaded OpenBLAS per block).
-        let ours = time {
+        let oursBody = {
             gemmPass { ta, tb, m, n, k, a, lda, b, ldb, c, ldc in
                 BLAS.sgemm(transA: ta, transB: tb, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb, beta: 0, c: c, ldc: ldc)
             }
         }
+        // Interleaved rounds (each body once per round, best per body), so a burst of load from
+        // elsewhere on a shared machine hits every figure alike instead of one of them.
+        let times = timeInterleaved([fwdBody, stepBody, attnFwdBody, attnStepBody, gemmBody, oursBody])
+        let (fwd, step, attnFwd, attnStep, gemm, ours) = (times[0], times[1], times[2], times[3], times[4], times[5])
         let gemmRate = gemmFlops / gemm.best / 1e9
         let fwdRate = fwdFlops / fwd.best / 1e9
         let stepRate = (fwdFlops + bwdFlops) / step.best / 1e9
