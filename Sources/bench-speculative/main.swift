@@ -115,6 +115,7 @@ struct BenchSpeculative: ParsableCommand {
                 if again.decodeSeconds < ps.decodeSeconds { ps = again }
                 for (j, decoder) in decoders.enumerated() {
                     let r = decoder.generate(request)
+                    allIdentical = allIdentical && r.tokens == reference
                     if r.stats.generation.decodeSeconds < runs[j].stats.generation.decodeSeconds { runs[j].stats = r.stats }
                 }
             }
