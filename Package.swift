@@ -100,6 +100,7 @@ let package = Package(
         .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
         .target(name: "TestSupport", dependencies: ["ModelAssets", "Autograd"], path: "Tests/TestSupport"),
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
+        .testTarget(name: "CLISupportTests", dependencies: ["CLISupport"]),
         .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),
         .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),
         .testTarget(

@@ -8,6 +8,9 @@ public final class ProgressPrinter {
     let live: Bool
     var smoothed: Float?
     var lineOpen = false
+    /// The step this run started after (non-zero when resumed): the ETA divides the elapsed time
+    /// by the steps taken in this run, not by the step number.
+    var firstStep = 0
 
     public init(live: Bool = isatty(STDERR_FILENO) == 1) {
         self.live = live
@@ -38,15 +41,21 @@ public final class ProgressPrinter {
         return "\(t)s"
     }
 
+    /// Seconds left at this run's pace: `elapsed` covers the steps after `firstStep` only.
+    public static func remainingSeconds(step: Int, total: Int, firstStep: Int, elapsed: Double) -> Double {
+        Double(total - step) * elapsed / Double(max(1, step - firstStep))
+    }
+
     public func handle(_ event: TrainingEvent) {
         switch event {
         case .started(let plan):
             smoothed = nil
+            firstStep = plan.resumedFromStep
             log("training: \(plan.totalSteps) optimizer steps (\(plan.stepsPerEpoch) per epoch, \(plan.trainBatchesPerEpoch) batches per epoch), \(plan.trainableParameters) trainable parameters"
                 + (plan.resumedFromStep > 0 ? ", resuming after step \(plan.resumedFromStep)" : ""))
         case .step(let r, let total, let tps, let elapsed):
             smoothed = smoothed.map { 0.9 * $0 + 0.1 * r.loss } ?? r.loss
-            let remaining = Double(total - r.step) * elapsed / Double(max(1, r.step))
+            let remaining = Self.remainingSeconds(step: r.step, total: total, firstStep: firstStep, elapsed: elapsed)
             status(String(format: "epoch %d  step %d/%d  loss %.4f (smoothed %.4f)  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %@  ETA %@",
                           r.epoch, r.step, total, r.loss, smoothed ?? r.loss, r.learningRate, r.gradNorm, tps,
                           Self.duration(elapsed), Self.duration(remaining)))
