@@ -1,4 +1,6 @@
 // Causal self-attention with grouped-query heads and segment (packing) masks, flash-style:
+// (segment id `sharedSegment` marks a prefix that every later token of its row sees, so one
+// copy of a prompt prefix common to several samples serves all of them)
 // query rows go in blocks of `blockRows`, each block multiplies only the keys it can see
 // (up to its last row, from the earliest key of its segments), so future blocks cost nothing.
 // Memory choice: forward saves one log-sum-exp per (batch, head, row) instead of the [T,T]
@@ -6,12 +8,17 @@
 // Leaves out sliding windows and ALiBi. Follows FlashAttention-2 (Dao, 2023), Algorithm 2.
 import Foundation
 
+/// The segment id of tokens every later token of the same row may attend to, whatever its own
+/// segment: a prompt prefix shared by the samples packed after it.
+public let sharedSegment: Int32 = -1
+
 extension Ops {
     /// Query rows per block (keys per block = the visible prefix of the batch row).
     static let attentionBlockRows = 128
 
     /// q [B·T, H·hd], k, v [B·T, K·hd] -> [B·T, H·hd]. Query head h reads kv head h/(H/K).
-    /// Row i sees row j iff same batch row, j ≤ i, and segmentIds (if any) agree.
+    /// Row i sees row j iff same batch row, j ≤ i, and segmentIds (if any) agree or j's is
+    /// `sharedSegment`.
     /// With P = softmax(s·QKᵀ), O = PV:  dV = Pᵀ dO, dP = dO Vᵀ, dS = P ⊙ (dP − rowsum(dO ⊙ O)),
     /// dQ = s·dS K, dK = s·dSᵀ Q.
     static func causalAttention<S>(
@@ -37,8 +44,9 @@ extension Ops {
             for b in 0..<batch {
                 var first: [Int32: Int] = [:]
                 for i in 0..<t where first[segmentIds[b * t + i]] == nil { first[segmentIds[b * t + i]] = i }
+                let shared = first[sharedSegment] ?? Int.max
                 for blk in 0..<blocks {
-                    var js = Int.max
+                    var js = shared
                     for i in (blk * blockRows)..<min(t, (blk + 1) * blockRows) { js = min(js, first[segmentIds[b * t + i]]!) }
                     keyStart[b * blocks + blk] = js
                 }
@@ -62,7 +70,10 @@ extension Ops {
                 let pr = p + row * nk
                 if let segmentIds {
                     let own = segmentIds[b * t + i]
-                    for j in 0..<visible where segmentIds[b * t + js + j] != own { pr[j] = -S.infinity }
+                    for j in 0..<visible {
+                        let sj = segmentIds[b * t + js + j]
+                        if sj != own && sj != sharedSegment { pr[j] = -S.infinity }
+                    }
                 }
                 let li = lse + (b * heads + h) * t + i
                 if recompute {

@@ -37,6 +37,10 @@ public struct DataOptions: ParsableArguments {
     @Flag(help: "Pack several samples into each row up to --max-sequence-length (attention never crosses samples).")
     public var packSequences = false
 
+    @Flag(inversion: .prefixedNo,
+          help: "Compute a prompt prefix common to a batch's samples (a system prompt, a response_format schema) once per batch instead of once per sample: one row with the prefix, then each sample's rest; the same loss, fewer tokens. Used with the default padding when it saves at least a quarter of the batch's tokens.")
+    public var sharePrefix = true
+
     @Flag(help: "Train on the valid samples and report the invalid ones, instead of stopping before training.")
     public var skipInvalid = false
 

@@ -73,6 +73,13 @@ public struct BatchOptions: Sendable, Equatable, Codable {
         case padToFixed(Int)
         /// Consecutive examples share a row until the next one would not fit this length.
         case pack(Int)
+        /// Like `padToLongest`, except when the batch's examples begin with the same prompt
+        /// tokens (no loss on them) and sharing saves at least a quarter of the batch's tokens:
+        /// then the batch is one row, the common prefix once (segment `Batch.sharedSegment`,
+        /// seen by every later token of the row) followed by each example's remainder (segments
+        /// 1, 2, ..., positions continuing after the prefix). The loss and its gradients are those
+        /// of the padded rows; the common prompt is computed once instead of B times.
+        case sharePrefix
     }
 
     /// Rows per batch (the last batch of an epoch may have fewer; none is dropped).
@@ -103,7 +110,8 @@ public struct Batch: Sendable, Equatable {
     public var inputIds: [Int]        // [B*T]
     public var targets: [Int]         // [B*T]
     public var lossMask: [Bool]       // [B*T]
-    /// 1, 2, ... for the examples of a row in order; 0 for padding.
+    /// 1, 2, ... for the examples of a row in order; 0 for padding; `sharedSegment` for a
+    /// prefix common to the row's examples (`.sharePrefix`).
     public var segmentIds: [Int32]    // [B*T]
     public var positions: [Int]       // [B*T]
     /// Positions where `lossMask` is true.
@@ -111,6 +119,10 @@ public struct Batch: Sendable, Equatable {
     /// The sample indices in each row, in order.
     public var rowSamples: [[Int]]
     public var epoch: Int
+
+    /// The segment id of a shared prefix; equal to Autograd's `sharedSegment`, whose attention
+    /// lets every later token of the row see it.
+    public static let sharedSegment: Int32 = -1
 }
 
 public struct Batcher: Sendable {
@@ -129,7 +141,7 @@ public struct Batcher: Sendable {
         }
         var rowLimit: Int?
         switch options.layout {
-        case .padToLongest: break
+        case .padToLongest, .sharePrefix: break
         case let .padToFixed(t), let .pack(t):
             guard t >= 1 else { throw DataSchemaError.batching("row length \(t) must be at least 1") }
             rowLimit = t
@@ -199,7 +211,7 @@ public struct Batcher: Sendable {
         var rows: [[Int]] = []
         var i = start
         switch options.layout {
-        case .padToLongest, .padToFixed:
+        case .padToLongest, .padToFixed, .sharePrefix:
             while rows.count < options.batchSize, i < order.count {
                 rows.append([order[i]])
                 i += 1
@@ -219,11 +231,47 @@ public struct Batcher: Sendable {
         return (rows, i)
     }
 
+    /// The number of leading positions the examples share: equal inputs, none in the loss, and
+    /// at least one position of each example left after it.
+    public static func commonPrefix(_ group: [TrainingExample]) -> Int {
+        guard let first = group.first else { return 0 }
+        let limit = group.map { $0.count - 1 }.min()!
+        var n = 0
+        while n < limit, group.allSatisfy({ $0.inputs[n] == first.inputs[n] && !$0.targetMask[n] }) { n += 1 }
+        return n
+    }
+
+    /// The batch as one row with its common prefix once, or nil when sharing would save less
+    /// than a quarter of its tokens.
+    private func assembleShared(_ rows: [[Int]]) -> Batch? {
+        let group = rows.map { examples[$0[0]] }
+        guard group.count >= 2 else { return nil }
+        let l = Self.commonPrefix(group)
+        let total = group.reduce(0) { $0 + $1.count }
+        guard 4 * (group.count - 1) * l >= total else { return nil }
+        let t = total - (group.count - 1) * l
+        var inputIds = Array(group[0].inputs[0..<l]), targets = Array(group[0].targets[0..<l])
+        var lossMask = [Bool](repeating: false, count: l)
+        var segmentIds = [Int32](repeating: Batch.sharedSegment, count: l)
+        var positions = Array(0..<l)
+        for (s, e) in group.enumerated() {
+            inputIds += e.inputs[l...]
+            targets += e.targets[l...]
+            lossMask += e.targetMask[l...]
+            segmentIds += [Int32](repeating: Int32(s + 1), count: e.count - l)
+            positions += l..<e.count
+        }
+        return Batch(batchSize: 1, length: t, inputIds: inputIds, targets: targets, lossMask: lossMask,
+                     segmentIds: segmentIds, positions: positions, targetTokenCount: group.reduce(0) { $0 + $1.targetTokenCount },
+                     rowSamples: [group.map(\.sampleIndex)], epoch: cursor.epoch)
+    }
+
     private func assemble(_ rows: [[Int]]) -> Batch {
+        if case .sharePrefix = options.layout, let shared = assembleShared(rows) { return shared }
         let b = rows.count
         let t: Int
         switch options.layout {
-        case .padToLongest: t = rows.map { $0.reduce(0) { $0 + examples[$1].count } }.max()!
+        case .padToLongest, .sharePrefix: t = rows.map { $0.reduce(0) { $0 + examples[$1].count } }.max()!
         case let .padToFixed(fixed), let .pack(fixed): t = fixed
         }
         let pad = options.padTokenId

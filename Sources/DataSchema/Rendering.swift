@@ -1,6 +1,6 @@
 // Sample messages to the plain-text `ChatMessage`s a chat template renders: tool definitions
 // into the system content, tool calls into <tool_call> tags, response_format schemas appended
-// to the user content (Qwen2.5/Hermes-style wording). The exact text is specified in Schema.md
+// before the user content (Qwen2.5/Hermes-style wording). The exact text is specified in Schema.md
 // ("Rendering rules"); a change here is a change to the trained format and must update it.
 import ModelAssets
 
@@ -39,7 +39,9 @@ public enum ChatRendering {
             return message.content.isEmpty ? section : message.content + "\n\n" + section
         case .user:
             guard let format = message.responseFormat else { return message.content }
-            return message.content + "\n\n" + responseFormatSection(format)
+            // The schema first: it is the same for every request of a task, so all samples of a
+            // batch (and all prompts at inference) share that prefix and it is computed once.
+            return responseFormatSection(format) + "\n\n" + message.content
         case .assistant:
             var parts: [String] = []
             if !message.content.isEmpty { parts.append(message.content) }
@@ -74,7 +76,7 @@ public enum ChatRendering {
         return "<tool_call>\n" + json.compactText + "\n</tool_call>"
     }
 
-    /// Appended to a user turn's content after a blank line.
+    /// Put before a user turn's content, with a blank line between.
     public static func responseFormatSection(_ format: ResponseFormat) -> String {
         var text = "Respond with a JSON value that conforms to the JSON schema \"\(format.name)\""
         if let d = format.description, !d.isEmpty { text += " (\(d))" }

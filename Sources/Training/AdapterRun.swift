@@ -15,9 +15,12 @@ public struct DataSettings: Sendable {
     public var skipInvalid: Bool
     public var batchSize: Int
     public var seed: UInt64
+    /// With the default padding: one row per batch with the samples' common prompt prefix once
+    /// (`BatchOptions.Layout.sharePrefix`).
+    public var sharePrefix: Bool
 
     public init(trainData: String, evalData: String?, maxSequenceLength: Int, fixedSizedSequences: Bool,
-                packSequences: Bool, skipInvalid: Bool, batchSize: Int, seed: UInt64) {
+                packSequences: Bool, skipInvalid: Bool, batchSize: Int, seed: UInt64, sharePrefix: Bool = false) {
         self.trainData = trainData
         self.evalData = evalData
         self.maxSequenceLength = maxSequenceLength
@@ -26,10 +29,12 @@ public struct DataSettings: Sendable {
         self.skipInvalid = skipInvalid
         self.batchSize = batchSize
         self.seed = seed
+        self.sharePrefix = sharePrefix
     }
 
     var layout: BatchOptions.Layout {
-        packSequences ? .pack(maxSequenceLength) : fixedSizedSequences ? .padToFixed(maxSequenceLength) : .padToLongest
+        packSequences ? .pack(maxSequenceLength) : fixedSizedSequences ? .padToFixed(maxSequenceLength)
+            : sharePrefix ? .sharePrefix : .padToLongest
     }
 }
 
@@ -42,6 +47,8 @@ public struct PreparedData {
     public var issues: [DataIssue]
     public var trainTokens: Int
     public var trainTargetTokens: Int
+    /// Positions the first epoch's batches compute (padding included, shared prefixes once).
+    public var firstEpochPositions: Int
     public var fingerprint: String
 }
 
@@ -74,11 +81,15 @@ public enum DataPreparation {
             evalSummary = ev.summary
             issues += ev.issues
         }
-        let settingsText = "maxSequenceLength=\(s.maxSequenceLength) layout=\(s.layout) batchSize=\(s.batchSize) seed=\(s.seed) skipInvalid=\(s.skipInvalid)"
+        // Prefix sharing changes how a batch is laid out, not what it computes: a run may resume
+        // with it switched either way.
+        let layoutText = s.layout == .sharePrefix ? "\(BatchOptions.Layout.padToLongest)" : "\(s.layout)"
+        let settingsText = "maxSequenceLength=\(s.maxSequenceLength) layout=\(layoutText) batchSize=\(s.batchSize) seed=\(s.seed) skipInvalid=\(s.skipInvalid)"
         return PreparedData(
             train: trainBatches, eval: evalBatches, trainSummary: train.summary, evalSummary: evalSummary, issues: issues,
             trainTokens: train.examples.reduce(0) { $0 + $1.count },
             trainTargetTokens: train.examples.reduce(0) { $0 + $1.targetTokenCount },
+            firstEpochPositions: (0..<trainBatches.batchCount(epoch: 0)).reduce(0) { $0 + trainBatches.batch(epoch: 0, index: $1).inputIds.count },
             fingerprint: try Fingerprint.sha256(file: s.trainData, then: Data(settingsText.utf8)))
     }
 }
@@ -112,7 +123,7 @@ public struct AdapterRunSettings {
 
 /// Messages for the start of a run (the CLI prints them).
 public enum RunNotice {
-    case dataSummary(train: DataSummary, eval: DataSummary?, trainTokens: Int, targetTokens: Int, skipped: [DataIssue])
+    case dataSummary(train: DataSummary, eval: DataSummary?, trainTokens: Int, targetTokens: Int, computedPositions: Int, skipped: [DataIssue])
     case model(path: String, signature: String, layers: Int, hidden: Int, trainable: Int, lora: LoRAConfig)
     case resuming(from: String, step: Int, epoch: Int)
 }
@@ -124,7 +135,7 @@ public enum AdapterRun {
         defer { folder.releaseLock() }
         let data = try DataPreparation.prepare(s.data, base: base)
         notice(.dataSummary(train: data.trainSummary, eval: data.evalSummary, trainTokens: data.trainTokens,
-                            targetTokens: data.trainTargetTokens, skipped: data.issues))
+                            targetTokens: data.trainTargetTokens, computedPositions: data.firstEpochPositions, skipped: data.issues))
         let options = s.makeOptions(data.train.batchCount(epoch: 0))
 
         var resumePath = s.resumeFrom

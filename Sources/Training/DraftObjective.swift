@@ -64,14 +64,19 @@ public final class DraftObjective: TrainingObjective {
         var hidden: [Float] = []
         hidden.reserveCapacity(batch.targetTokenCount * D)
         for r in 0..<batch.batchSize {
-            var j = 0
+            // A shared prompt prefix (Batch.sharedSegment) leads each of the row's segments.
+            var shared = 0
+            while shared < T && batch.segmentIds[r * T + shared] == Batch.sharedSegment { shared += 1 }
+            let prefixIds = Array(batch.inputIds[(r * T)..<(r * T + shared)])
+            let prefixMask = [Bool](repeating: false, count: shared)
+            var j = shared
             while j < T {
                 let seg = batch.segmentIds[r * T + j]
                 guard seg != 0 else { j += 1; continue }
                 var end = j
                 while end < T && batch.segmentIds[r * T + end] == seg { end += 1 }
                 let range = (r * T + j)..<(r * T + end)
-                let key = SegmentKey(ids: Array(batch.inputIds[range]), mask: Array(batch.lossMask[range]))
+                let key = SegmentKey(ids: prefixIds + batch.inputIds[range], mask: prefixMask + batch.lossMask[range])
                 if key.mask.contains(true) {
                     let h = cache[key] ?? computeSegment(key)
                     hidden += h

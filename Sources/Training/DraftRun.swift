@@ -52,7 +52,7 @@ public struct DraftRunSettings {
 
 /// Messages for a person (the CLI prints them).
 public enum DraftNotice {
-    case dataSummary(train: DataSummary, eval: DataSummary?, trainTokens: Int, targetTokens: Int, skipped: [DataIssue])
+    case dataSummary(train: DataSummary, eval: DataSummary?, trainTokens: Int, targetTokens: Int, computedPositions: Int, skipped: [DataIssue])
     case teacher(adapter: String?, baseSignature: String)
     case draft(summary: String, trainable: Int, frozen: Int, divergence: Divergence)
     case resuming(from: String, step: Int, epoch: Int)
@@ -162,7 +162,7 @@ public enum DraftRun {
         defer { folder.releaseLock() }
         let data = try DataPreparation.prepare(s.data, base: base)
         notice(.dataSummary(train: data.trainSummary, eval: data.evalSummary, trainTokens: data.trainTokens,
-                            targetTokens: data.trainTargetTokens, skipped: data.issues))
+                            targetTokens: data.trainTargetTokens, computedPositions: data.firstEpochPositions, skipped: data.issues))
         let options = s.makeOptions(data.train.batchCount(epoch: 0))
 
         var vocabulary: [Int]? = nil

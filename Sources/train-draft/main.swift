@@ -63,7 +63,8 @@ struct TrainDraft: ParsableCommand {
         var settings = DraftRunSettings(
             data: DataSettings(trainData: data.trainData, evalData: data.evalData, maxSequenceLength: data.maxSequenceLength,
                                fixedSizedSequences: data.fixedSizedSequences, packSequences: data.packSequences,
-                               skipInvalid: data.skipInvalid, batchSize: schedule.batchSize, seed: schedule.seed),
+                               skipInvalid: data.skipInvalid, batchSize: schedule.batchSize, seed: schedule.seed,
+                               sharePrefix: data.sharePrefix),
             teacherAdapter: checkpoint, source: source, freezeEmbeddings: freezeEmbeddings, divergence: divergence,
             vocabulary: draftVocabulary, checkpointDir: checkpoints.checkpointDir,
             checkpointFrequency: checkpoints.checkpointFrequency, resumeFrom: checkpoints.resumeFrom,
@@ -76,10 +77,11 @@ struct TrainDraft: ParsableCommand {
         StopSignal.install()
         let outcome = try DraftRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in
             switch n {
-            case .dataSummary(let train, let eval, let tokens, let targets, let skipped):
+            case .dataSummary(let train, let eval, let tokens, let targets, let computed, let skipped):
                 printer.log("train data: \(train)")
                 if let eval { printer.log("eval data: \(eval)") }
-                printer.log("train tokens: \(tokens) (\(targets) assistant tokens in the loss)")
+                printer.log("train tokens: \(tokens) (\(targets) assistant tokens in the loss); an epoch computes \(computed) positions"
+                            + (computed < tokens ? String(format: " (prompt prefixes shared within batches: %.2fx fewer)", Double(tokens) / Double(computed)) : ""))
                 for issue in skipped.prefix(20) { printer.log("skipped: \(issue)") }
                 if skipped.count > 20 { printer.log("skipped: ... and \(skipped.count - 20) more") }
             case .teacher(let adapter, _):

@@ -25,7 +25,7 @@ func naiveAttention(q: [Float], k: [Float], v: [Float], batch: Int, t: Int, head
             let kh = h / (heads / kvHeads)
             for i in 0..<t {
                 var scores = [Double](repeating: -.infinity, count: t)
-                for j in 0...i where seg == nil || seg![b * t + i] == seg![b * t + j] {
+                for j in 0...i where seg == nil || seg![b * t + i] == seg![b * t + j] || seg![b * t + j] == sharedSegment {
                     var s = 0.0
                     for d in 0..<hd { s += Double(q[(b * t + i) * qw + h * hd + d]) * Double(k[(b * t + j) * kw + kh * hd + d]) }
                     scores[j] = s / Double(hd).squareRoot()
@@ -139,7 +139,10 @@ final class EngineTests: XCTestCase {
         let q = fleaf([batch * t, heads * hd], &rng, scale: 2), k = fleaf([batch * t, kvHeads * hd], &rng, scale: 2), v = fleaf([batch * t, kvHeads * hd], &rng)
         var seg = [Int32]()
         for i in 0..<(batch * t) { seg.append(Int32(i < 40 ? 0 : (i < 170 ? 1 : (i < 290 ? 2 : 7)))) }
-        for s in [nil, seg] {
+        // Row 2 starts with a shared prefix of 30 tokens that segments 4 and 5 both see.
+        var shared = seg
+        for i in t..<(batch * t) { shared[i] = i < t + 30 ? sharedSegment : (i < t + 100 ? 4 : 5) }
+        for s in [nil, seg, shared] {
             let got = causalAttention(q: q, k: k, v: v, batch: batch, heads: heads, kvHeads: kvHeads, segmentIds: s)
             let want = naiveAttention(q: q.data, k: k.data, v: v.data, batch: batch, t: t, heads: heads, kvHeads: kvHeads, hd: hd, seg: s)
             assertClose(got.data, want, tol: 2e-5, "attention segments=\(s != nil)")

@@ -73,6 +73,10 @@ func gradCases() -> [GradCase] {
     add("attention GQA segments hd=3", [dleaf([6, 12], &r), dleaf([6, 6], &r), dleaf([6, 6], &r)]) {
         Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 2, heads: 4, kvHeads: 2, segmentIds: [0, 0, 1, 5, 5, 5])
     }
+    add("attention shared prefix, blocks of 2", [dleaf([8, 6], &r), dleaf([8, 3], &r), dleaf([8, 3], &r)]) {
+        Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 1, heads: 2, kvHeads: 1,
+                            segmentIds: [sharedSegment, sharedSegment, sharedSegment, 1, 1, 2, 2, 2], blockRows: 2)
+    }
     add("attention T=1 hd=5", [dleaf([2, 10], &r), dleaf([2, 5], &r), dleaf([2, 5], &r)]) {
         Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 2, heads: 2, kvHeads: 1)
     }

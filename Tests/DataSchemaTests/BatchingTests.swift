@@ -25,6 +25,51 @@ final class BatchingTests: XCTestCase {
         XCTAssertNotEqual(SplitMix64.permutation(count: 10, seed: 7), SplitMix64.permutation(count: 10, seed: 8))
     }
 
+    /// Examples with a common unmasked prefix of `shared` tokens, then their own tokens.
+    func prefixed(_ rests: [Int], shared: Int) -> [TrainingExample] {
+        rests.enumerated().map { i, rest in
+            let n = shared + rest
+            return TrainingExample(sampleIndex: i, line: i + 1,
+                                   inputs: (0..<n).map { $0 < shared ? 7 + $0 : 1000 * (i + 1) + $0 },
+                                   targets: (0..<n).map { $0 < shared - 1 ? 8 + $0 : 1000 * (i + 1) + $0 + 1 },
+                                   targetMask: (0..<n).map { $0 >= shared })
+        }
+    }
+
+    func testSharePrefixPutsTheCommonPrefixOnceThenEachRest() throws {
+        let options = BatchOptions(batchSize: 3, layout: .sharePrefix, shuffle: false, padTokenId: -1)
+        var batcher = try Batcher(examples: prefixed([2, 3, 1, 4], shared: 4), options: options)
+        let first = try XCTUnwrap(batcher.next())
+        XCTAssertEqual(first.batchSize, 1)
+        XCTAssertEqual(first.length, 4 + 2 + 3 + 1)
+        XCTAssertEqual(first.inputIds, [7, 8, 9, 10, 1004, 1005, 2004, 2005, 2006, 3004])
+        XCTAssertEqual(first.segmentIds, [-1, -1, -1, -1, 1, 1, 2, 2, 2, 3])
+        XCTAssertEqual(first.positions, [0, 1, 2, 3, 4, 5, 4, 5, 6, 4])
+        XCTAssertEqual(first.lossMask, [false, false, false, false, true, true, true, true, true, true])
+        XCTAssertEqual(first.targets.suffix(6), [1005, 1006, 2005, 2006, 2007, 3005])
+        XCTAssertEqual(first.targetTokenCount, 6)
+        XCTAssertEqual(first.rowSamples, [[0, 1, 2]])
+        XCTAssertEqual(Batch.sharedSegment, -1)
+        // One example left: nothing to share, a plain row.
+        let last = try XCTUnwrap(batcher.next())
+        XCTAssertEqual(last.batchSize, 1)
+        XCTAssertEqual(last.segmentIds, [1, 1, 1, 1, 1, 1, 1, 1])
+    }
+
+    func testSharePrefixFallsBackToPaddingWhenTooLittleIsShared() throws {
+        // 1 shared token of 3 × 11: sharing would save 2 of 33 tokens, below a quarter.
+        let options = BatchOptions(batchSize: 3, layout: .sharePrefix, shuffle: false, padTokenId: -1)
+        var batcher = try Batcher(examples: prefixed([10, 10, 10], shared: 1), options: options)
+        let batch = try XCTUnwrap(batcher.next())
+        XCTAssertEqual(batch.batchSize, 3)
+        XCTAssertFalse(batch.segmentIds.contains(Batch.sharedSegment))
+        // A prefix with a loss position is never shared, nor is a whole example.
+        var masked = prefixed([1, 1], shared: 6)
+        masked[1].targetMask[2] = true
+        XCTAssertEqual(Batcher.commonPrefix(masked), 2)
+        XCTAssertEqual(Batcher.commonPrefix(prefixed([0, 5], shared: 6)), 5)
+    }
+
     func testPadToLongest() throws {
         var batcher = try Batcher(examples: examples([3, 5, 2]), options: BatchOptions(batchSize: 2, shuffle: false, padTokenId: -1))
         let first = try XCTUnwrap(batcher.next())

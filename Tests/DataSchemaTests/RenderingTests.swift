@@ -93,16 +93,16 @@ final class RenderingTests: XCTestCase {
         XCTAssertEqual(example.targetTokenCount, pieces.filter(\.1).map { tokenizer.encode($0.0).count }.reduce(0, +))
     }
 
-    func testResponseFormatIsAppendedToUserContent() throws {
+    func testResponseFormatComesBeforeTheUserContent() throws {
         let line = #"[{"role":"user","content":"Plan a sync.","response_format":{"type":"json_schema","json_schema":{"name":"Event","description":"A meeting","schema":{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}}}},{"role":"assistant","content":"{\"title\":\"Sync\"}"}]"#
         let sample = try TestData.read(line, skipInvalid: false).samples[0]
         XCTAssertEqual(ChatRendering.chatMessages(sample.messages)[0].content, """
-            Plan a sync.
-
             Respond with a JSON value that conforms to the JSON schema "Event" (A meeting). Reply with the JSON only.
             <schema>
             {"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}
             </schema>
+
+            Plan a sync.
             """)
     }
 

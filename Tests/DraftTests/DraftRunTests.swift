@@ -213,6 +213,35 @@ final class DraftRunTests: XCTestCase {
         XCTAssertEqual(r.acceptance + r.teacherMassOutsideHead, 1, accuracy: 1e-3)
     }
 
+    /// The teacher sees each sample whole (shared prompt prefix + its rest), so the draft's loss on a
+    /// shared-prefix batch is the padded batch's.
+    func testDraftLossIsTheSameWithSharedPrefixes() throws {
+        let dir = TinyAssets.tempDir()
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir))
+        let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+        let lines = words.map { #"{"messages": [{"role": "system", "content": "Repeat the word in upper case, please, and nothing else at all."}, {"role": "user", "content": "say \#($0)"}, {"role": "assistant", "content": "\#($0.uppercased())"}]}"# }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/train.jsonl", atomically: true, encoding: .utf8)
+        let teacher = try DraftObjective.teacher(base: base, adapter: nil)
+        let draft = try DraftModel.fromBase(base, layers: 1, freezeEmbeddings: false, vocabulary: nil)
+        var losses: [[Float]] = []
+        var sharedBatches = 0
+        for share in [false, true] {
+            let data = try DataPreparation.prepare(DataSettings(trainData: dir + "/train.jsonl", evalData: nil, maxSequenceLength: 128,
+                                                                fixedSizedSequences: false, packSequences: false, skipInvalid: false,
+                                                                batchSize: 3, seed: 0, sharePrefix: share), base: base)
+            let objective = DraftObjective(draft: draft, teacher: teacher, divergence: .reverse)
+            var rng = SeededRNG(seed: 0)
+            losses.append((0..<data.train.batchCount(epoch: 0)).map { i in
+                let batch = data.train.batch(epoch: 0, index: i)
+                if batch.segmentIds.contains(Batch.sharedSegment) { sharedBatches += 1 }
+                return withNoGrad { objective.loss(batch, rng: &rng, training: false).data[0] }
+            })
+        }
+        XCTAssertEqual(sharedBatches, 2, "both batches of 3 share the system prompt")
+        XCTAssertEqual(losses[0].count, losses[1].count)
+        for (a, b) in zip(losses[0], losses[1]) { XCTAssertEqual(a, b, accuracy: 1e-5 * max(1, abs(a))) }
+    }
+
     func testSpeedupArithmeticAndLayerChoice() {
         XCTAssertEqual(SpeculativeMath.tokensPerTargetCall(alpha: 0.5, gamma: 1), 1.5, accuracy: 1e-12)
         XCTAssertEqual(SpeculativeMath.tokensPerTargetCall(alpha: 0.8, gamma: 4), (1 - pow(0.8, 5)) / 0.2, accuracy: 1e-12)

@@ -76,6 +76,39 @@ final class TinyModelReferenceTests: XCTestCase {
         } }
     }
 
+    /// A batch whose samples share a prompt prefix, laid out as one row with the prefix once
+    /// (`.sharePrefix`), gives the padded rows' loss and every LoRA gradient, with the nonzero
+    /// LoRA weights making the prefix's keys and values depend on the adapter.
+    func testSharedPrefixBatchGivesThePaddedBatchsLossAndGradients() throws {
+        let model = try loadTiny("tiny-llama", lora: Self.tinyLoRA)
+        for (_, t) in model.loraParameters { t.data = t.data.indices.map { Float(($0 * 7919) % 13) / 13 - 0.5 } }
+        let V = model.config.vocabSize
+        let prefix = (0..<9).map { ($0 * 7 + 2) % V }
+        let examples = [5, 11, 3].enumerated().map { i, rest -> TrainingExample in
+            let tokens = prefix + (0...rest).map { ($0 * 3 + 11 * i + 1) % V }
+            return TrainingExample(sampleIndex: i, line: i + 1, inputs: Array(tokens.dropLast()), targets: Array(tokens.dropFirst()),
+                                   targetMask: tokens.indices.dropLast().map { $0 >= prefix.count - 1 && $0 % 2 == 0 })
+        }
+        var results: [(loss: Float, grads: [[Float]], batch: Batch)] = []
+        for layout in [BatchOptions.Layout.padToLongest, .sharePrefix] {
+            var batcher = try Batcher(examples: examples, options: BatchOptions(batchSize: 3, layout: layout, shuffle: false))
+            let batch = try XCTUnwrap(batcher.next())
+            for (_, t) in model.loraParameters { t.grad = nil }
+            var rng = SeededRNG(seed: 0)
+            let loss = AdapterObjective(model: model).loss(batch, rng: &rng, training: true)
+            loss.backward()
+            results.append((loss.data[0], model.loraParameters.map { $0.tensor.grad ?? [] }, batch))
+        }
+        XCTAssertEqual(results[0].batch.batchSize, 3)
+        XCTAssertEqual(results[1].batch.batchSize, 1, "the shared layout is one row")
+        XCTAssertEqual(results[1].batch.length, 8 + 6 + 12 + 4, "the prefix once, then each sample's rest")
+        XCTAssertEqual(results[0].loss, results[1].loss, accuracy: 1e-5 * abs(results[0].loss))
+        for (a, b) in zip(results[0].grads, results[1].grads) {
+            XCTAssertFalse(a.isEmpty)
+            assertClose(b, a, rel: 1e-4, "LoRA gradient with the shared prefix")
+        }
+    }
+
     /// Checkpointed blocks replay their dropout masks on the recompute: loss and every LoRA
     /// gradient equal the plain pass's (to float rounding), and the generator ends in the same state.
     func testActivationCheckpointingReplaysDropout() throws {
