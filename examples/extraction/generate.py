@@ -69,6 +69,58 @@ TRAIN_PLACES = ["Cafe Luna", "Blue Bottle", "Room 4B", "the office", "Pier 39", 
                 "Green Leaf", "City Hall", "the library", "Studio 3", "Main Street Diner", "Room 12", "the park"]
 EVAL_PLACES = ["Sunrise Bakery", "Room 7C", "the lobby", "Harbor Grill", "Room 305", "the studio", "Oak Tavern"]
 
+# Training also sees names and places made up on the spot, most of them new to the model: with only
+# the 40 names above, an adapter learns those names as whole answers and garbles the eval's unseen
+# ones ("Dhanter" for "Dmitri"). A fresh name in most samples makes it learn to copy instead.
+ONSETS = ["B", "D", "F", "G", "H", "J", "K", "L", "M", "N", "P", "R", "S", "T", "V", "Y", "Z", "Br", "Ch", "Dr",
+          "Gr", "Kr", "Sh", "St", "Th", "Tr", "Al", "El", "Is", "Or", "Ul", "Am"]
+VOWELS = ["a", "e", "i", "o", "u", "a", "e", "i", "o", "ai", "ia", "ei", "ou", "y"]
+CODAS = ["", "", "", "", "n", "r", "l", "s", "m", "th", "nd", "x", "k", "ra", "na", "lo", "ne"]
+PLACE_WORDS = ["Maple", "Golden", "Silver", "Red", "Corner", "River", "Lotus", "Copper", "Olive", "North", "Cedar",
+               "Lucky", "Old Town", "Pine", "Salt", "Velvet", "Stone", "Little", "Bay", "Summit"]
+PLACE_KINDS = ["Cafe", "Bistro", "Kitchen", "Diner", "Bar", "Lounge", "Deli", "Garden", "Pub", "Noodle House",
+               "Brewery", "Hall", "Court", "Center", "Market"]
+HELD_OUT = {n.lower() for n in EVAL_NAMES} | {p.lower() for p in EVAL_PLACES}
+
+
+def made_up_name(rng):
+    while True:
+        name = rng.choice(ONSETS) + rng.choice(VOWELS)
+        for _ in range(rng.choice([0, 1, 1, 2])):
+            name += rng.choice(["l", "n", "r", "s", "v", "d", "k", "m", "t", "sh", "nt", "b"]) + rng.choice(VOWELS)
+        name += rng.choice(CODAS)
+        name = name[0] + name[1:].lower()
+        if 3 <= len(name) <= 9 and name.lower() not in HELD_OUT:
+            return name
+
+
+def made_up_place(rng):
+    while True:
+        r = rng.random()
+        if r < 0.25:
+            place = f"Room {rng.randint(1, 499)}{rng.choice(['', '', 'A', 'B', 'D', 'E'])}"
+        elif r < 0.35:
+            place = f"Studio {rng.randint(1, 12)}"
+        else:
+            place = f"{rng.choice(PLACE_WORDS + [made_up_name(rng)])} {rng.choice(PLACE_KINDS)}"
+        if place.lower() not in HELD_OUT:
+            return place
+
+
+class TrainNames:
+    """A name list for rng.sample: mostly made-up names, some from TRAIN_NAMES."""
+
+    def __init__(self, rng):
+        self.rng = rng
+
+    def sample(self, k):
+        names = []
+        while len(names) < k:
+            name = made_up_name(self.rng) if self.rng.random() < 0.7 else self.rng.choice(TRAIN_NAMES)
+            if name not in names:
+                names.append(name)
+        return names
+
 PREFIXES = ["", "", "", "schedule ", "please schedule ", "book ", "add ", "set up ", "pls put ", "can you add ",
             "put ", "new event: ", "calendar: ", "remind me about ", "I have "]
 TYPO_PREFIXES = ["shedule ", "pls shedule ", "scheduel ", "boook ", "ad ", "can u add ", "plz put "]
@@ -143,8 +195,8 @@ def make_event(rng, names, places):
     minute = rng.choice([0, 0, 15, 30, 30, 45])
     minutes = rng.choice([None, 15, 30, 30, 45, 60, 60, 60, 90, 120])
     n_people = rng.choice([0, 1, 1, 1, 2, 2, 3])
-    people = rng.sample(names, n_people)
-    place = rng.choice(places) if rng.random() < 0.55 else None
+    people = names.sample(n_people) if isinstance(names, TrainNames) else rng.sample(names, n_people)
+    place = (places(rng) if callable(places) else rng.choice(places)) if rng.random() < 0.55 else None
     event = {"title": title, "day": day, "start": f"{hour:02d}:{minute:02d}", "minutes": minutes,
              "attendees": people, "location": place}
 
@@ -200,8 +252,12 @@ def main():
 
     rng = random.Random(args.seed)
     train, seen = [], set()
+
+    def train_place(r):
+        return made_up_place(r) if r.random() < 0.6 else r.choice(TRAIN_PLACES)
+
     while len(train) < args.train:
-        text, event = make_event(rng, TRAIN_NAMES, TRAIN_PLACES)
+        text, event = make_event(rng, TrainNames(rng), train_place)
         if text.lower() in seen:
             continue
         seen.add(text.lower())
