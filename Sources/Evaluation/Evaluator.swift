@@ -162,7 +162,7 @@ public enum Evaluator {
     /// gradients: train-adapter's eval loss, by the same objective and batching.
     public static func evalLoss(model: LlamaModel, examples: [TrainingExample], batchSize: Int,
                                 padTokenId: Int) throws -> (loss: Double, tokens: Int) {
-        let options = BatchOptions(batchSize: batchSize, layout: .padToLongest, shuffle: false, seed: 0, padTokenId: padTokenId)
+        let options = BatchOptions(batchSize: batchSize, layout: .sharePrefix, shuffle: false, seed: 0, padTokenId: padTokenId)
         let batches = try EpochBatches(examples: examples, options: options)
         let (loss, tokens) = Trainer.evaluate(AdapterObjective(model: model), batches)
         return (Double(loss), tokens)

@@ -423,10 +423,32 @@ struct Weights {
         }
     }
 
-    /// C[m, n] = A[m, k] · selfᵀ. float16 weights always stream (sgemm takes float32), 16 rows at a time.
+    /// Weight rows widened to float32 at a time when float16 weights meet many input rows.
+    static let widenedRows = 256
+
+    /// C[m, n] = A[m, k] · selfᵀ. float16 weights stream for up to `streamingRows` input rows
+    /// (decoding); for more (a prompt's prefill) they are widened to float32 `widenedRows` weight
+    /// rows at a time and multiplied with sgemm, which is many times faster there.
     func matmulNT(_ a: UnsafePointer<Float>, m: Int, n: Int, k: Int, _ c: UnsafeMutablePointer<Float>) {
         if f16.isEmpty {
             f32.withUnsafeBufferPointer { InferenceModel.matmulNT(a, $0.baseAddress!, m: m, n: n, k: k, c) }
+            return
+        }
+        if m > InferenceModel.streamingRows {
+            let block = Self.widenedRows
+            let wide = UnsafeMutablePointer<Float>.allocate(capacity: min(block, n) * k)
+            defer { wide.deallocate() }
+            f16.withUnsafeBufferPointer { bp in
+                var first = 0
+                while first < n {
+                    let rows = min(block, n - first)
+                    let src = bp.baseAddress! + first * k
+                    for i in 0..<(rows * k) { wide[i] = Float(src[i]) }
+                    BLAS.sgemm(transA: false, transB: true, m: m, n: rows, k: k, alpha: 1, a: a, lda: k, b: wide, ldb: k,
+                               beta: 0, c: c + first, ldc: n)
+                    first += rows
+                }
+            }
             return
         }
         f16.withUnsafeBufferPointer { bp in

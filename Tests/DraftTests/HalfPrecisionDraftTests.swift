@@ -27,6 +27,27 @@ final class HalfPrecisionDraftTests: XCTestCase {
         }
     }
 
+    /// A prompt of more than 16 rows goes through sgemm on widened weights, fewer rows through the
+    /// streaming kernel: the same logits either way, to float rounding.
+    func testHalfPrecisionPrefillAgreesWithStreamedSteps() throws {
+        let dir = TinyAssets.tempDir()
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1))
+        let draft = DraftEngine(try DraftModel.fromBase(base, layers: 2, freezeEmbeddings: false, vocabulary: nil), precision: .float16)
+        let ids = base.tokenizer.encode("<|im_start|>system\nRepeat the word, please.<|im_end|>\n<|im_start|>user\nsay alpha0<|im_end|>\n<|im_start|>assistant\n")
+        XCTAssertGreaterThan(ids.count, 40)
+        let whole = draft.nextLogits(ids, cache: draft.makeCache())
+        let cache = draft.makeCache()
+        var pieces: [Float] = []
+        var start = 0
+        while start < ids.count {
+            let end = min(ids.count, start + 10)
+            pieces = draft.nextLogits(Array(ids[start..<end]), cache: cache)
+            start = end
+        }
+        let scale = whole.map(abs).max() ?? 1
+        for (x, y) in zip(whole, pieces) { XCTAssertEqual(x, y, accuracy: 1e-4 * max(scale, 1)) }
+    }
+
     func testSpeculativeOutputWithAHalfPrecisionDraftIsTheTargets() throws {
         let dir = TinyAssets.tempDir()
         let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1))
