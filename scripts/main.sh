@@ -31,7 +31,7 @@ EVAL_SAMPLES=$EVAL_SAMPLES RUN=$RUN BIN=$BIN examples/extraction/run.sh
 if [ "${SKIP_DRAFT:-0}" != 1 ]; then
   step "train a draft model for speculative decoding"
   "$BIN/train-draft" --checkpoint "$RUN/adapter-final.safetensors" \
-      --train-data "$DATA/train.jsonl" --eval-data "$DATA/eval.jsonl" \
+      --train-data "$DATA/train.jsonl" \
       --draft-layers 4 --divergence forward --epochs 1 --max-steps "${DRAFT_STEPS:-60}" \
       --learning-rate 2e-3 --batch-size 4 --warmup-steps 5 --max-sequence-length 320 --checkpoint-dir "$RUN"
   step "speculative decoding: speed with and without the draft (identical output)"

@@ -3,15 +3,15 @@
 # SmolLM2-135M-Instruct, then evaluate the base model and the adapter side by side on the
 # held-out eval set. Run from anywhere after `swift build -c release` and scripts/fetch-model.sh.
 # Knobs (environment): BIN (binaries, default .build/release), RUN (run folder, default
-# runs/extraction; replaced), STEPS (optimizer steps, default 80: 320 of the 1,000 training
-# samples, about what 2 CPU cores train in minutes), LR, BATCH, EVAL_SAMPLES (default 100 of 200).
+# runs/extraction; replaced), STEPS (optimizer steps, default 125: one pass over the 1,000
+# training samples in batches of 8), LR, BATCH, EVAL_SAMPLES (default 100 of 200).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-.build/release}
 RUN=${RUN:-runs/extraction}
-STEPS=${STEPS:-80}
-LR=${LR:-2e-3}
-BATCH=${BATCH:-4}
+STEPS=${STEPS:-125}
+LR=${LR:-3e-3}
+BATCH=${BATCH:-8}
 EVAL_SAMPLES=${EVAL_SAMPLES:-100}
 DATA=examples/extraction
 
