@@ -210,12 +210,9 @@ public final class InferenceModel: @unchecked Sendable {
             for i in 0..<(n * D) { x[i] += o[i] }
             rmsNormRows(x, layer.postNorm, rows: n, eps: eps, into: h)
             layer.wGateUp.matmulNT(h, m: n, n: 2 * F, k: D, gu)  // [n, 2F]
-            for r in 0..<n {
-                let g = gu + r * 2 * F, u = g + F, a = act + r * F
-                for j in 0..<F {
-                    let v = g[j]
-                    a[j] = v / (1 + Foundation.exp(-v)) * u[j]
-                }
+            for r in 0..<n {  // row by row, so each row's bits do not depend on n
+                let g = gu + r * 2 * F
+                Kernels.swiglu(gate: g, up: g + F, out: act + r * F, count: F)  // SIMD exp, as in training
             }
             layer.wDown.matmulNT(act, m: n, n: D, k: F, o)  // [n, D]
             for i in 0..<(n * D) { x[i] += o[i] }

@@ -31,7 +31,8 @@ final class TransformTests: XCTestCase {
         let data = try TestData.read(lines, skipInvalid: false, transforms: [t])
         XCTAssertEqual(formats(data), [[true, false, true, false], [true, false], [false, false]])
         let rendered = ChatRendering.chatMessages(data.samples[1].messages)[0].content
-        XCTAssertTrue(rendered.hasPrefix("three\n\nRespond with a JSON value that conforms to the JSON schema \"Answer\""))
+        XCTAssertTrue(rendered.hasPrefix("Respond with a JSON value that conforms to the JSON schema \"Answer\""), rendered)
+        XCTAssertTrue(rendered.hasSuffix("</schema>\n\nthree"), rendered)
     }
 
     func testInjectIntoListedTurns() throws {
