@@ -86,8 +86,15 @@ public enum Generator {
     /// the order they end. Timing: a request's prefill is its own; each batched pass's time is
     /// shared equally among the conversations it advanced, so decode seconds add up to wall time
     /// and summed tokens over summed seconds is the batch's throughput.
+    ///
+    /// Prompts that begin alike (a task's system message and schema) share their prefill: when a
+    /// prompt and the next one have at least `sharedPrefixMinimum` tokens in common, that prefix
+    /// is computed once and its keys and values copied into each conversation's cache, which then
+    /// prefills only its own rest (`PromptPrefixCache`; 0 turns it off). Logits then agree with a
+    /// whole-prompt prefill to float rounding, not bit for bit.
     @discardableResult
     public static func generateBatch(_ model: InferenceModel, _ requests: [GenerationRequest], batchSize: Int,
+                                     sharedPrefixMinimum: Int = 32,
                                      onFinish: (Int, [Int], GenerationStats) throws -> Void = { _, _, _ in }) rethrows
         -> [(tokens: [Int], stats: GenerationStats)] {
         precondition(batchSize >= 1, "[Generator.generateBatch] batch size \(batchSize)")
@@ -104,6 +111,7 @@ public enum Generator {
         var active: [Conversation] = []
         var nextRequest = 0
         var logits: [Float] = []
+        let prefixes = PromptPrefixCache(model: model, minimumLength: sharedPrefixMinimum)
 
         func finish(_ c: Conversation) throws {
             var c = c
@@ -137,7 +145,8 @@ public enum Generator {
                     continue
                 }
                 let t0 = now()
-                model.forward(request.prompt, cache: c.cache, into: &logits)
+                prefixes.prefill(request.prompt, into: c.cache, upcoming: nextRequest < requests.count ? requests[nextRequest].prompt : nil,
+                                 logits: &logits)
                 c.stats.targetForwardCalls += 1
                 c.stats.prefillSeconds = now() - t0
                 let t1 = now()
@@ -159,5 +168,52 @@ public enum Generator {
             for b in ended.reversed() { try finish(active.remove(at: b)) }
         }
         return results
+    }
+}
+
+/// The keys and values of one prompt prefix, computed once and copied into the caches of the
+/// conversations whose prompts begin with it. The prefix is chosen by looking ahead: the longest
+/// common prefix of the prompt being prefilled and the next one, when it is long enough and
+/// leaves both a token of their own; it is kept while later prompts keep beginning with it.
+final class PromptPrefixCache {
+    let model: InferenceModel
+    let minimumLength: Int
+    private(set) var tokens: [Int] = []
+    private var cache: KVCache?
+
+    init(model: InferenceModel, minimumLength: Int) {
+        self.model = model
+        self.minimumLength = minimumLength
+    }
+
+    static func commonPrefixLength(_ a: [Int], _ b: [Int]) -> Int {
+        var n = 0
+        while n < a.count && n < b.count && a[n] == b[n] { n += 1 }
+        return n
+    }
+
+    /// Prefills `prompt` into the empty cache `target` and leaves the last token's logits in
+    /// `logits`, computing a new shared prefix first when `prompt` and `upcoming` begin alike.
+    func prefill(_ prompt: [Int], into target: KVCache, upcoming: [Int]?, logits: inout [Float]) {
+        precondition(target.count == 0, "[PromptPrefixCache.prefill] the cache is not empty")
+        if minimumLength > 0, !startsWithStored(prompt), let next = upcoming {
+            let n = min(Self.commonPrefixLength(prompt, next), prompt.count - 1, next.count - 1)
+            if n >= minimumLength {
+                let c = model.makeCache(capacity: n)
+                model.forward(Array(prompt[..<n]), cache: c, into: &logits)
+                tokens = Array(prompt[..<n])
+                cache = c
+            }
+        }
+        if startsWithStored(prompt), let cache {
+            target.copyPrefix(of: cache, length: tokens.count)
+            model.forward(Array(prompt[tokens.count...]), cache: target, into: &logits)
+        } else {
+            model.forward(prompt, cache: target, into: &logits)
+        }
+    }
+
+    private func startsWithStored(_ prompt: [Int]) -> Bool {
+        !tokens.isEmpty && prompt.count > tokens.count && prompt[..<tokens.count].elementsEqual(tokens)
     }
 }

@@ -563,4 +563,17 @@ public final class KVCache {
         precondition(length <= count, "[KVCache.truncate] \(length) > \(count)")
         count = length
     }
+
+    /// Replaces the contents with the first `length` positions of `other` (a prompt prefix
+    /// computed once and shared by several conversations).
+    func copyPrefix(of other: KVCache, length: Int) {
+        precondition(other.keys.count == keys.count && other.width == width && length <= other.count,
+                     "[KVCache.copyPrefix] \(length) positions of a cache holding \(other.count)")
+        reserve(length)
+        for l in keys.indices {
+            keys[l].update(from: other.keys[l], count: length * width)
+            values[l].update(from: other.values[l], count: length * width)
+        }
+        count = length
+    }
 }

@@ -72,7 +72,7 @@ final class BatchedGenerationTests: XCTestCase {
                 let reference = requests.map { Generator.generate(engine, $0) }
                 for batchSize in [1, 2, 3, 8, 32] {
                     var finished: [Int] = []
-                    let got = Generator.generateBatch(engine, requests, batchSize: batchSize) { i, tokens, _ in
+                    let got = Generator.generateBatch(engine, requests, batchSize: batchSize, sharedPrefixMinimum: 0) { i, tokens, _ in
                         finished.append(i)
                         XCTAssertEqual(tokens, reference[i].tokens)
                     }
@@ -87,6 +87,43 @@ final class BatchedGenerationTests: XCTestCase {
                     }
                 }
             }
+        }
+    }
+
+    func testSharedPromptPrefixesGiveTheSameReplies() throws {
+        // prompts that begin with one long system message: the prefix is prefilled once, and
+        // each conversation's logits and greedy reply match a whole-prompt prefill
+        let (base, engine, _) = try makeEngine()
+        let V = engine.config.vocabSize
+        let system = "<|im_start|>system\nyou turn every request into one short word and nothing else, please<|im_end|>\n"
+        let asks = ["say alpha0", "say hotel2", "the thing", "x", "say alpha0 again"]
+        let prompts = asks.map { base.tokenizer.encode(system + "<|im_start|>user\n\($0)<|im_end|>\n<|im_start|>assistant\n") }
+            + [base.tokenizer.encode(system)]  // the prefix alone: nothing of its own, prefilled whole
+        let shared = PromptPrefixCache.commonPrefixLength(prompts[0], prompts[1])
+        XCTAssertGreaterThan(shared, 20, "the test needs a long common prefix")
+        let requests = prompts.map { GenerationRequest(prompt: $0, maxNewTokens: 12, stopTokens: base.stopTokenIds) }
+        let reference = requests.map { Generator.generate(engine, $0) }
+        for batchSize in [1, 3, 8] {
+            let got = try Generator.generateBatch(engine, requests, batchSize: batchSize, sharedPrefixMinimum: 16)
+            for i in requests.indices {
+                XCTAssertEqual(got[i].tokens, reference[i].tokens, "request \(i), batch \(batchSize)")
+                XCTAssertEqual(got[i].stats.promptTokens, prompts[i].count)
+            }
+        }
+        // the logits after a copied prefix, against the whole prompt at once
+        let prefixCache = PromptPrefixCache(model: engine, minimumLength: 16)
+        var viaPrefix: [Float] = []
+        for (i, p) in prompts.prefix(3).enumerated() {
+            let c = engine.makeCache()
+            prefixCache.prefill(p, into: c, upcoming: prompts[i + 1], logits: &viaPrefix)
+            // "say alpha0" and "say hotel2" share "...user\nsay"; "the thing" and "x" share "...user\n"
+            XCTAssertEqual(prefixCache.tokens, Array(p.prefix(i < 2 ? shared : PromptPrefixCache.commonPrefixLength(p, prompts[i + 1]))),
+                           "prompt \(i) reuses a shared prefix")
+            XCTAssertEqual(c.count, p.count)
+            let whole = engine.forward(p, cache: engine.makeCache())
+            XCTAssertEqual(viaPrefix.count, V)
+            let scale = whole.map { abs($0) }.max()!
+            for v in 0..<V { XCTAssertEqual(viaPrefix[v], whole[v], accuracy: 1e-5 * scale, "prompt \(i), logit \(v)") }
         }
     }
 
