@@ -121,12 +121,25 @@ extension Ops {
         return TensorOf(result: outShape, data: out, inputs: [q, k, v]) { dOut in
             let needQK = q.requiresGrad || k.requiresGrad
             // Fresh accumulators, added to the inputs' grads at the end (q, k, v may alias).
-            // Backward work goes to threads by (batch row, head). dQ columns belong to one head;
-            // dK/dV are shared by the `group` heads of a kv head, so each head accumulates its own
-            // [B·T, hd] partial (laid out like q) and the partials are summed in head order after.
+            // Backward work goes to threads by (batch row, head, part): the query blocks of a head
+            // are split into `parts` sets of about equal work (fixed by the shapes), so that 9 heads
+            // keep 2 cores busy to the end. dQ rows belong to one block; dK/dV are shared by the
+            // `group` heads of a kv head and by the parts, so each (head, part) accumulates its own
+            // [B·T, hd] partial (laid out like q) and the partials are summed in a fixed order after.
+            let parts = blocks >= 2 ? 2 : 1
+            var blockPart = [Int](repeating: 0, count: batch * blocks)
+            for b in 0..<batch where parts > 1 {
+                var load = [Int](repeating: 0, count: parts)
+                for blk in (0..<blocks).reversed() {  // largest first, each to the lighter part
+                    let i0 = blk * blockRows, bq = min(blockRows, t - i0), nk = i0 + bq - keyStart[b * blocks + blk]
+                    let p = load.indices.min { load[$0] < load[$1] }!
+                    blockPart[b * blocks + blk] = p
+                    load[p] += bq * nk
+                }
+            }
             var dq = [S](repeating: 0, count: needQK ? q.count : 0)
-            var dk = [S](repeating: 0, count: needQK ? q.count : 0)  // per-head partials [B·T, H·hd]
-            var dv = [S](repeating: 0, count: v.requiresGrad ? q.count : 0)
+            var dk = [S](repeating: 0, count: needQK ? parts * q.count : 0)  // per-(part, head) partials [parts, B·T, H·hd]
+            var dv = [S](repeating: 0, count: v.requiresGrad ? parts * q.count : 0)
             q.data.withUnsafeBufferPointer { qp in
             k.data.withUnsafeBufferPointer { kp in
             v.data.withUnsafeBufferPointer { vp in
@@ -139,17 +152,17 @@ extension Ops {
                 let lp = lp.baseAddress!, go = dOut.baseAddress!
                 let dqp = needQK ? dqp.baseAddress : nil, dkp = needQK ? dkp.baseAddress : nil
                 let dvp = v.requiresGrad ? dvp.baseAddress : nil
-                Parallel.forChunks(batch * heads, grain: 1) { _, range in
+                Parallel.forChunks(batch * heads * parts, grain: 1) { _, range in
                     let p = UnsafeMutablePointer<S>.allocate(capacity: scratchCount)
                     let ds = UnsafeMutablePointer<S>.allocate(capacity: scratchCount)
                     defer { p.deallocate(); ds.deallocate() }
                     for task in range {
-                        let b = task / heads, h = task % heads, kvh = h / group
-                        for blk in 0..<blocks {
+                        let part = task % parts, b = task / parts / heads, h = task / parts % heads, kvh = h / group
+                        for blk in 0..<blocks where blockPart[b * blocks + blk] == part {
                             let i0 = blk * blockRows, bq = min(blockRows, t - i0)
                             let js = keyStart[b * blocks + blk], nk = i0 + bq - js
                             let qOff = (b * t + i0) * qw + h * hd, kOff = (b * t + js) * kw + kvh * hd
-                            let partOff = (b * t + js) * qw + h * hd  // this head's dK/dV partial rows js...
+                            let partOff = part * rows * qw + (b * t + js) * qw + h * hd  // this (part, head)'s dK/dV partial rows js...
                             probabilities(qp, kp, p, b, h, i0, bq, js, nk, lp, recompute: true)
                             if let dvp {  // dV[nk, hd] += Pᵀ dO
                                 S.gemmOnThisThread(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: 1,
@@ -177,7 +190,7 @@ extension Ops {
             if q.requiresGrad {
                 dq.withUnsafeBufferPointer { dp in q.withGrad { g in kMap2(q.count, g, dp.baseAddress!, g) { $0 + $1 } } }
             }
-            // kv head c of row r gets the partials of heads c·group ..< (c+1)·group, in that order.
+            // kv head c of row r gets the partials of heads c·group ..< (c+1)·group, part by part, in that order.
             for (tensor, d) in [(k, dk), (v, dv)] where tensor.requiresGrad {
                 d.withUnsafeBufferPointer { dp in
                     tensor.withGrad { g in
@@ -186,11 +199,13 @@ extension Ops {
                             for row in r {
                                 for c in 0..<kvHeads {
                                     let gr = g + row * kw + c * hd
+                                    for part in 0..<parts {
                                     for h in (c * group)..<((c + 1) * group) {
-                                        let pr = dp + row * qw + h * hd
+                                        let pr = dp + part * rows * qw + row * qw + h * hd
                                         var j = 0
                                         while j + 16 <= hd { store16(load16(gr + j) + load16(pr + j), gr + j); j += 16 }
                                         while j < hd { gr[j] += pr[j]; j += 1 }
+                                    }
                                     }
                                 }
                             }

@@ -4,6 +4,7 @@
 // bits for 1 vs 2 threads); we split C into fixed blocks and run them on our own threads, so
 // results never depend on the thread count. Leaves out other BLAS levels. Follows CBLAS.
 import COpenBLAS
+import Foundation
 
 public enum BLAS {
     /// C[m,n] = alpha · op(A) · op(B) + beta · C, row-major, op = transpose when asked.
@@ -37,17 +38,23 @@ public enum BLAS {
     /// OpenBLAS runs single-threaded under us (set once, before the first call).
     static let singleThreaded: Void = { openblas_set_num_threads(1) }()
 
-    /// Splits C into up to 4 row (or column) blocks of a size fixed by the shape alone.
+    /// Blocks C is split into (at most): each block repacks the whole of the other operand, so
+    /// fewer is faster, and more lets more cores share the work. Fixed by the machine, never by
+    /// `withThreads`, so a result does not depend on the thread count in use.
+    nonisolated(unsafe) public static var gemmBlocks = min(4, max(2, ProcessInfo.processInfo.activeProcessorCount))
+
+    /// Splits C into up to `gemmBlocks` row (or column) blocks of a size fixed by the shape alone.
     @inline(__always)
     static func blocks(m: Int, n: Int, k: Int, _ call: (Int, Int, Int, Int) -> Void) {
         _ = singleThreaded
         if m == 0 || n == 0 { return }
         if m * n * max(k, 1) < 1 << 20 || (m < 128 && n < 128) { call(0, m, 0, n); return }
+        let parts = gemmBlocks
         if m >= 128 {
-            let rows = ((m + 3) / 4 + 15) / 16 * 16
+            let rows = ((m + parts - 1) / parts + 15) / 16 * 16
             Parallel.forChunks(m, grain: rows) { _, r in call(r.lowerBound, r.count, 0, n) }
         } else {
-            let cols = ((n + 3) / 4 + 15) / 16 * 16
+            let cols = ((n + parts - 1) / parts + 15) / 16 * 16
             Parallel.forChunks(n, grain: cols) { _, r in call(0, m, r.lowerBound, r.count) }
         }
     }

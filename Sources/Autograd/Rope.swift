@@ -15,12 +15,13 @@ extension Ops {
         precondition(positions.count == n, "[rope] positions count \(positions.count) vs rows of \(x.shape)")
         let half = hd / 2
         var cosT = [S](repeating: 0, count: n * half), sinT = [S](repeating: 0, count: n * half)
-        for (row, p) in positions.enumerated() {
-            for i in 0..<half {
-                let invFreq = 1 / Foundation.pow(Double(base), Double(2 * i) / Double(hd))
-                let theta = Double(p) * invFreq
-                cosT[row * half + i] = S(Foundation.cos(theta))
-                sinT[row * half + i] = S(Foundation.sin(theta))
+        RopeTable.shared.withAngles(base: base, headDim: hd, positions: (positions.max() ?? 0) + 1) { ct, st in
+            for (row, p) in positions.enumerated() {
+                precondition(p >= 0, "[rope] negative position \(p) at row \(row)")
+                for i in 0..<half {
+                    cosT[row * half + i] = S(ct[p * half + i])
+                    sinT[row * half + i] = S(st[p * half + i])
+                }
             }
         }
         // Rotates rows of src into dst by (c, ±s); inverse = true flips the sign of s.
@@ -57,4 +58,36 @@ extension Ops {
 /// Rotary embedding of x [N, heads·hd] at `positions` (one per row), HF rotate-half layout.
 public func rope(_ x: Tensor, heads: Int, positions: [Int], base: Float) -> Tensor {
     Ops.rope(x, heads: heads, positions: positions, base: base)
+}
+
+/// cos and sin of every angle pos·base^(−2i/hd) rope has needed so far, in Double, computed once
+/// per (base, head dim) and grown to the largest position seen: every layer's q and k, every
+/// step, rotate by the same angles, and a table lookup costs nothing next to pow, cos and sin.
+final class RopeTable: @unchecked Sendable {
+    static let shared = RopeTable()
+    private struct Key: Hashable { let base: Float, headDim: Int }
+    private var tables: [Key: (cos: [Double], sin: [Double], positions: Int)] = [:]
+    private let lock = NSLock()
+
+    /// Calls `body(cos, sin)` with tables [P, hd/2] (row p = position p) for P ≥ `positions`.
+    func withAngles<R>(base: Float, headDim hd: Int, positions: Int, _ body: ([Double], [Double]) -> R) -> R {
+        let key = Key(base: base, headDim: hd), half = hd / 2
+        lock.lock()
+        if (tables[key]?.positions ?? 0) < positions {
+            let count = max(positions, 2 * (tables[key]?.positions ?? 0), 1024)
+            var c = [Double](repeating: 0, count: count * half), s = c
+            for i in 0..<half {
+                let invFreq = 1 / Foundation.pow(Double(base), Double(2 * i) / Double(hd))
+                for p in 0..<count {
+                    let theta = Double(p) * invFreq
+                    c[p * half + i] = Foundation.cos(theta)
+                    s[p * half + i] = Foundation.sin(theta)
+                }
+            }
+            tables[key] = (c, s, count)
+        }
+        let t = tables[key]!
+        lock.unlock()
+        return body(t.cos, t.sin)
+    }
 }

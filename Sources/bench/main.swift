@@ -16,8 +16,10 @@ struct Bench: ParsableCommand {
     @Option(help: "LoRA rank on every projection.") var rank = 32
     @Option(help: "Timed repetitions (the best and the median are printed).") var iterations = 7
     @Option(help: "Threads for kernels and OpenBLAS (default: all cores).") var threads: Int?
+    @Option(help: "Blocks the deterministic sgemm splits a product into (default: by core count, 2 to 4).") var gemmBlocks: Int?
 
     func run() throws {
+        if let gemmBlocks { BLAS.gemmBlocks = gemmBlocks }
         if let threads { withThreads(threads) { measure() } } else { measure() }
     }
 
@@ -120,15 +122,39 @@ struct Bench: ParsableCommand {
                 BLAS.sgemm(transA: ta, transB: tb, m: m, n: n, k: k, alpha: 1, a: a, lda: lda, b: b, ldb: ldb, beta: 0, c: c, ldc: ldc)
             }
         }
+        // The LoRA terms alone (the rank-r products of one step, forward and backward, as the op
+        // runs them): d = s·x·Aᵀ, y += d·Bᵀ; dB += dyᵀ·d, g = s·dy·B, dA += gᵀ·x, dx += g·A.
+        var loraFlops = 0.0
+        for (i, o) in shapes { loraFlops += 2 * Double(t * rank * (i + o)) * 3 }
+        var loraBuffers: [([Float], [Float], [Float], [Float], [Float], [Float])] = shapes.map { (i, o) in
+            (rng.normalArray(count: t * i), rng.normalArray(count: rank * i), rng.normalArray(count: o * rank),
+             [Float](repeating: 0, count: t * rank), rng.normalArray(count: t * o), [Float](repeating: 0, count: t * i))
+        }
+        var loraGrads = shapes.map { (i, o) in ([Float](repeating: 0, count: rank * i), [Float](repeating: 0, count: o * rank)) }
+        let loraBody = {
+            for (n, (i, o)) in shapes.enumerated() {
+                let (xs, a, b) = (loraBuffers[n].0, loraBuffers[n].1, loraBuffers[n].2)
+                BLAS.sgemm(transA: false, transB: true, m: t, n: rank, k: i, alpha: 1, a: xs, lda: i, b: a, ldb: i, beta: 0, c: &loraBuffers[n].3, ldc: rank)
+                let dn = loraBuffers[n].3
+                BLAS.sgemm(transA: false, transB: true, m: t, n: o, k: rank, alpha: 1, a: dn, lda: rank, b: b, ldb: rank, beta: 1, c: &loraBuffers[n].4, ldc: o)
+                let dy = loraBuffers[n].4
+                BLAS.sgemm(transA: true, transB: false, m: o, n: rank, k: t, alpha: 1, a: dy, lda: o, b: dn, ldb: rank, beta: 1, c: &loraGrads[n].1, ldc: rank)
+                BLAS.sgemm(transA: false, transB: false, m: t, n: rank, k: o, alpha: 1, a: dy, lda: o, b: b, ldb: rank, beta: 0, c: &loraBuffers[n].3, ldc: rank)
+                let g = loraBuffers[n].3
+                BLAS.sgemm(transA: true, transB: false, m: rank, n: i, k: t, alpha: 1, a: g, lda: rank, b: xs, ldb: i, beta: 1, c: &loraGrads[n].0, ldc: i)
+                BLAS.sgemm(transA: false, transB: false, m: t, n: i, k: rank, alpha: 1, a: g, lda: rank, b: a, ldb: i, beta: 1, c: &loraBuffers[n].5, ldc: i)
+            }
+        }
         // Interleaved rounds (each body once per round, best per body), so a burst of load from
         // elsewhere on a shared machine hits every figure alike instead of one of them.
-        let times = timeInterleaved([fwdBody, stepBody, attnFwdBody, attnStepBody, gemmBody, oursBody])
+        let times = timeInterleaved([fwdBody, stepBody, attnFwdBody, attnStepBody, gemmBody, oursBody, loraBody])
         let (fwd, step, attnFwd, attnStep, gemm, ours) = (times[0], times[1], times[2], times[3], times[4], times[5])
+        let lora = times[6]
         let gemmRate = gemmFlops / gemm.best / 1e9
         let fwdRate = fwdFlops / fwd.best / 1e9
         let stepRate = (fwdFlops + bwdFlops) / step.best / 1e9
         func ms(_ s: Double) -> String { String(format: "%.1f ms", s * 1e3) }
-        print("layer: T=\(t) D=\(d) FFN=\(ffn) heads=\(heads)/\(kvHeads) hd=\(hd) LoRA r=\(rank) on 7 projections, frozen base; threads=\(threads.map(String.init) ?? "all") (gemm threads \(BLAS.threads))")
+        print("layer: T=\(t) D=\(d) FFN=\(ffn) heads=\(heads)/\(kvHeads) hd=\(hd) LoRA r=\(rank) on 7 projections, frozen base; threads=\(threads.map(String.init) ?? "all") (gemm threads \(BLAS.threads), blocks \(BLAS.gemmBlocks))")
         print(String(format: "matmul FLOPs per step: forward %.2f G, backward %.2f G", fwdFlops / 1e9, bwdFlops / 1e9))
         print("forward:          best \(ms(fwd.best)), median \(ms(fwd.median))  -> \(String(format: "%.1f", fwdRate)) GFLOP/s")
         print("forward+backward: best \(ms(step.best)), median \(ms(step.median))  -> \(String(format: "%.1f", stepRate)) GFLOP/s")
@@ -136,6 +162,8 @@ struct Bench: ParsableCommand {
         print("Autograd blocked sgemm (deterministic), same shapes: best \(ms(ours.best)) -> \(String(format: "%.1f", gemmFlops / ours.best / 1e9)) GFLOP/s")
         print(String(format: "  of which attention: forward %@ (%.1f GFLOP/s), forward+backward %@ (%.1f GFLOP/s)",
                      ms(attnFwd.best), 2 * causal / attnFwd.best / 1e9, ms(attnStep.best), 6 * causal / attnStep.best / 1e9))
+        print(String(format: "  of which LoRA rank-%d products (forward and backward, all 7): %@ (%.1f GFLOP/s)",
+                     rank, ms(lora.best), loraFlops / lora.best / 1e9))
         print(String(format: "ratio forward+backward / sgemm: %.0f%%  (forward / sgemm: %.0f%%)", 100 * stepRate / gemmRate, 100 * fwdRate / gemmRate))
     }
 }

@@ -220,4 +220,27 @@ final class EngineTests: XCTestCase {
             XCTAssertTrue(withThreads(1) { run() } == withThreads(2) { run() }, "sgemm \(m)x\(n)x\(k) differs between 1 and 2 threads")
         }
     }
+
+    func testRopeTableGivesTheDirectAngles() {
+        // the shared angle table, grown past its first size and used by two head sizes, rotates
+        // by exactly cos/sin(pos·base^(−2i/hd)) computed directly in Double
+        var rng = SeededRNG(seed: 11)
+        for (hd, positions) in [(8, [0, 3, 1023, 1024, 5000]), (6, [7, 70_000, 2])] {
+            let heads = 2, half = hd / 2, base: Float = 10_000
+            let x = fleaf([positions.count, heads * hd], &rng)
+            let y = rope(x, heads: heads, positions: positions, base: base)
+            for (row, p) in positions.enumerated() {
+                for h in 0..<heads {
+                    for i in 0..<half {
+                        let theta = Double(p) * (1 / Foundation.pow(Double(base), Double(2 * i) / Double(hd)))
+                        let c = Float(Foundation.cos(theta)), s = Float(Foundation.sin(theta))
+                        let o = row * heads * hd + h * hd
+                        let x1 = x.data[o + i], x2 = x.data[o + i + half]
+                        XCTAssertEqual(y.data[o + i], x1 * c - x2 * s, "hd \(hd) position \(p) i \(i)")
+                        XCTAssertEqual(y.data[o + i + half], x2 * c + x1 * s, "hd \(hd) position \(p) i \(i)")
+                    }
+                }
+            }
+        }
+    }
 }
