@@ -89,6 +89,18 @@ public final class InferenceModel: @unchecked Sendable {
         outputHead(x + (tokens.count - rows) * config.hiddenSize, rows: rows, ws: ws, into: &logits)  // [rows, V]
     }
 
+    /// Final hidden states (after the final norm) of every new token, [n, D]: the teacher's
+    /// targets when a draft is distilled.
+    public func hiddenStates(_ tokens: [Int], cache: KVCache) -> [Float] {
+        precondition(!tokens.isEmpty, "[InferenceModel.hiddenStates] no tokens")
+        let ws = cache.workspace
+        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count)], ws)  // [n, D]
+        return [Float](unsafeUninitializedCapacity: tokens.count * config.hiddenSize) { buf, initialized in
+            rmsNormRows(x, finalNorm, rows: tokens.count, into: buf.baseAddress!)
+            initialized = tokens.count * config.hiddenSize
+        }
+    }
+
     /// One new token for each of several conversations: `tokens[b]` is appended to `caches[b]`
     /// and row b of `logits` ([B, V]) is its next-token logits, the same bits as
     /// `forward([tokens[b]], cache: caches[b])` (each row's arithmetic is its own; B up to

@@ -9,6 +9,14 @@ import DataSchema
 import Foundation
 import ModelAssets
 
+/// Another way to the teacher's final hidden states (after the final norm) of one token
+/// sequence, [n, D]: train-draft plugs in Inference's KV-cache forward, which computes the prompt
+/// prefix all training samples share once instead of once per sample. A pure function of `ids`,
+/// so exact resume still holds.
+public protocol TeacherForward: AnyObject {
+    func hiddenStates(_ ids: [Int]) -> [Float]
+}
+
 public final class DraftObjective: TrainingObjective {
     public let draft: DraftModel
     /// The teacher with its adapter merged into the weights (what generation runs).
@@ -28,6 +36,8 @@ public final class DraftObjective: TrainingObjective {
     var cachedFloats = 0
     public var cacheLimit = 256 << 20
     public private(set) var teacherForwards = 0
+    /// When set, teacher hidden states come from it instead of the training model's no-grad forward.
+    public var teacherForward: TeacherForward?
 
     public init(draft: DraftModel, teacher: LlamaModel, divergence: Divergence) {
         self.draft = draft
@@ -90,13 +100,19 @@ public final class DraftObjective: TrainingObjective {
 
     func computeSegment(_ key: SegmentKey) -> [Float] {
         let D = teacher.config.hiddenSize, n = key.ids.count
-        var rng = SeededRNG(seed: 0)
-        let h = withNoGrad {
-            teacher.hiddenStates(ids: key.ids, layout: .rows(batch: 1, length: n), rng: &rng, training: false)  // [n, D]
+        let h: [Float]  // [n, D]
+        if let teacherForward {
+            h = teacherForward.hiddenStates(key.ids)
+            precondition(h.count == n * D, "[DraftObjective] the teacher forward gave \(h.count) floats for \(n) tokens of width \(D)")
+        } else {
+            var rng = SeededRNG(seed: 0)
+            h = withNoGrad {
+                teacher.hiddenStates(ids: key.ids, layout: .rows(batch: 1, length: n), rng: &rng, training: false)
+            }.data
         }
         teacherForwards += 1
         var out: [Float] = []
-        for p in 0..<n where key.mask[p] { out += h.data[(p * D)..<((p + 1) * D)] }  // [m, D]
+        for p in 0..<n where key.mask[p] { out += h[(p * D)..<((p + 1) * D)] }  // [m, D]
         if cachedFloats + out.count <= cacheLimit {
             cache[key] = out
             cachedFloats += out.count

@@ -25,6 +25,10 @@ public struct DraftRunSettings {
     public var makeOptions: (_ batchesPerEpoch: Int) -> TrainingOptions
     /// Measures the draft's cost per token against the target's; the training-path fallback when nil.
     public var measureCost: ((_ draft: DraftModel, _ target: LlamaModel) -> DraftCost)?
+    /// Builds a faster teacher forward from the merged teacher and the prompt prefix every
+    /// training sample begins with (train-draft: Inference's KV-cache path); nil keeps the
+    /// training model's forward.
+    public var makeTeacherForward: ((_ teacher: LlamaModel, _ sharedPrefix: [Int]) -> TeacherForward)?
     /// Assistant positions the per-epoch metrics look at (at most).
     public var metricsPositions = 2048
     /// Recompute the draft's block activations in backward (less memory, more compute).
@@ -225,6 +229,11 @@ public enum DraftRun {
         let teacher = try DraftObjective.teacher(base: base, adapter: adapter)
         notice(.teacher(adapter: s.teacherAdapter, baseSignature: base.signature))
         let objective = DraftObjective(draft: draft, teacher: teacher, divergence: s.divergence)
+        if let make = s.makeTeacherForward {
+            let ex = data.train.examples
+            let shared = ex.isEmpty ? [] : Array(ex[0].inputs.prefix(Batcher.commonPrefix(ex)))
+            objective.teacherForward = make(teacher, shared)
+        }
         notice(.draft(summary: draft.summary, trainable: draft.trainableParameters.reduce(0) { $0 + $1.tensor.count },
                       frozen: draft.frozenParameters.reduce(0) { $0 + $1.tensor.count }, divergence: s.divergence))
         let checkpointer = DraftCheckpointer(directory: folder.path, draft: draft, record: record) { st, opts, label in

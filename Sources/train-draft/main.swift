@@ -74,6 +74,11 @@ struct TrainDraft: ParsableCommand {
                 SpeculativeCost.measure(target: InferenceModel(target), draft: DraftEngine(draft))
             })
         settings.activationCheckpointing = schedule.activationCheckpointing
+        settings.makeTeacherForward = { teacher, prefix in
+            let t = PrefixTeacher(teacher: teacher, sharedPrefix: prefix)
+            if !t.prefix.isEmpty { printer.log("teacher: the \(t.prefix.count)-token prompt prefix every sample begins with runs once") }
+            return t
+        }
         StopSignal.install()
         let outcome = try DraftRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in
             switch n {

@@ -46,7 +46,7 @@ final class DraftRunTests: XCTestCase {
                   teacher: String?? = .none, divergence: Divergence = .reverse, vocabulary: DraftVocabularyMode = .task,
                   freezeEmbeddings: Bool = false, pack: Bool = false, eval: Bool = true,
                   resumeFrom: String? = nil, resume: Bool = false) -> DraftRunSettings {
-        DraftRunSettings(
+        var s = DraftRunSettings(
             data: DataSettings(trainData: env.train, evalData: eval ? env.eval : nil, maxSequenceLength: 64, fixedSizedSequences: false,
                                packSequences: pack, skipInvalid: false, batchSize: 2, seed: 3),
             teacherAdapter: teacher ?? env.adapter, source: source, freezeEmbeddings: freezeEmbeddings, divergence: divergence,
@@ -59,6 +59,9 @@ final class DraftRunTests: XCTestCase {
                 o.seed = 11
                 return o
             })
+        // as train-draft runs it: the KV-cache teacher, here with whatever prefix the samples share
+        s.makeTeacherForward = { PrefixTeacher(teacher: $0, sharedPrefix: $1, minimumLength: 1) }
+        return s
     }
 
     func run(_ s: DraftRunSettings, base: BaseModel, stopAfter: Int? = nil) throws -> (TrainingOutcome, [TrainingEvent], [DraftEpochMetrics]) {
@@ -240,6 +243,45 @@ final class DraftRunTests: XCTestCase {
         XCTAssertEqual(sharedBatches, 2, "both batches of 3 share the system prompt")
         XCTAssertEqual(losses[0].count, losses[1].count)
         for (a, b) in zip(losses[0], losses[1]) { XCTAssertEqual(a, b, accuracy: 1e-5 * max(1, abs(a))) }
+    }
+
+    /// The KV-cache teacher with the data's shared prefix computed once gives the training
+    /// model's hidden states and the same draft loss, and a sample without the prefix runs whole.
+    func testPrefixTeacherMatchesTheTrainingModelsTeacher() throws {
+        let dir = TinyAssets.tempDir()
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir))
+        let words = ["alpha", "bravo", "charlie", "delta"]
+        let lines = words.map { #"{"messages": [{"role": "system", "content": "Repeat the word in upper case, please, and nothing else at all."}, {"role": "user", "content": "say \#($0)"}, {"role": "assistant", "content": "\#($0.uppercased())"}]}"# }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/train.jsonl", atomically: true, encoding: .utf8)
+        let data = try DataPreparation.prepare(DataSettings(trainData: dir + "/train.jsonl", evalData: nil, maxSequenceLength: 128,
+                                                            fixedSizedSequences: false, packSequences: false, skipInvalid: false,
+                                                            batchSize: 2, seed: 0, sharePrefix: true), base: base)
+        let ex = data.train.examples
+        let shared = Array(ex[0].inputs.prefix(Batcher.commonPrefix(ex)))
+        XCTAssertGreaterThanOrEqual(shared.count, 16, "the samples share their system message")
+        let teacher = try DraftObjective.teacher(base: base, adapter: nil)
+        let fast = PrefixTeacher(teacher: teacher, sharedPrefix: shared)
+        XCTAssertEqual(fast.prefix, shared)
+        let D = base.config.hiddenSize
+        for ids in ex.map(\.inputs) + [Array(ex[0].inputs.suffix(5))] {
+            var rng = SeededRNG(seed: 0)
+            let reference = withNoGrad { teacher.hiddenStates(ids: ids, layout: .rows(batch: 1, length: ids.count), rng: &rng, training: false) }.data
+            let got = fast.hiddenStates(ids)
+            XCTAssertEqual(got.count, ids.count * D)
+            let scale = reference.map { abs($0) }.max()!
+            for i in reference.indices { XCTAssertEqual(got[i], reference[i], accuracy: 1e-5 * scale, "\(ids.count) tokens, element \(i)") }
+        }
+        let draft = try DraftModel.fromBase(base, layers: 1, freezeEmbeddings: false, vocabulary: nil)
+        var losses: [[Float]] = []
+        for useFast in [false, true] {
+            let objective = DraftObjective(draft: draft, teacher: teacher, divergence: .reverse)
+            if useFast { objective.teacherForward = fast }
+            var rng = SeededRNG(seed: 0)
+            losses.append((0..<data.train.batchCount(epoch: 0)).map { i in
+                withNoGrad { objective.loss(data.train.batch(epoch: 0, index: i), rng: &rng, training: false).data[0] }
+            })
+        }
+        for (a, b) in zip(losses[0], losses[1]) { XCTAssertEqual(a, b, accuracy: 1e-4 * max(1, abs(a))) }
     }
 
     func testSpeedupArithmeticAndLayerChoice() {

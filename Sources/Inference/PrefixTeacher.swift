@@ -1,0 +1,42 @@
+// The teacher's forward for draft distillation on the KV-cache path: the prompt prefix every
+// training sample begins with (system message, schema) runs once, at set-up; each sample then
+// copies its keys and values and runs only its own tokens. A draft's first epoch spends most of
+// its time in the teacher, and the extraction example's samples share ~125 of their ~190 tokens.
+// Each sample's result is a pure function of its tokens (the prefix is fixed by the data), so a
+// resumed run sees the numbers an uninterrupted one did. Float32 weights only.
+import Foundation
+import Training
+
+public final class PrefixTeacher: TeacherForward {
+    let model: InferenceModel
+    /// The shared prefix, its cache and its hidden states [p, D]; empty when too short to pay.
+    public let prefix: [Int]
+    let prefixCache: KVCache?
+    let prefixHidden: [Float]
+
+    /// `sharedPrefix` shorter than `minimumLength` tokens is not worth a copy: every sample then runs whole.
+    public init(teacher: LlamaModel, sharedPrefix: [Int], minimumLength: Int = 16) {
+        model = InferenceModel(teacher)
+        if sharedPrefix.count >= minimumLength {
+            let cache = model.makeCache(capacity: sharedPrefix.count)
+            prefixHidden = model.hiddenStates(sharedPrefix, cache: cache)
+            prefix = sharedPrefix
+            prefixCache = cache
+        } else {
+            prefix = []
+            prefixCache = nil
+            prefixHidden = []
+        }
+    }
+
+    /// Final hidden states of `ids`, [n, D].
+    public func hiddenStates(_ ids: [Int]) -> [Float] {
+        guard !ids.isEmpty else { return [] }
+        let cache = model.makeCache(capacity: ids.count)
+        if let prefixCache, ids.count > prefix.count, ids[..<prefix.count].elementsEqual(prefix) {
+            cache.copyPrefix(of: prefixCache, length: prefix.count)
+            return prefixHidden + model.hiddenStates(Array(ids[prefix.count...]), cache: cache)
+        }
+        return model.hiddenStates(ids, cache: cache)
+    }
+}
