@@ -66,15 +66,16 @@ public func rope(_ x: Tensor, heads: Int, positions: [Int], base: Float) -> Tens
 final class RopeTable: @unchecked Sendable {
     static let shared = RopeTable()
     private struct Key: Hashable { let base: Float, headDim: Int }
-    private var tables: [Key: (cos: [Double], sin: [Double], positions: Int)] = [:]
+    private var tables: [Key: (cos: [Double], sin: [Double])] = [:]  // [P, hd/2] each
     private let lock = NSLock()
 
     /// Calls `body(cos, sin)` with tables [P, hd/2] (row p = position p) for P ≥ `positions`.
     func withAngles<R>(base: Float, headDim hd: Int, positions: Int, _ body: ([Double], [Double]) -> R) -> R {
         let key = Key(base: base, headDim: hd), half = hd / 2
         lock.lock()
-        if (tables[key]?.positions ?? 0) < positions {
-            let count = max(positions, 2 * (tables[key]?.positions ?? 0), 1024)
+        let held = (tables[key]?.cos.count ?? 0) / max(half, 1)
+        if held < positions {
+            let count = max(positions, 2 * held, 1024)
             var c = [Double](repeating: 0, count: count * half), s = c
             for i in 0..<half {
                 let invFreq = 1 / Foundation.pow(Double(base), Double(2 * i) / Double(hd))
@@ -84,7 +85,7 @@ final class RopeTable: @unchecked Sendable {
                     s[p * half + i] = Foundation.sin(theta)
                 }
             }
-            tables[key] = (c, s, count)
+            tables[key] = (c, s)
         }
         let t = tables[key]!
         lock.unlock()

@@ -171,15 +171,33 @@ public enum Generator {
     }
 }
 
-/// The keys and values of one prompt prefix, computed once and copied into the caches of the
+/// A prompt prefix's keys and values, computed once, for the caches of prompts that extend it
+/// (batched generation's `PromptPrefixCache`, draft distillation's `PrefixTeacher`).
+struct CachedPrefix {
+    let tokens: [Int]
+    let cache: KVCache
+
+    /// True when `prompt` begins with the prefix and has tokens of its own after it.
+    func isExtended(by prompt: [Int]) -> Bool {
+        prompt.count > tokens.count && prompt[..<tokens.count].elementsEqual(tokens)
+    }
+
+    /// Copies the prefix into the empty cache `target`; returns the tokens of `prompt` left to run.
+    func seed(_ target: KVCache, for prompt: [Int]) -> [Int] {
+        target.copyPrefix(of: cache, length: tokens.count)
+        return Array(prompt[tokens.count...])
+    }
+}
+
+/// The prompt prefix of batched generation, computed once and copied into the caches of the
 /// conversations whose prompts begin with it. The prefix is chosen by looking ahead: the longest
 /// common prefix of the prompt being prefilled and the next one, when it is long enough and
 /// leaves both a token of their own; it is kept while later prompts keep beginning with it.
 final class PromptPrefixCache {
     let model: InferenceModel
     let minimumLength: Int
-    private(set) var tokens: [Int] = []
-    private var cache: KVCache?
+    private var stored: CachedPrefix?
+    var tokens: [Int] { stored?.tokens ?? [] }
 
     init(model: InferenceModel, minimumLength: Int) {
         self.model = model
@@ -196,24 +214,18 @@ final class PromptPrefixCache {
     /// `logits`, computing a new shared prefix first when `prompt` and `upcoming` begin alike.
     func prefill(_ prompt: [Int], into target: KVCache, upcoming: [Int]?, logits: inout [Float]) {
         precondition(target.count == 0, "[PromptPrefixCache.prefill] the cache is not empty")
-        if minimumLength > 0, !startsWithStored(prompt), let next = upcoming {
+        if minimumLength > 0, stored?.isExtended(by: prompt) != true, let next = upcoming {
             let n = min(Self.commonPrefixLength(prompt, next), prompt.count - 1, next.count - 1)
             if n >= minimumLength {
                 let c = model.makeCache(capacity: n)
                 model.forward(Array(prompt[..<n]), cache: c, into: &logits)
-                tokens = Array(prompt[..<n])
-                cache = c
+                stored = CachedPrefix(tokens: Array(prompt[..<n]), cache: c)
             }
         }
-        if startsWithStored(prompt), let cache {
-            target.copyPrefix(of: cache, length: tokens.count)
-            model.forward(Array(prompt[tokens.count...]), cache: target, into: &logits)
+        if let stored, stored.isExtended(by: prompt) {
+            model.forward(stored.seed(target, for: prompt), cache: target, into: &logits)
         } else {
             model.forward(prompt, cache: target, into: &logits)
         }
-    }
-
-    private func startsWithStored(_ prompt: [Int]) -> Bool {
-        !tokens.isEmpty && prompt.count > tokens.count && prompt[..<tokens.count].elementsEqual(tokens)
     }
 }

@@ -8,11 +8,12 @@ import Foundation
 import Training
 
 public final class PrefixTeacher: TeacherForward {
-    let model: InferenceModel
-    /// The shared prefix, its cache and its hidden states [p, D]; empty when too short to pay.
-    public let prefix: [Int]
-    let prefixCache: KVCache?
+    /// The teacher on the KV-cache path (float32); train-draft also measures the cost ratio with it.
+    public let model: InferenceModel
+    /// The shared prefix and its hidden states [p, D]; nil when too short to pay.
+    let shared: CachedPrefix?
     let prefixHidden: [Float]
+    public var prefix: [Int] { shared?.tokens ?? [] }
 
     /// `sharedPrefix` shorter than `minimumLength` tokens is not worth a copy: every sample then runs whole.
     public init(teacher: LlamaModel, sharedPrefix: [Int], minimumLength: Int = 16) {
@@ -20,12 +21,10 @@ public final class PrefixTeacher: TeacherForward {
         if sharedPrefix.count >= minimumLength {
             let cache = model.makeCache(capacity: sharedPrefix.count)
             prefixHidden = model.hiddenStates(sharedPrefix, cache: cache)
-            prefix = sharedPrefix
-            prefixCache = cache
+            shared = CachedPrefix(tokens: sharedPrefix, cache: cache)
         } else {
-            prefix = []
-            prefixCache = nil
             prefixHidden = []
+            shared = nil
         }
     }
 
@@ -33,9 +32,8 @@ public final class PrefixTeacher: TeacherForward {
     public func hiddenStates(_ ids: [Int]) -> [Float] {
         guard !ids.isEmpty else { return [] }
         let cache = model.makeCache(capacity: ids.count)
-        if let prefixCache, ids.count > prefix.count, ids[..<prefix.count].elementsEqual(prefix) {
-            cache.copyPrefix(of: prefixCache, length: prefix.count)
-            return prefixHidden + model.hiddenStates(Array(ids[prefix.count...]), cache: cache)
+        if let shared, shared.isExtended(by: ids) {
+            return prefixHidden + model.hiddenStates(shared.seed(cache, for: ids), cache: cache)
         }
         return model.hiddenStates(ids, cache: cache)
     }

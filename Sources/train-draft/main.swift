@@ -70,13 +70,18 @@ struct TrainDraft: ParsableCommand {
             checkpointFrequency: checkpoints.checkpointFrequency, resumeFrom: checkpoints.resumeFrom,
             resume: checkpoints.resume, keepBest: checkpoints.keepBest,
             makeOptions: { schedule.trainingOptions(batchesPerEpoch: $0, checkpointFrequency: checkpoints.checkpointFrequency) },
-            measureCost: { draft, target in
-                SpeculativeCost.measure(target: InferenceModel(target), draft: DraftEngine(draft))
-            })
+            measureCost: nil)
+        // The teacher runs on the KV-cache path; the cost ratio is measured on that same engine
+        // (made before the first metrics), not on a second copy of the weights.
+        var prefixTeacher: PrefixTeacher?
+        settings.measureCost = { draft, target in
+            SpeculativeCost.measure(target: prefixTeacher?.model ?? InferenceModel(target), draft: DraftEngine(draft))
+        }
         settings.activationCheckpointing = schedule.activationCheckpointing
         settings.makeTeacherForward = { teacher, prefix in
             let t = PrefixTeacher(teacher: teacher, sharedPrefix: prefix)
             if !t.prefix.isEmpty { printer.log("teacher: the \(t.prefix.count)-token prompt prefix every sample begins with runs once") }
+            prefixTeacher = t
             return t
         }
         StopSignal.install()
