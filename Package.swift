@@ -20,7 +20,7 @@ let fast: [SwiftSetting] = [
 
 let package = Package(
     name: "AdapterToolkit",
-    platforms: [.macOS(.v13)],
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "Autograd", targets: ["Autograd"]),
         .library(name: "ModelAssets", targets: ["ModelAssets"]),

@@ -488,22 +488,11 @@ func simdAxpy(_ alpha: Float, _ x: UnsafePointer<Float>, _ y: UnsafeMutablePoint
     }
 }
 
-/// Calls `body(0 ..< count)` on every core (inline when count is 1). Iterations must write
-/// disjoint memory; the caller guarantees it, so the body is not checked for Sendable.
+/// Calls `body(i)` for i in 0 ..< count on every core (inline when count is 1). Iterations
+/// must write disjoint memory; the caller guarantees it.
+@inline(__always)
 func parallelChunks(_ count: Int, _ body: (Int) -> Void) {
-    if count <= 1 {
-        if count == 1 { body(0) }
-        return
-    }
-    withoutActuallyEscaping(body) { escaping in
-        let box = UncheckedBox(escaping)
-        DispatchQueue.concurrentPerform(iterations: count) { box.value($0) }
-    }
-}
-
-struct UncheckedBox<T>: @unchecked Sendable {
-    let value: T
-    init(_ value: T) { self.value = value }
+    WorkerPool.forEach(count, body)
 }
 
 /// A Float scratch buffer that grows on demand and is reused (its contents are not kept).

@@ -165,7 +165,46 @@ struct Bench: ParsableCommand {
         print(String(format: "  of which LoRA rank-%d products (forward and backward, all 7): %@ (%.1f GFLOP/s)",
                      rank, ms(lora.best), loraFlops / lora.best / 1e9))
         print(String(format: "ratio forward+backward / sgemm: %.0f%%  (forward / sgemm: %.0f%%)", 100 * stepRate / gemmRate, 100 * fwdRate / gemmRate))
+        measureLoops()
     }
+
+    /// What one parallel loop costs: a sum over 2^17 floats per chunk (about 0.1 ms on one
+    /// core), two chunks, on the engine's worker pool, on one thread, and on
+    /// DispatchQueue.concurrentPerform (what the engine used before the pool).
+    func measureLoops() {
+        let perChunk = 1 << 17, chunks = 2, loops = 200
+        let data = [Float](repeating: 1, count: perChunk * chunks)
+        var sums = [Float](repeating: 0, count: chunks)
+        data.withUnsafeBufferPointer { x in
+            sums.withUnsafeMutableBufferPointer { out in
+                let (xp, op) = (UncheckedPointer(x.baseAddress!), UncheckedPointer(out.baseAddress!))
+                let chunk: @Sendable (Int) -> Void = { c in
+                    var acc = SIMD16<Float>()
+                    var i = c * perChunk
+                    while i < (c + 1) * perChunk {
+                        acc += UnsafeRawPointer(xp.pointer + i).loadUnaligned(as: SIMD16<Float>.self)
+                        i += 16
+                    }
+                    op.pointer[c] = acc.sum()
+                }
+                let times = timeInterleaved([
+                    { for _ in 0..<loops { WorkerPool.forEach(chunks, chunk) } },
+                    { for _ in 0..<loops { for c in 0..<chunks { chunk(c) } } },
+                    { for _ in 0..<loops { DispatchQueue.concurrentPerform(iterations: chunks, execute: chunk) } },
+                ])
+                let us = times.map { $0.best / Double(loops) * 1e6 }
+                print(String(format: "parallel loop, %d chunks of %d floats summed: worker pool %.0f µs, one thread %.0f µs (%.2fx), concurrentPerform %.0f µs (%.2fx)",
+                             chunks, perChunk, us[0], us[1], us[1] / us[0], us[2], us[1] / us[2]))
+            }
+        }
+    }
+}
+
+/// A raw pointer the loop bodies may capture (each chunk writes its own element).
+struct UncheckedPointer: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<Float>
+    init(_ p: UnsafePointer<Float>) { pointer = UnsafeMutablePointer(mutating: p) }
+    init(_ p: UnsafeMutablePointer<Float>) { pointer = p }
 }
 
 Bench.main()
