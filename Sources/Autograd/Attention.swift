@@ -1,8 +1,9 @@
 // Causal self-attention with grouped-query heads and segment (packing) masks, flash-style:
 // (segment id `sharedSegment` marks a prefix that every later token of its row sees, so one
 // copy of a prompt prefix common to several samples serves all of them)
-// query rows go in blocks of `blockRows`, each block multiplies only the keys it can see
-// (up to its last row, from the earliest key of its segments), so future blocks cost nothing.
+// query rows go in blocks of `blockRows`, each block multiplies only the keys some row of it can
+// see: ascending runs of keys up to its last row (the shared prefix and the block's own segments;
+// other samples packed in between cost nothing), so future blocks cost nothing either.
 // Memory choice: forward saves one log-sum-exp per (batch, head, row) instead of the [T,T]
 // probabilities, and backward recomputes them block by block (one extra QKᵀ product).
 // Leaves out sliding windows and ALiBi. Follows FlashAttention-2 (Dao, 2023), Algorithm 2.
@@ -38,41 +39,64 @@ extension Ops {
         let scale = S(1 / Double(hd).squareRoot())
         let blocks = (t + blockRows - 1) / blockRows
 
-        // First visible key of each query block: the earliest first occurrence of its segments.
-        var keyStart = [Int](repeating: 0, count: batch * blocks)
-        if let segmentIds {
-            for b in 0..<batch {
-                var first: [Int32: Int] = [:]
-                for i in 0..<t where first[segmentIds[b * t + i]] == nil { first[segmentIds[b * t + i]] = i }
-                let shared = first[sharedSegment] ?? Int.max
-                for blk in 0..<blocks {
-                    var js = shared
-                    for i in (blk * blockRows)..<min(t, (blk + 1) * blockRows) { js = min(js, first[segmentIds[b * t + i]]!) }
-                    keyStart[b * blocks + blk] = js
+        // Keys each query block (b, blk) multiplies: ascending runs of the keys up to its last row
+        // that some row of the block can see (all of them without segment ids). A block's score
+        // columns are its runs side by side, so the keys row i can see by position (≤ i) are a
+        // prefix of the columns, and a key masked for every row of the block costs nothing.
+        var keyRuns = [[Range<Int>]](repeating: [], count: batch * blocks)
+        for b in 0..<batch {
+            for blk in 0..<blocks {
+                let end = min(t, (blk + 1) * blockRows)
+                guard let segmentIds else { keyRuns[b * blocks + blk] = [0..<end]; continue }
+                var own: [Int32] = [sharedSegment]
+                for i in (blk * blockRows)..<end where !own.contains(segmentIds[b * t + i]) { own.append(segmentIds[b * t + i]) }
+                var runs: [Range<Int>] = [], runStart = -1
+                for j in 0..<end {
+                    let seen = own.contains(segmentIds[b * t + j])
+                    if seen && runStart < 0 { runStart = j }
+                    if !seen && runStart >= 0 { runs.append(runStart..<j); runStart = -1 }
                 }
+                if runStart >= 0 { runs.append(runStart..<end) }
+                keyRuns[b * blocks + blk] = runs
             }
         }
+        /// Score columns row i may use: the keys ≤ i of the block's runs.
+        @inline(__always)
+        func visibleColumns(_ runs: [Range<Int>], _ i: Int) -> Int {
+            var n = 0
+            for r in runs { n += min(r.count, max(0, i + 1 - r.lowerBound)) }
+            return n
+        }
 
-        /// Fills scores [bq, nk] of block (b, h, blk) with probabilities; row r sees keys js...i.
+        /// Fills scores [bq, nk] of block (b, h, blk) with probabilities; row i sees the keys ≤ i
+        /// of `runs` (nk columns in all) that are in its segment or the shared one.
         /// With `recompute` it rebuilds them from the stored log-sum-exp, otherwise it stores it.
         /// Runs on the calling thread (callers parallelise over heads and query blocks).
         func probabilities(
             _ qp: UnsafePointer<S>, _ kp: UnsafePointer<S>, _ p: UnsafeMutablePointer<S>,
-            _ b: Int, _ h: Int, _ i0: Int, _ bq: Int, _ js: Int, _ nk: Int,
+            _ b: Int, _ h: Int, _ i0: Int, _ bq: Int, _ runs: [Range<Int>], _ nk: Int,
             _ lse: UnsafeMutablePointer<S>, recompute: Bool
         ) {
             let kvh = h / group
-            S.gemmOnThisThread(transA: false, transB: true, m: bq, n: nk, k: hd, alpha: scale,
-                               a: qp + (b * t + i0) * qw + h * hd, lda: qw, b: kp + (b * t + js) * kw + kvh * hd, ldb: kw,
-                               beta: 0, c: p, ldc: nk)  // [bq, nk]
+            var c0 = 0
+            for r in runs {
+                S.gemmOnThisThread(transA: false, transB: true, m: bq, n: r.count, k: hd, alpha: scale,
+                                   a: qp + (b * t + i0) * qw + h * hd, lda: qw, b: kp + (b * t + r.lowerBound) * kw + kvh * hd, ldb: kw,
+                                   beta: 0, c: p + c0, ldc: nk)  // [bq, run]
+                c0 += r.count
+            }
             for row in 0..<bq {
-                let i = i0 + row, visible = i + 1 - js
+                let i = i0 + row, visible = visibleColumns(runs, i)
                 let pr = p + row * nk
                 if let segmentIds {
                     let own = segmentIds[b * t + i]
-                    for j in 0..<visible {
-                        let sj = segmentIds[b * t + js + j]
-                        if sj != own && sj != sharedSegment { pr[j] = -S.infinity }
+                    var col = 0
+                    for r in runs where r.lowerBound <= i {
+                        for j in r.lowerBound..<min(r.upperBound, i + 1) {
+                            let sj = segmentIds[b * t + j]
+                            if sj != own && sj != sharedSegment { pr[col] = -S.infinity }
+                            col += 1
+                        }
                     }
                 }
                 let li = lse + (b * heads + h) * t + i
@@ -104,11 +128,15 @@ extension Ops {
                                     let blk = blocks - 1 - task % blocks, bh = task / blocks
                                     let b = bh / heads, h = bh % heads, kvh = h / group
                                     let i0 = blk * blockRows, bq = min(blockRows, t - i0)
-                                    let js = keyStart[b * blocks + blk], nk = i0 + bq - js
-                                    probabilities(qp, kp, p, b, h, i0, bq, js, nk, lp, recompute: false)
-                                    S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: 1,
-                                                       a: p, lda: nk, b: vp + (b * t + js) * kw + kvh * hd, ldb: kw,
-                                                       beta: 0, c: o + (b * t + i0) * qw + h * hd, ldc: qw)  // [bq, hd]
+                                    let runs = keyRuns[b * blocks + blk], nk = runs.reduce(0) { $0 + $1.count }
+                                    probabilities(qp, kp, p, b, h, i0, bq, runs, nk, lp, recompute: false)
+                                    var c0 = 0
+                                    for r in runs {  // O[bq, hd] = Σ over runs of P[:, run] · V[run]
+                                        S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: r.count, alpha: 1,
+                                                           a: p + c0, lda: nk, b: vp + (b * t + r.lowerBound) * kw + kvh * hd, ldb: kw,
+                                                           beta: c0 == 0 ? 0 : 1, c: o + (b * t + i0) * qw + h * hd, ldc: qw)
+                                        c0 += r.count
+                                    }
                                 }
                             }
                         }
@@ -131,7 +159,7 @@ extension Ops {
             for b in 0..<batch where parts > 1 {
                 var load = [Int](repeating: 0, count: parts)
                 for blk in (0..<blocks).reversed() {  // largest first, each to the lighter part
-                    let i0 = blk * blockRows, bq = min(blockRows, t - i0), nk = i0 + bq - keyStart[b * blocks + blk]
+                    let bq = min(blockRows, t - blk * blockRows), nk = keyRuns[b * blocks + blk].reduce(0) { $0 + $1.count }
                     let p = load.indices.min { load[$0] < load[$1] }!
                     blockPart[b * blocks + blk] = p
                     load[p] += bq * nk
@@ -160,29 +188,44 @@ extension Ops {
                         let part = task % parts, b = task / parts / heads, h = task / parts % heads, kvh = h / group
                         for blk in 0..<blocks where blockPart[b * blocks + blk] == part {
                             let i0 = blk * blockRows, bq = min(blockRows, t - i0)
-                            let js = keyStart[b * blocks + blk], nk = i0 + bq - js
-                            let qOff = (b * t + i0) * qw + h * hd, kOff = (b * t + js) * kw + kvh * hd
-                            let partOff = part * rows * qw + (b * t + js) * qw + h * hd  // this (part, head)'s dK/dV partial rows js...
-                            probabilities(qp, kp, p, b, h, i0, bq, js, nk, lp, recompute: true)
-                            if let dvp {  // dV[nk, hd] += Pᵀ dO
-                                S.gemmOnThisThread(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: 1,
-                                                   a: p, lda: nk, b: go + qOff, ldb: qw, beta: 1, c: dvp + partOff, ldc: qw)
+                            let runs = keyRuns[b * blocks + blk], nk = runs.reduce(0) { $0 + $1.count }
+                            let qOff = (b * t + i0) * qw + h * hd
+                            // per run: its keys' offset in k/v, in this (part, head)'s dK/dV partial, and its first score column
+                            func offsets(_ r: Range<Int>) -> (kv: Int, partial: Int) {
+                                ((b * t + r.lowerBound) * kw + kvh * hd, part * rows * qw + (b * t + r.lowerBound) * qw + h * hd)
+                            }
+                            probabilities(qp, kp, p, b, h, i0, bq, runs, nk, lp, recompute: true)
+                            if let dvp {  // dV[run, hd] += P[:, run]ᵀ dO
+                                var c0 = 0
+                                for r in runs {
+                                    S.gemmOnThisThread(transA: true, transB: false, m: r.count, n: hd, k: bq, alpha: 1,
+                                                       a: p + c0, lda: nk, b: go + qOff, ldb: qw, beta: 1, c: dvp + offsets(r).partial, ldc: qw)
+                                    c0 += r.count
+                                }
                             }
                             guard needQK, let dqp, let dkp else { continue }
-                            S.gemmOnThisThread(transA: false, transB: true, m: bq, n: nk, k: hd, alpha: 1,
-                                               a: go + qOff, lda: qw, b: vp + kOff, ldb: kw, beta: 0, c: ds, ldc: nk)  // dP [bq, nk]
+                            var c0 = 0
+                            for r in runs {  // dP[:, run] = dO V[run]ᵀ
+                                S.gemmOnThisThread(transA: false, transB: true, m: bq, n: r.count, k: hd, alpha: 1,
+                                                   a: go + qOff, lda: qw, b: vp + offsets(r).kv, ldb: kw, beta: 0, c: ds + c0, ldc: nk)
+                                c0 += r.count
+                            }
                             for row in 0..<bq {
-                                let i = i0 + row, visible = i + 1 - js
+                                let i = i0 + row, visible = visibleColumns(runs, i)
                                 let dot = kDot(go + qOff + row * qw, op + qOff + row * qw, hd)
                                 let dr = ds + row * nk, pr = p + row * nk
                                 kMap2(visible, pr, dr, dr) { $0 * ($1 - dot) }  // dS = P ⊙ (dP − D)
                                 for j in visible..<nk { dr[j] = 0 }
                             }
-                            // dQ[bq, hd] += s·dS K;  dK[nk, hd] += s·dSᵀ Q
-                            S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: nk, alpha: scale,
-                                               a: ds, lda: nk, b: kp + kOff, ldb: kw, beta: 1, c: dqp + qOff, ldc: qw)
-                            S.gemmOnThisThread(transA: true, transB: false, m: nk, n: hd, k: bq, alpha: scale,
-                                               a: ds, lda: nk, b: qp + qOff, ldb: qw, beta: 1, c: dkp + partOff, ldc: qw)
+                            // dQ[bq, hd] += s·dS[:, run] K[run];  dK[run, hd] += s·dS[:, run]ᵀ Q
+                            c0 = 0
+                            for r in runs {
+                                S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: r.count, alpha: scale,
+                                                   a: ds + c0, lda: nk, b: kp + offsets(r).kv, ldb: kw, beta: 1, c: dqp + qOff, ldc: qw)
+                                S.gemmOnThisThread(transA: true, transB: false, m: r.count, n: hd, k: bq, alpha: scale,
+                                                   a: ds + c0, lda: nk, b: qp + qOff, ldb: qw, beta: 1, c: dkp + offsets(r).partial, ldc: qw)
+                                c0 += r.count
+                            }
                         }
                     }
                 }

@@ -142,11 +142,18 @@ final class EngineTests: XCTestCase {
         // Row 2 starts with a shared prefix of 30 tokens that segments 4 and 5 both see.
         var shared = seg
         for i in t..<(batch * t) { shared[i] = i < t + 30 ? sharedSegment : (i < t + 100 ? 4 : 5) }
+        // Row 1 interleaves segments 1-3 in runs of 7 with a shared token every 25: query blocks
+        // (of 32 rows here) see keys in runs with gaps.
+        var interleaved = seg
+        for i in 0..<t { interleaved[i] = i % 25 == 3 ? sharedSegment : Int32(1 + (i / 7) % 3) }
         for s in [nil, seg, shared] {
             let got = causalAttention(q: q, k: k, v: v, batch: batch, heads: heads, kvHeads: kvHeads, segmentIds: s)
             let want = naiveAttention(q: q.data, k: k.data, v: v.data, batch: batch, t: t, heads: heads, kvHeads: kvHeads, hd: hd, seg: s)
             assertClose(got.data, want, tol: 2e-5, "attention segments=\(s != nil)")
         }
+        let got = Ops.causalAttention(q: q, k: k, v: v, batch: batch, heads: heads, kvHeads: kvHeads, segmentIds: interleaved, blockRows: 32)
+        let want = naiveAttention(q: q.data, k: k.data, v: v.data, batch: batch, t: t, heads: heads, kvHeads: kvHeads, hd: hd, seg: interleaved)
+        assertClose(got.data, want, tol: 2e-5, "attention, interleaved segments in blocks of 32")
     }
 
     func testKernelsMatchPlainLoops() {

@@ -77,6 +77,10 @@ func gradCases() -> [GradCase] {
         Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 1, heads: 2, kvHeads: 1,
                             segmentIds: [sharedSegment, sharedSegment, sharedSegment, 1, 1, 2, 2, 2], blockRows: 2)
     }
+    add("attention interleaved segments, blocks of 2 (key runs with gaps)", [dleaf([8, 6], &r), dleaf([8, 3], &r), dleaf([8, 3], &r)]) {
+        Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 1, heads: 2, kvHeads: 1,
+                            segmentIds: [1, 2, 1, sharedSegment, 3, 2, 3, 1], blockRows: 2)
+    }
     add("attention T=1 hd=5", [dleaf([2, 10], &r), dleaf([2, 5], &r), dleaf([2, 5], &r)]) {
         Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 2, heads: 2, kvHeads: 1)
     }
