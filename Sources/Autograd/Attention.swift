@@ -41,30 +41,38 @@ extension Ops {
 
         // Keys each query block (b, blk) multiplies: ascending runs of the keys up to its last row
         // that some row of the block can see (all of them without segment ids). A block's score
-        // columns are its runs side by side, so the keys row i can see by position (≤ i) are a
-        // prefix of the columns, and a key masked for every row of the block costs nothing.
-        var keyRuns = [[Range<Int>]](repeating: [], count: batch * blocks)
+        // columns are its runs side by side (run r starts at column r.column; keyColumns in all),
+        // so the keys row i can see by position (≤ i) are a prefix of the columns, and a key
+        // masked for every row of the block costs nothing.
+        var keyRuns = [[(keys: Range<Int>, column: Int)]](repeating: [], count: batch * blocks)
+        var keyColumns = [Int](repeating: 0, count: batch * blocks)
         for b in 0..<batch {
             for blk in 0..<blocks {
                 let end = min(t, (blk + 1) * blockRows)
-                guard let segmentIds else { keyRuns[b * blocks + blk] = [0..<end]; continue }
-                var own: [Int32] = [sharedSegment]
-                for i in (blk * blockRows)..<end where !own.contains(segmentIds[b * t + i]) { own.append(segmentIds[b * t + i]) }
-                var runs: [Range<Int>] = [], runStart = -1
-                for j in 0..<end {
-                    let seen = own.contains(segmentIds[b * t + j])
-                    if seen && runStart < 0 { runStart = j }
-                    if !seen && runStart >= 0 { runs.append(runStart..<j); runStart = -1 }
+                var runs: [Range<Int>] = []
+                if let segmentIds {
+                    var own: [Int32] = [sharedSegment]
+                    for i in (blk * blockRows)..<end where !own.contains(segmentIds[b * t + i]) { own.append(segmentIds[b * t + i]) }
+                    var runStart = -1
+                    for j in 0..<end {
+                        let seen = own.contains(segmentIds[b * t + j])
+                        if seen && runStart < 0 { runStart = j }
+                        if !seen && runStart >= 0 { runs.append(runStart..<j); runStart = -1 }
+                    }
+                    if runStart >= 0 { runs.append(runStart..<end) }
+                } else {
+                    runs = [0..<end]
                 }
-                if runStart >= 0 { runs.append(runStart..<end) }
-                keyRuns[b * blocks + blk] = runs
+                var column = 0
+                for r in runs { keyRuns[b * blocks + blk].append((r, column)); column += r.count }
+                keyColumns[b * blocks + blk] = column
             }
         }
         /// Score columns row i may use: the keys ≤ i of the block's runs.
         @inline(__always)
-        func visibleColumns(_ runs: [Range<Int>], _ i: Int) -> Int {
+        func visibleColumns(_ runs: [(keys: Range<Int>, column: Int)], _ i: Int) -> Int {
             var n = 0
-            for r in runs { n += min(r.count, max(0, i + 1 - r.lowerBound)) }
+            for r in runs { n += min(r.keys.count, max(0, i + 1 - r.keys.lowerBound)) }
             return n
         }
 
@@ -74,16 +82,14 @@ extension Ops {
         /// Runs on the calling thread (callers parallelise over heads and query blocks).
         func probabilities(
             _ qp: UnsafePointer<S>, _ kp: UnsafePointer<S>, _ p: UnsafeMutablePointer<S>,
-            _ b: Int, _ h: Int, _ i0: Int, _ bq: Int, _ runs: [Range<Int>], _ nk: Int,
+            _ b: Int, _ h: Int, _ i0: Int, _ bq: Int, _ runs: [(keys: Range<Int>, column: Int)], _ nk: Int,
             _ lse: UnsafeMutablePointer<S>, recompute: Bool
         ) {
             let kvh = h / group
-            var c0 = 0
-            for r in runs {
+            for (r, c0) in runs {
                 S.gemmOnThisThread(transA: false, transB: true, m: bq, n: r.count, k: hd, alpha: scale,
                                    a: qp + (b * t + i0) * qw + h * hd, lda: qw, b: kp + (b * t + r.lowerBound) * kw + kvh * hd, ldb: kw,
                                    beta: 0, c: p + c0, ldc: nk)  // [bq, run]
-                c0 += r.count
             }
             for row in 0..<bq {
                 let i = i0 + row, visible = visibleColumns(runs, i)
@@ -91,7 +97,7 @@ extension Ops {
                 if let segmentIds {
                     let own = segmentIds[b * t + i]
                     var col = 0
-                    for r in runs where r.lowerBound <= i {
+                    for (r, _) in runs where r.lowerBound <= i {
                         for j in r.lowerBound..<min(r.upperBound, i + 1) {
                             let sj = segmentIds[b * t + j]
                             if sj != own && sj != sharedSegment { pr[col] = -S.infinity }
@@ -128,14 +134,12 @@ extension Ops {
                                     let blk = blocks - 1 - task % blocks, bh = task / blocks
                                     let b = bh / heads, h = bh % heads, kvh = h / group
                                     let i0 = blk * blockRows, bq = min(blockRows, t - i0)
-                                    let runs = keyRuns[b * blocks + blk], nk = runs.reduce(0) { $0 + $1.count }
+                                    let runs = keyRuns[b * blocks + blk], nk = keyColumns[b * blocks + blk]
                                     probabilities(qp, kp, p, b, h, i0, bq, runs, nk, lp, recompute: false)
-                                    var c0 = 0
-                                    for r in runs {  // O[bq, hd] = Σ over runs of P[:, run] · V[run]
+                                    for (r, c0) in runs {  // O[bq, hd] = Σ over runs of P[:, run] · V[run]
                                         S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: r.count, alpha: 1,
                                                            a: p + c0, lda: nk, b: vp + (b * t + r.lowerBound) * kw + kvh * hd, ldb: kw,
                                                            beta: c0 == 0 ? 0 : 1, c: o + (b * t + i0) * qw + h * hd, ldc: qw)
-                                        c0 += r.count
                                     }
                                 }
                             }
@@ -159,7 +163,7 @@ extension Ops {
             for b in 0..<batch where parts > 1 {
                 var load = [Int](repeating: 0, count: parts)
                 for blk in (0..<blocks).reversed() {  // largest first, each to the lighter part
-                    let bq = min(blockRows, t - blk * blockRows), nk = keyRuns[b * blocks + blk].reduce(0) { $0 + $1.count }
+                    let bq = min(blockRows, t - blk * blockRows), nk = keyColumns[b * blocks + blk]
                     let p = load.indices.min { load[$0] < load[$1] }!
                     blockPart[b * blocks + blk] = p
                     load[p] += bq * nk
@@ -188,27 +192,23 @@ extension Ops {
                         let part = task % parts, b = task / parts / heads, h = task / parts % heads, kvh = h / group
                         for blk in 0..<blocks where blockPart[b * blocks + blk] == part {
                             let i0 = blk * blockRows, bq = min(blockRows, t - i0)
-                            let runs = keyRuns[b * blocks + blk], nk = runs.reduce(0) { $0 + $1.count }
+                            let runs = keyRuns[b * blocks + blk], nk = keyColumns[b * blocks + blk]
                             let qOff = (b * t + i0) * qw + h * hd
-                            // per run: its keys' offset in k/v, in this (part, head)'s dK/dV partial, and its first score column
+                            // per run: its keys' offset in k/v and in this (part, head)'s dK/dV partial
                             func offsets(_ r: Range<Int>) -> (kv: Int, partial: Int) {
                                 ((b * t + r.lowerBound) * kw + kvh * hd, part * rows * qw + (b * t + r.lowerBound) * qw + h * hd)
                             }
                             probabilities(qp, kp, p, b, h, i0, bq, runs, nk, lp, recompute: true)
                             if let dvp {  // dV[run, hd] += P[:, run]ᵀ dO
-                                var c0 = 0
-                                for r in runs {
+                                for (r, c0) in runs {
                                     S.gemmOnThisThread(transA: true, transB: false, m: r.count, n: hd, k: bq, alpha: 1,
                                                        a: p + c0, lda: nk, b: go + qOff, ldb: qw, beta: 1, c: dvp + offsets(r).partial, ldc: qw)
-                                    c0 += r.count
                                 }
                             }
                             guard needQK, let dqp, let dkp else { continue }
-                            var c0 = 0
-                            for r in runs {  // dP[:, run] = dO V[run]ᵀ
+                            for (r, c0) in runs {  // dP[:, run] = dO V[run]ᵀ
                                 S.gemmOnThisThread(transA: false, transB: true, m: bq, n: r.count, k: hd, alpha: 1,
                                                    a: go + qOff, lda: qw, b: vp + offsets(r).kv, ldb: kw, beta: 0, c: ds + c0, ldc: nk)
-                                c0 += r.count
                             }
                             for row in 0..<bq {
                                 let i = i0 + row, visible = visibleColumns(runs, i)
@@ -218,13 +218,11 @@ extension Ops {
                                 for j in visible..<nk { dr[j] = 0 }
                             }
                             // dQ[bq, hd] += s·dS[:, run] K[run];  dK[run, hd] += s·dS[:, run]ᵀ Q
-                            c0 = 0
-                            for r in runs {
+                            for (r, c0) in runs {
                                 S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: r.count, alpha: scale,
                                                    a: ds + c0, lda: nk, b: kp + offsets(r).kv, ldb: kw, beta: 1, c: dqp + qOff, ldc: qw)
                                 S.gemmOnThisThread(transA: true, transB: false, m: r.count, n: hd, k: bq, alpha: scale,
                                                    a: ds + c0, lda: nk, b: qp + qOff, ldb: qw, beta: 1, c: dkp + offsets(r).partial, ldc: qw)
-                                c0 += r.count
                             }
                         }
                     }

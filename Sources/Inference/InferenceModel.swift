@@ -248,7 +248,7 @@ public final class InferenceModel: @unchecked Sendable {
             let scores = ws.scores.ensure(chunks * G * maxLength)
             let keys = caches.map { UnsafePointer($0.keys[li]) }, values = caches.map { UnsafePointer($0.values[li]) }
             let scale = 1 / Float(hd).squareRoot()
-            parallelChunks(chunks) { ci in
+            WorkerPool.forEach(chunks) { ci in
                 let sc = scores + ci * G * maxLength
                 var item = ci
                 while item < items {
@@ -310,7 +310,7 @@ public final class InferenceModel: @unchecked Sendable {
         let chunks = (n + chunk - 1) / chunk
         let vec = k / 16 * 16
         let serial = n * k < 1 << 16
-        parallelChunks(serial ? 1 : chunks) { first in
+        WorkerPool.forEach(serial ? 1 : chunks) { first in
             var ci = first
             while ci < chunks {
                 var o = ci * chunk
@@ -486,13 +486,6 @@ func simdAxpy(_ alpha: Float, _ x: UnsafePointer<Float>, _ y: UnsafeMutablePoint
         y[i] = y[i].addingProduct(alpha, x[i])
         i += 1
     }
-}
-
-/// Calls `body(i)` for i in 0 ..< count on every core (inline when count is 1). Iterations
-/// must write disjoint memory; the caller guarantees it.
-@inline(__always)
-func parallelChunks(_ count: Int, _ body: (Int) -> Void) {
-    WorkerPool.forEach(count, body)
 }
 
 /// A Float scratch buffer that grows on demand and is reused (its contents are not kept).
