@@ -25,6 +25,8 @@ def main():
     import mlx.core as mx
     import mlx.nn as nn
     import mlx.optimizers as optim
+    import mlx_lm
+    from mlx.utils import tree_flatten
     from mlx_lm import load
     from mlx_lm.tuner.utils import linear_to_lora_layers
 
@@ -35,7 +37,7 @@ def main():
     keys = [f"self_attn.{p}" for p in ("q_proj", "k_proj", "v_proj", "o_proj")] + [f"mlp.{p}" for p in ("gate_proj", "up_proj", "down_proj")]
     alpha = args.alpha if args.alpha is not None else 2.0 * args.rank
     linear_to_lora_layers(model, len(model.layers), {"rank": args.rank, "scale": alpha / args.rank, "dropout": 0.0, "keys": keys})
-    trainable = sum(v.size for _, v in __import__("mlx.utils", fromlist=["tree_flatten"]).tree_flatten(model.trainable_parameters()))
+    trainable = sum(v.size for _, v in tree_flatten(model.trainable_parameters()))
     print(f"mlx {mx.__version__}, device {mx.default_device()}, trainable {trainable}", file=sys.stderr)
 
     vocab = model.args.vocab_size
@@ -61,7 +63,7 @@ def main():
             times.append(elapsed)
     per_step = sum(times) / len(times)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result = {"peer": f"mlx-lm {__import__('mlx_lm').__version__} (mlx {mx.__version__}, CPU)",
+    result = {"peer": f"mlx-lm {mlx_lm.__version__} (mlx {mx.__version__}, CPU)",
               "train": {"tokens_per_s": args.batch * args.seq / per_step, "seconds_per_step": per_step},
               "peak_rss_mb": rss}
     print(json.dumps(result))

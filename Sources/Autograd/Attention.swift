@@ -68,6 +68,9 @@ extension Ops {
                 keyColumns[b * blocks + blk] = column
             }
         }
+        /// Offset in k and v of the first key of `keys` in batch row b, kv head kvh.
+        @inline(__always)
+        func kvOffset(_ b: Int, _ kvh: Int, _ keys: Range<Int>) -> Int { (b * t + keys.lowerBound) * kw + kvh * hd }
         /// Score columns row i may use: the keys ≤ i of the block's runs.
         @inline(__always)
         func visibleColumns(_ runs: [(keys: Range<Int>, column: Int)], _ i: Int) -> Int {
@@ -88,7 +91,7 @@ extension Ops {
             let kvh = h / group
             for (r, c0) in runs {
                 S.gemmOnThisThread(transA: false, transB: true, m: bq, n: r.count, k: hd, alpha: scale,
-                                   a: qp + (b * t + i0) * qw + h * hd, lda: qw, b: kp + (b * t + r.lowerBound) * kw + kvh * hd, ldb: kw,
+                                   a: qp + (b * t + i0) * qw + h * hd, lda: qw, b: kp + kvOffset(b, kvh, r), ldb: kw,
                                    beta: 0, c: p + c0, ldc: nk)  // [bq, run]
             }
             for row in 0..<bq {
@@ -138,7 +141,7 @@ extension Ops {
                                     probabilities(qp, kp, p, b, h, i0, bq, runs, nk, lp, recompute: false)
                                     for (r, c0) in runs {  // O[bq, hd] = Σ over runs of P[:, run] · V[run]
                                         S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: r.count, alpha: 1,
-                                                           a: p + c0, lda: nk, b: vp + (b * t + r.lowerBound) * kw + kvh * hd, ldb: kw,
+                                                           a: p + c0, lda: nk, b: vp + kvOffset(b, kvh, r), ldb: kw,
                                                            beta: c0 == 0 ? 0 : 1, c: o + (b * t + i0) * qw + h * hd, ldc: qw)
                                     }
                                 }
@@ -194,21 +197,19 @@ extension Ops {
                             let i0 = blk * blockRows, bq = min(blockRows, t - i0)
                             let runs = keyRuns[b * blocks + blk], nk = keyColumns[b * blocks + blk]
                             let qOff = (b * t + i0) * qw + h * hd
-                            // per run: its keys' offset in k/v and in this (part, head)'s dK/dV partial
-                            func offsets(_ r: Range<Int>) -> (kv: Int, partial: Int) {
-                                ((b * t + r.lowerBound) * kw + kvh * hd, part * rows * qw + (b * t + r.lowerBound) * qw + h * hd)
-                            }
+                            // a run's rows in this (part, head)'s dK/dV partial (laid out like q)
+                            func partial(_ r: Range<Int>) -> Int { part * rows * qw + (b * t + r.lowerBound) * qw + h * hd }
                             probabilities(qp, kp, p, b, h, i0, bq, runs, nk, lp, recompute: true)
                             if let dvp {  // dV[run, hd] += P[:, run]ᵀ dO
                                 for (r, c0) in runs {
                                     S.gemmOnThisThread(transA: true, transB: false, m: r.count, n: hd, k: bq, alpha: 1,
-                                                       a: p + c0, lda: nk, b: go + qOff, ldb: qw, beta: 1, c: dvp + offsets(r).partial, ldc: qw)
+                                                       a: p + c0, lda: nk, b: go + qOff, ldb: qw, beta: 1, c: dvp + partial(r), ldc: qw)
                                 }
                             }
                             guard needQK, let dqp, let dkp else { continue }
                             for (r, c0) in runs {  // dP[:, run] = dO V[run]ᵀ
                                 S.gemmOnThisThread(transA: false, transB: true, m: bq, n: r.count, k: hd, alpha: 1,
-                                                   a: go + qOff, lda: qw, b: vp + offsets(r).kv, ldb: kw, beta: 0, c: ds + c0, ldc: nk)
+                                                   a: go + qOff, lda: qw, b: vp + kvOffset(b, kvh, r), ldb: kw, beta: 0, c: ds + c0, ldc: nk)
                             }
                             for row in 0..<bq {
                                 let i = i0 + row, visible = visibleColumns(runs, i)
@@ -220,9 +221,9 @@ extension Ops {
                             // dQ[bq, hd] += s·dS[:, run] K[run];  dK[run, hd] += s·dS[:, run]ᵀ Q
                             for (r, c0) in runs {
                                 S.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: r.count, alpha: scale,
-                                                   a: ds + c0, lda: nk, b: kp + offsets(r).kv, ldb: kw, beta: 1, c: dqp + qOff, ldc: qw)
+                                                   a: ds + c0, lda: nk, b: kp + kvOffset(b, kvh, r), ldb: kw, beta: 1, c: dqp + qOff, ldc: qw)
                                 S.gemmOnThisThread(transA: true, transB: false, m: r.count, n: hd, k: bq, alpha: scale,
-                                                   a: ds + c0, lda: nk, b: qp + qOff, ldb: qw, beta: 1, c: dkp + offsets(r).partial, ldc: qw)
+                                                   a: ds + c0, lda: nk, b: qp + qOff, ldb: qw, beta: 1, c: dkp + partial(r), ldc: qw)
                             }
                         }
                     }

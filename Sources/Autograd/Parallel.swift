@@ -18,13 +18,8 @@ enum Parallel {
     /// Calls `body(chunkIndex, range)` for fixed chunks of `0..<count`.
     @inline(__always)
     static func forChunks(_ count: Int, grain: Int, _ body: (Int, Range<Int>) -> Void) {
-        let chunks = chunkCount(count, grain: grain)
-        if chunks == 1 || maxThreads == 1 {
-            for c in 0..<chunks { body(c, (c * grain)..<min(count, (c + 1) * grain)) }
-            return
-        }
-        // Chunks write disjoint outputs; the caller guarantees it.
-        WorkerPool.forEach(chunks) { c in body(c, (c * grain)..<min(count, (c + 1) * grain)) }
+        // Chunks write disjoint outputs; the caller guarantees it. One chunk, or one thread, runs inline.
+        WorkerPool.forEach(chunkCount(count, grain: grain)) { c in body(c, (c * grain)..<min(count, (c + 1) * grain)) }
     }
 
     /// Element grain for streaming kernels: about 64 KiB of Float per chunk, a multiple of 16.
