@@ -1,6 +1,6 @@
 // swift-tools-version: 6.0
 // The adapter training toolkit: LoRA adapters over a frozen Llama-family base model, on CPU.
-// Module map: ../shared/DESIGN.md. Only Sources/Autograd imports COpenBLAS.
+// Module map and the dependency rule: docs/architecture.md. Only Sources/Autograd imports COpenBLAS.
 import PackageDescription
 
 import Foundation
@@ -40,27 +40,38 @@ let package = Package(
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: fast),
         .target(name: "DataSchema", dependencies: ["ModelAssets"], swiftSettings: fast),
+        // The model definition: tensor table, LoRA config, frozen base weights, adapters and
+        // drafts in every stored form, loading. Below both executors.
+        .target(
+            name: "ModelDefinition",
+            dependencies: ["Autograd", "ModelAssets", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: fast),
         .target(
             name: "Training",
-            dependencies: ["Autograd", "ModelAssets", "DataSchema", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: fast),
-        .target(name: "Inference", dependencies: ["Training", "Autograd", "ModelAssets"], swiftSettings: fast),
+        .target(name: "Inference", dependencies: ["ModelDefinition", "Autograd", "ModelAssets"], swiftSettings: fast),
+        // Draft distillation: the draft model, its objective and run, the KV-cache teacher.
+        .target(
+            name: "Distillation",
+            dependencies: ["Training", "Inference", "ModelDefinition", "DataSchema", "Autograd", "ModelAssets"],
+            swiftSettings: fast),
         .target(
             name: "CLISupport",
-            dependencies: ["Training", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Training", "ModelDefinition", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
             name: "generate",
-            dependencies: ["CLISupport", "Export", "Inference", "Training", "DataSchema", "ModelAssets",
+            dependencies: ["CLISupport", "ModelDefinition", "Inference", "DataSchema", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
             name: "train-adapter",
-            dependencies: ["CLISupport", "Training", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["CLISupport", "Training", "ModelDefinition", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
             name: "bench-train",
-            dependencies: ["CLISupport", "Inference", "Training", "DataSchema", "ModelAssets", "Autograd",
+            dependencies: ["CLISupport", "Inference", "Training", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
@@ -69,45 +80,45 @@ let package = Package(
             swiftSettings: fast),
         .executableTarget(
             name: "adapter-data",
-            dependencies: ["DataSchema", "ModelAssets", "CLISupport", "Training", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["DataSchema", "ModelAssets", "ModelDefinition", "CLISupport", "Training", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
-        .target(name: "Evaluation", dependencies: ["Training", "Inference", "DataSchema", "ModelAssets", "Autograd"], swiftSettings: fast),
+        .target(name: "Evaluation", dependencies: ["Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"], swiftSettings: fast),
         .executableTarget(
             name: "evaluate-adapter",
-            dependencies: ["Evaluation", "CLISupport", "Training", "Inference", "DataSchema",
+            dependencies: ["Evaluation", "CLISupport", "ModelDefinition", "DataSchema",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .target(
             name: "Export",
-            dependencies: ["Training", "Inference", "ModelAssets", "Autograd", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["Training", "Inference", "ModelDefinition", "ModelAssets", "Autograd", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: fast),
         .executableTarget(
             name: "export-fmadapter",
-            dependencies: ["Export", "CLISupport", "Training", "ModelAssets",
+            dependencies: ["Export", "CLISupport", "Training", "ModelDefinition", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
-        .testTarget(name: "ExportTests", dependencies: ["TestSupport", "Export", "Training", "Inference", "ModelAssets", "Autograd", "DataSchema"]),
+        .testTarget(name: "ExportTests", dependencies: ["TestSupport", "Export", "Training", "Inference", "Distillation", "ModelDefinition", "ModelAssets", "Autograd", "DataSchema"]),
         .executableTarget(
             name: "train-draft",
-            dependencies: ["CLISupport", "Training", "Inference", "DataSchema", "Autograd",
+            dependencies: ["CLISupport", "Distillation", "Training", "ModelDefinition", "DataSchema", "Autograd",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
             name: "bench-speculative",
-            dependencies: ["CLISupport", "Inference", "Training", "DataSchema", "ModelAssets",
+            dependencies: ["CLISupport", "Inference", "ModelDefinition", "DataSchema", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
-        .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
-        .target(name: "TestSupport", dependencies: ["ModelAssets", "Autograd"], path: "Tests/TestSupport"),
+        .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Distillation", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
+        .target(name: "TestSupport", dependencies: ["ModelAssets", "ModelDefinition", "Training", "Inference", "Autograd"], path: "Tests/TestSupport"),
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
         .testTarget(name: "CLISupportTests", dependencies: ["CLISupport"]),
-        .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
         .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),
         .testTarget(
-            name: "TrainingTests", dependencies: ["TestSupport", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"],
+            name: "TrainingTests", dependencies: ["TestSupport", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Export", "DataSchema", "ModelAssets", "Autograd"]),
-        .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
+        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Distillation", "Export", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
+        .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Export", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
     ]
 )

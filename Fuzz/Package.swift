@@ -20,18 +20,20 @@ let package = Package(
         .target(name: "Autograd", dependencies: ["COpenBLAS"], path: "Sources/Autograd"),
         .target(name: "ModelAssets", dependencies: [.product(name: "Crypto", package: "swift-crypto")], path: "Sources/ModelAssets"),
         .target(name: "DataSchema", dependencies: ["ModelAssets"], path: "Sources/DataSchema"),
-        .target(name: "Training", dependencies: ["Autograd", "ModelAssets", "DataSchema", .product(name: "Crypto", package: "swift-crypto")],
+        .target(name: "ModelDefinition", dependencies: ["Autograd", "ModelAssets", .product(name: "Crypto", package: "swift-crypto")],
+                path: "Sources/ModelDefinition"),
+        .target(name: "Training", dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", .product(name: "Crypto", package: "swift-crypto")],
                 path: "Sources/Training"),
-        .target(name: "Inference", dependencies: ["Training", "Autograd", "ModelAssets"], path: "Sources/Inference"),
-        .target(name: "Export", dependencies: ["Training", "Inference", "ModelAssets", "Autograd", .product(name: "Crypto", package: "swift-crypto")],
+        .target(name: "Inference", dependencies: ["ModelDefinition", "Autograd", "ModelAssets"], path: "Sources/Inference"),
+        .target(name: "Export", dependencies: ["Training", "Inference", "ModelDefinition", "ModelAssets", "Autograd", .product(name: "Crypto", package: "swift-crypto")],
                 path: "Sources/Export"),
         .target(name: "CFuzzerDriver", path: "Fuzzers/CFuzzerDriver"),
-        .target(name: "TestSupport", dependencies: ["ModelAssets", "Autograd"], path: "Sources/TestSupport"),
-        .target(name: "FuzzSupport", dependencies: ["TestSupport", "ModelAssets", "DataSchema", "Training", "Export", "Autograd",
+        .target(name: "TestSupport", dependencies: ["ModelAssets", "ModelDefinition", "Training", "Inference", "Autograd"], path: "Sources/TestSupport"),
+        .target(name: "FuzzSupport", dependencies: ["TestSupport", "ModelAssets", "ModelDefinition", "DataSchema", "Training", "Export", "Autograd",
                                                     .product(name: "Crypto", package: "swift-crypto")],
                 path: "Fuzzers/FuzzSupport"),
     ] + fuzzers.map { name in
-        .executableTarget(name: name, dependencies: ["CFuzzerDriver", "FuzzSupport", "Autograd", "ModelAssets", "DataSchema", "Training", "Export"],
+        .executableTarget(name: name, dependencies: ["CFuzzerDriver", "FuzzSupport", "Autograd", "ModelAssets", "ModelDefinition", "DataSchema", "Training", "Export"],
                           path: "Fuzzers/\(name)")
     }
 )

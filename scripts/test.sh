@@ -6,6 +6,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 scripts/setup.sh
+# docs/architecture.md matches Package.swift, and nothing points outside the repository.
+python3 scripts/check-architecture.py
 export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
 swift test -c release -Xswiftc -enable-testing "$@"
 # Then every parser fuzzer briefly (FUZZ_SECONDS each, default 20; 0 skips), so that a

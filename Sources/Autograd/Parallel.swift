@@ -181,3 +181,11 @@ public final class WorkerPool: @unchecked Sendable {
         }
     }
 }
+
+/// Seconds on the monotonic clock: the one timer every module and tool reads (steps, tokens/s,
+/// benchmarks), unaffected by wall-clock changes.
+public func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
+}

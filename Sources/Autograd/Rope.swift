@@ -63,14 +63,15 @@ public func rope(_ x: Tensor, heads: Int, positions: [Int], base: Float) -> Tens
 /// cos and sin of every angle pos·base^(−2i/hd) rope has needed so far, in Double, computed once
 /// per (base, head dim) and grown to the largest position seen: every layer's q and k, every
 /// step, rotate by the same angles, and a table lookup costs nothing next to pow, cos and sin.
-final class RopeTable: @unchecked Sendable {
-    static let shared = RopeTable()
+public final class RopeTable: @unchecked Sendable {
+    /// The one table training's rope op and the KV-cache pass both read.
+    public static let shared = RopeTable()
     private struct Key: Hashable { let base: Float, headDim: Int }
     private var tables: [Key: (cos: [Double], sin: [Double])] = [:]  // [P, hd/2] each
     private let lock = NSLock()
 
     /// Calls `body(cos, sin)` with tables [P, hd/2] (row p = position p) for P ≥ `positions`.
-    func withAngles<R>(base: Float, headDim hd: Int, positions: Int, _ body: ([Double], [Double]) -> R) -> R {
+    public func withAngles<R>(base: Float, headDim hd: Int, positions: Int, _ body: ([Double], [Double]) -> R) -> R {
         let key = Key(base: base, headDim: hd), half = hd / 2
         lock.lock()
         let held = (tables[key]?.cos.count ?? 0) / max(half, 1)

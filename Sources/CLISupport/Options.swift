@@ -1,10 +1,12 @@
 // Option groups shared by the executables (swift-argument-parser @OptionGroup), so train-adapter
 // and train-draft take the same data, schedule and checkpoint flags with the same defaults and
-// help, and every tool names the base model the same way. Defaults follow Apple's adapter
-// training toolkit where it has them.
+// help, and every tool names the base model the same way. Each setting is defined once: its
+// default is the library's (TrainingOptions, LoRAConfig), its check the library's where one exists.
+// Defaults follow Apple's adapter training toolkit where it has them.
 import ArgumentParser
 import DataSchema
 import Foundation
+import ModelDefinition
 import Training
 
 public struct BaseModelOptions: ParsableArguments {
@@ -16,6 +18,12 @@ public struct BaseModelOptions: ParsableArguments {
 
     public func load() throws -> BaseModel {
         try BaseModel.load(path: try BaseModel.resolvePath(baseModel))
+    }
+
+    /// Loads the base and the adapter at `adapter` (a checkpoint, .fmadapter package or PEFT
+    /// folder; nil for the bare base), refusing an adapter made for another base.
+    public func load(adapter: String?) throws -> LoadedModel {
+        try LoadedModel.load(base: try load(), adapter: adapter)
     }
 }
 
@@ -46,6 +54,13 @@ public struct DataOptions: ParsableArguments {
 
     public init() {}
 
+    /// The library's data settings, with the schedule's batch size and seed.
+    public func settings(_ schedule: ScheduleOptions) -> DataSettings {
+        DataSettings(trainData: trainData, evalData: evalData, maxSequenceLength: maxSequenceLength,
+                     fixedSizedSequences: fixedSizedSequences, packSequences: packSequences, skipInvalid: skipInvalid,
+                     batchSize: schedule.batchSize, seed: schedule.seed, sharePrefix: sharePrefix)
+    }
+
     public func validate() throws {
         guard maxSequenceLength >= 2 else { throw ValidationError("--max-sequence-length must be at least 2 tokens") }
         if fixedSizedSequences && packSequences {
@@ -56,10 +71,10 @@ public struct DataOptions: ParsableArguments {
 
 public struct ScheduleOptions: ParsableArguments {
     @Option(help: "Number of passes over the training data.")
-    public var epochs: Int = 2
+    public var epochs: Int = TrainingOptions().epochs
 
     @Option(help: "Peak learning rate of AdamW.")
-    public var learningRate: Float = 1e-3
+    public var learningRate: Float = TrainingOptions().learningRate
 
     @Option(help: "Linear warmup length in epochs (fractions allowed). Excludes --warmup-steps.")
     public var warmupEpochs: Double?
@@ -68,31 +83,31 @@ public struct ScheduleOptions: ParsableArguments {
     public var warmupSteps: Int?
 
     @Option(help: "Learning-rate schedule after warmup: cosine, linear or constant.")
-    public var lrSchedule: LRSchedule = .cosine
+    public var lrSchedule: LRSchedule = TrainingOptions().schedule
 
     @Option(help: "Samples per micro-batch.")
     public var batchSize: Int = 4
 
     @Option(help: "Micro-batches whose gradients are averaged into one optimizer step.")
-    public var gradientAccumulationSteps: Int = 1
+    public var gradientAccumulationSteps: Int = TrainingOptions().gradientAccumulationSteps
 
     @Option(help: "AdamW decoupled weight decay.")
-    public var weightDecay: Float = 1e-2
+    public var weightDecay: Float = TrainingOptions().weightDecay
 
     @Option(help: "Clip the global gradient norm to this value (0 turns clipping off).")
-    public var clipGradNorm: Float = 1.0
+    public var clipGradNorm: Float = TrainingOptions().clipGradNorm ?? 0
 
     @Option(help: "Stop after this many optimizer steps (the schedule is laid out over them).")
     public var maxSteps: Int?
 
     @Option(help: "Seed for adapter initialisation, data order and dropout.")
-    public var seed: UInt64 = 0
+    public var seed: UInt64 = TrainingOptions().seed
 
     @Flag(help: "Recompute each block's activations in the backward pass instead of keeping them: far less memory (long sequences, big batches) for about 30% more time per step.")
     public var activationCheckpointing = false
 
     @Option(help: "Report the training loss every this many optimizer steps.")
-    public var lossUpdateFrequency: Int = 1
+    public var lossUpdateFrequency: Int = TrainingOptions().lossUpdateFrequency
 
     public init() {}
 
@@ -116,8 +131,7 @@ public struct ScheduleOptions: ParsableArguments {
         o.epochs = epochs
         o.learningRate = learningRate
         o.gradientAccumulationSteps = gradientAccumulationSteps
-        let stepsPerEpoch = (batchesPerEpoch + gradientAccumulationSteps - 1) / gradientAccumulationSteps
-        o.warmupSteps = warmupSteps ?? Int(((warmupEpochs ?? 0) * Double(stepsPerEpoch)).rounded())
+        o.warmupSteps = warmupSteps ?? Int(((warmupEpochs ?? 0) * Double(o.stepsPerEpoch(batchesPerEpoch))).rounded())
         o.weightDecay = weightDecay
         o.clipGradNorm = clipGradNorm > 0 ? clipGradNorm : nil
         o.schedule = lrSchedule
@@ -134,7 +148,7 @@ public struct CheckpointOptions: ParsableArguments {
     public var checkpointDir: String
 
     @Option(help: "Write an epoch checkpoint every this many epochs.")
-    public var checkpointFrequency: Int = 1
+    public var checkpointFrequency: Int = TrainingOptions().checkpointFrequency
 
     @Option(help: "Continue exactly from this checkpoint (same data and settings).")
     public var resumeFrom: String?
@@ -152,4 +166,44 @@ public struct CheckpointOptions: ParsableArguments {
         if resume && resumeFrom != nil { throw ValidationError("give --resume or --resume-from, not both") }
         if let k = keepBest, k < 0 { throw ValidationError("--keep-best must not be negative") }
     }
+
+    public var settings: CheckpointSettings {
+        CheckpointSettings(directory: checkpointDir, frequency: checkpointFrequency, resumeFrom: resumeFrom, resume: resume, keepBest: keepBest)
+    }
+}
+
+extension LoRATarget: ExpressibleByArgument {}
+
+/// The adapter's shape: rank, alpha, targets, dropout (train-adapter, bench-train).
+public struct LoRAOptions: ParsableArguments {
+    @Option(help: "LoRA rank r.")
+    public var rank: Int = LoRAConfig().rank
+
+    @Option(help: "LoRA alpha; the adapter's output is scaled by alpha / rank. Default: the rank (scale 1).")
+    public var alpha: Float?
+
+    @Option(parsing: .upToNextOption, help: "Projections to adapt, comma- or space-separated: q,k,v,o,gate,up,down (default all).")
+    public var targets: [String] = [LoRATarget.allCases.map(\.rawValue).joined(separator: ",")]
+
+    @Option(help: "Dropout on the LoRA path during training.")
+    public var dropout: Float = LoRAConfig().dropout
+
+    public init() {}
+
+    /// The configuration the flags describe, checked by `LoRAConfig.validate` (the one check).
+    public func config() throws -> LoRAConfig {
+        var out: [LoRATarget] = []
+        for item in targets.flatMap({ $0.split(separator: ",") }) {
+            let name = item.trimmingCharacters(in: .whitespaces)
+            guard let t = LoRATarget(rawValue: name) else {
+                throw ValidationError("unknown --targets entry '\(name)'; choose from q,k,v,o,gate,up,down")
+            }
+            if !out.contains(t) { out.append(t) }
+        }
+        let c = LoRAConfig(rank: rank, alpha: alpha, targets: out, dropout: dropout)
+        do { try c.validate() } catch { throw ValidationError("\(error.localizedDescription) (--rank, --alpha, --targets, --dropout)") }
+        return c
+    }
+
+    public func validate() throws { _ = try config() }
 }

@@ -1,6 +1,7 @@
 // Renders training events for a person: one live, rewritten status line on a terminal
 // (epoch, step/total, smoothed loss, learning rate, tokens/s, ETA), plain log lines otherwise
 // (CI logs, files). Everything goes to stderr so stdout stays for results.
+import DataSchema
 import Foundation
 import Training
 
@@ -44,6 +45,24 @@ public final class ProgressPrinter {
     /// Seconds left at this run's pace: `elapsed` covers the steps after `firstStep` only.
     public static func remainingSeconds(step: Int, total: Int, firstStep: Int, elapsed: Double) -> Double {
         Double(total - step) * elapsed / Double(max(1, step - firstStep))
+    }
+
+    /// What the data step found, as train-adapter and train-draft both print it.
+    public func logData(train: DataSummary, eval: DataSummary?, trainTokens: Int, targetTokens: Int, computedPositions: Int,
+                        skipped: [DataIssue]) {
+        log("train data: \(train)")
+        if let eval { log("eval data: \(eval)") }
+        log("train tokens: \(trainTokens) (\(targetTokens) assistant tokens in the loss); an epoch computes \(computedPositions) positions"
+            + (computedPositions < trainTokens ? String(format: " (prompt prefixes shared within batches: %.2fx fewer)", Double(trainTokens) / Double(computedPositions)) : ""))
+        for issue in skipped.prefix(20) { log("skipped: \(issue)") }
+        if skipped.count > 20 { log("skipped: ... and \(skipped.count - 20) more") }
+    }
+
+    /// Before a `--resume`: which damaged checkpoints it passes over, so nothing is skipped silently.
+    public func logResumeScan(directory: String, prefix: String) {
+        let scan = RunFolder.scanCheckpoints(in: directory, prefix: prefix)
+        for d in scan.damaged { log("warning: skipping damaged checkpoint \(d.path) (left in place): \(d.reason)") }
+        if !scan.damaged.isEmpty, let newest = scan.newest { log("--resume uses the newest valid checkpoint, \(newest)") }
     }
 
     public func handle(_ event: TrainingEvent) {

@@ -2,6 +2,7 @@
 // only, or the folder's tokenizer.json), for tools that only count or show tokens.
 import Foundation
 import ModelAssets
+import ModelDefinition
 import Training
 
 extension BaseModelOptions {
@@ -16,7 +17,7 @@ extension BaseModelOptions {
             let json = URL(fileURLWithPath: path).appendingPathComponent("tokenizer.json")
             tokenizer = try BPETokenizer.load(tokenizerJSON: json)
         } else {
-            tokenizer = try BPETokenizer(data: try ModelLoader.tokenizerData(from: try GGUFFile(path: path)))
+            tokenizer = try BPETokenizer(data: try TokenizerData(gguf: try GGUFFile(path: path)))
         }
         return (path, tokenizer, ChatTemplate.detect(from: tokenizer.chatTemplate))
     }

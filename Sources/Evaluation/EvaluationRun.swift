@@ -6,6 +6,7 @@ import DataSchema
 import Foundation
 import Inference
 import ModelAssets
+import ModelDefinition
 import Training
 
 public struct EvaluationSettings: Sendable {
@@ -120,20 +121,31 @@ public enum EvaluationRun {
 
         // Checkpoints first (cheap headers, fail early on another base); the final checkpoint
         // holds the same weights as the last epoch's when the run ended on an epoch: once is enough.
-        var loaded: [String: Checkpoint] = [:]
+        // Any adapter form (checkpoint, .fmadapter package, PEFT folder); checkpoints also give their step.
+        var loaded: [String: Adapter] = [:]
         var steps: [String: Int] = [:]
         for m in models {
             guard let path = m.checkpoint else { continue }
-            let c = try Checkpoint.load(path)
-            try c.requireAdapter(for: base)
-            loaded[path] = c
-            steps[path] = c.header.state.step
+            let adapter: Adapter
+            if PEFTFormat.folder(of: path) == nil && !FMAdapterPackage.looksLikePackage(path) {
+                let c = try Checkpoint.load(path)
+                try c.requireAdapter(for: base)
+                steps[path] = c.header.state.step
+                adapter = try Adapter.fromCheckpoint(c.file)
+            } else {
+                adapter = try Adapter.load(path, base: base)
+            }
+            try adapter.requireBase(base)
+            loaded[path] = adapter
+        }
+        func sameWeights(_ a: String, _ b: String) -> Bool {
+            guard let x = loaded[a], let y = loaded[b], x.lora == y.lora else { return false }
+            return x.tensors.map(\.tensor) == y.tensors.map(\.tensor)
         }
         if s.checkpointDir != nil,
            let final = models.last(where: { $0.label == "adapter-final" }), let fp = final.checkpoint,
            let twin = models.firstIndex(where: { $0.checkpoint != nil && $0.checkpoint != fp && $0.label.hasPrefix("adapter-epoch")
-                                            && steps[$0.checkpoint!] == steps[fp]
-                                            && loaded[$0.checkpoint!]?.tensors == loaded[fp]?.tensors }) {
+                                            && steps[$0.checkpoint!] == steps[fp] && sameWeights($0.checkpoint!, fp) }) {
             notes.append("\(models[twin].label) and adapter-final hold the same weights (step \(steps[fp]!)); evaluated once as \(models[twin].label)")
             models[twin].label += "=final"
             models.removeAll { $0.checkpoint == fp }
@@ -186,7 +198,8 @@ public enum EvaluationRun {
         for (mi, m) in models.enumerated() {
             onEvent(.modelStarted(label: m.label, index: mi, count: models.count))
             let t0 = Date()
-            let llama = try LlamaModel.load(base: base, adapter: m.checkpoint.flatMap { loaded[$0] })
+            let adapter = m.checkpoint.flatMap { loaded[$0] }
+            let llama = try LlamaModel(base: base.weights, adapter: adapter)
             var summary = ModelSummary(label: m.label, checkpoint: m.checkpoint, step: m.checkpoint.flatMap { steps[$0] })
             if s.computeLoss && !examples.isEmpty {
                 let tl = Date()
@@ -198,7 +211,7 @@ public enum EvaluationRun {
                 onEvent(.lossComputed(label: m.label, loss: loss, tokens: tokens, seconds: Date().timeIntervalSince(tl)))
             }
             if s.generate {
-                let engine = InferenceModel(llama)
+                let engine = InferenceModel(base: base.weights, adapter: adapter)
                 try Evaluator.generate(engine, targets: targets, base: base, encoder: encoder, maxNewTokens: maxNew,
                                        batchSize: s.generationBatchSize, label: m.label) { ti, r in
                     summary.add(r)

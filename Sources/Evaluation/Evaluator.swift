@@ -7,6 +7,7 @@ import DataSchema
 import Foundation
 import Inference
 import ModelAssets
+import ModelDefinition
 import Training
 
 /// Which assistant turns of a sample are generated and scored.

@@ -2,6 +2,7 @@
 // and the message says what to do. Errors from the modules underneath (TrainingError,
 // ModelAssetsError) pass through unchanged; they already carry their paths.
 import Foundation
+import ModelDefinition
 
 public enum ExportError: Error, LocalizedError, Equatable {
     /// The adapter name breaks the runtime's rule.
@@ -35,25 +36,9 @@ public enum ExportError: Error, LocalizedError, Equatable {
     }
 }
 
-/// The runtime's rule for adapter names: letters, digits and underscores.
-public enum AdapterName {
-    public static func isValid(_ name: String) -> Bool {
-        !name.isEmpty && name.unicodeScalars.allSatisfy { s in
-            (s >= "a" && s <= "z") || (s >= "A" && s <= "Z") || (s >= "0" && s <= "9") || s == "_"
-        }
-    }
-
+extension AdapterName {
     /// Throws `ExportError.invalidName` unless `name` follows the rule.
     public static func validate(_ name: String) throws {
         guard isValid(name) else { throw ExportError.invalidName(name) }
-    }
-
-    /// `name` with every other character replaced by an underscore (for the error message).
-    static func suggestion(for name: String) -> String {
-        let fixed = String(name.unicodeScalars.map { s -> Character in
-            let ok = (s >= "a" && s <= "z") || (s >= "A" && s <= "Z") || (s >= "0" && s <= "9") || s == "_"
-            return ok ? Character(s) : "_"
-        })
-        return "'\(fixed.isEmpty ? "my_adapter" : fixed)'"
     }
 }

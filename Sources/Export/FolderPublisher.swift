@@ -4,7 +4,7 @@
 // then removed). A failure leaves the older folder untouched and removes the partial one.
 // POSIX rename(2) only; Linux's renameat2(RENAME_EXCHANGE) is left out for portability.
 import Foundation
-import Training
+import ModelDefinition
 #if canImport(Glibc)
 import Glibc
 #endif

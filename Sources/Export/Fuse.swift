@@ -1,12 +1,12 @@
-// `fuse`: merging an adapter into its base (W + scale·B·A per adapted projection, LoRALinear's
-// fused()) and writing a standalone model that needs no adapter: GGUF (F32 or F16 matrices,
+// `fuse`: merging an adapter into its base (W + scale·B·A per adapted projection, the model
+// definition's Adapter.merged) and writing a standalone model that needs no adapter: GGUF (F32 or F16 matrices,
 // tokenizer and chat template carried over) or a Hugging Face folder (config.json,
 // model.safetensors, tokenizer.json/tokenizer_config.json). Quantized output is left out.
 // GGUF layout follows convert_hf_to_gguf.py through ModelExport; tokenizer.json follows HF tokenizers.
 import Autograd
 import Foundation
 import ModelAssets
-import Training
+import ModelDefinition
 
 public enum FusedFormat: String, CaseIterable, Sendable {
     case ggufF32 = "gguf-f32"
@@ -17,30 +17,13 @@ public enum FusedFormat: String, CaseIterable, Sendable {
 public enum Fuse {
     /// Every base weight under its Hugging Face name, with the adapter merged into the
     /// projections it adapts. Throws unless the adapter was trained on `base`.
-    public static func mergedTensors(base: BaseModel, adapter: AdapterWeights) throws -> [String: HostTensor] {
+    public static func mergedTensors(base: BaseModel, adapter: Adapter) throws -> [String: HostTensor] {
         try adapter.requireBase(base)
-        var rng = SeededRNG(seed: 0)
-        let model = try LlamaModel(config: base.config, weights: base.file.tensors, lora: adapter.lora, rng: &rng)
-        let stored = Dictionary(uniqueKeysWithValues: adapter.tensors.map { ($0.name, $0.tensor) })
-        for (name, t) in model.loraParameters {
-            guard let s = stored[name], s.shape == t.shape else {
-                throw ExportError.incompatible(path: adapter.source, reason: "has no tensor '\(name)' of shape \(t.shape)")
-            }
-            t.data = s.data
-        }
-        var out = base.file.tensors
-        for (i, block) in model.blocks.enumerated() {
-            for target in adapter.lora.targets {
-                let p = block.projection(target)
-                guard p.lora != nil else { continue }
-                out[LoRALayout.modulePath(layer: i, target: target) + ".weight"] = HostTensor(shape: p.weight.shape, data: p.mergedWeight())
-            }
-        }
-        return out
+        return try adapter.merged(into: base.weights).tensorDictionary
     }
 
     /// Writes the merged model to `path` (a .gguf file, or a folder for `.safetensors`), atomically.
-    public static func write(base: BaseModel, adapter: AdapterWeights, format: FusedFormat, to path: String) throws {
+    public static func write(base: BaseModel, adapter: Adapter, format: FusedFormat, to path: String) throws {
         let tensors = try mergedTensors(base: base, adapter: adapter)
         switch format {
         case .ggufF32, .ggufF16:
@@ -79,7 +62,7 @@ public enum Fuse {
 /// in the pipelines BPETokenizer.load(tokenizerJSON:) and Hugging Face tokenizers both read.
 enum TokenizerFiles {
     static func make(from t: TokenizerData, preTokenizer: PreTokenizer) throws -> (tokenizerJSON: Data, tokenizerConfigJSON: Data) {
-        var vocab: [String: JSONValue] = [:]
+        var vocab: [String: MetadataValue] = [:]
         for (id, token) in t.tokens.enumerated() where vocab[token] == nil { vocab[token] = .int(id) }
         var specialIds: [Int] = []
         if let types = t.tokenTypes {
@@ -87,14 +70,14 @@ enum TokenizerFiles {
         } else {
             specialIds = Array(Set([t.bosTokenId, t.eosTokenId, t.padTokenId].compactMap { $0 })).sorted()
         }
-        let added: [JSONValue] = specialIds.map { id in
+        let added: [MetadataValue] = specialIds.map { id in
             .object(["id": .int(id), "content": .string(t.tokens[id]), "single_word": .bool(false), "lstrip": .bool(false),
                      "rstrip": .bool(false), "normalized": .bool(false), "special": .bool(true)])
         }
-        func byteLevel(_ useRegex: Bool) -> JSONValue {
+        func byteLevel(_ useRegex: Bool) -> MetadataValue {
             .object(["type": .string("ByteLevel"), "add_prefix_space": .bool(false), "trim_offsets": .bool(true), "use_regex": .bool(useRegex)])
         }
-        let pre: JSONValue
+        let pre: MetadataValue
         switch preTokenizer {
         case .gpt2:
             pre = byteLevel(true)
@@ -106,7 +89,7 @@ enum TokenizerFiles {
                 .object(["type": .string("Split"), "pattern": .object(["Regex": .string(preTokenizer.pattern)]),
                          "behavior": .string("Isolated"), "invert": .bool(false)]), byteLevel(false)])])
         }
-        let root: [String: JSONValue] = [
+        let root: [String: MetadataValue] = [
             "version": .string("1.0"), "truncation": .null, "padding": .null,
             "added_tokens": .array(added),
             "normalizer": preTokenizer == .qwen2 ? .object(["type": .string("NFC")]) : .null,
@@ -120,7 +103,7 @@ enum TokenizerFiles {
                 "vocab": .object(vocab), "merges": .array(t.merges.map { .string($0) }),
             ]),
         ]
-        var config: [String: JSONValue] = [
+        var config: [String: MetadataValue] = [
             "tokenizer_class": .string("PreTrainedTokenizerFast"), "clean_up_tokenization_spaces": .bool(false),
             "model_max_length": .int(1_000_000),
         ]

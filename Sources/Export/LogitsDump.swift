@@ -3,11 +3,11 @@
 // the inference engine (adapter merged), one row per input token. Sampling is left out.
 import Foundation
 import Inference
-import Training
+import ModelDefinition
 
 public enum LogitsDump {
     /// Logits [ids.count, V] of `model` for `ids`, row-major.
-    public static func logits(_ model: LlamaModel, ids: [Int]) -> [Float] {
+    public static func logits(_ model: LoadedModel, ids: [Int]) -> [Float] {
         let engine = InferenceModel(model)
         return engine.forward(ids, cache: engine.makeCache(capacity: ids.count + 1), allLogits: true)
     }

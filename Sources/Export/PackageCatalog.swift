@@ -3,6 +3,7 @@
 // made for a given base signature, and removing those that were not. Only folders whose
 // metadata.json reads are judged; damaged ones are reported, never deleted.
 import Foundation
+import ModelDefinition
 
 public struct CatalogEntry: Sendable {
     public var path: String

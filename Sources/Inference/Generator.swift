@@ -38,12 +38,6 @@ public struct GenerationRequest: Sendable {
     }
 }
 
-func now() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
-}
-
 public enum Generator {
     /// Generates up to `maxNewTokens` tokens. `onToken` receives each token as it is chosen
     /// (a stop token is reported in the stats, not passed on); returning false stops early.
@@ -55,11 +49,11 @@ public enum Generator {
         guard !request.prompt.isEmpty, request.maxNewTokens > 0 else { return ([], stats) }
         var rng = SeededRNG(seed: request.seed)
         let cache = model.makeCache(capacity: request.prompt.count + request.maxNewTokens + 1)
-        let t0 = now()
+        let t0 = monotonicSeconds()
         var logits: [Float] = []
         model.forward(request.prompt, cache: cache, into: &logits)
         stats.targetForwardCalls += 1
-        let t1 = now()
+        let t1 = monotonicSeconds()
         stats.prefillSeconds = t1 - t0
         var out: [Int] = []
         while out.count < request.maxNewTokens {
@@ -73,7 +67,7 @@ public enum Generator {
             model.forward([next], cache: cache, into: &logits)
             stats.targetForwardCalls += 1
         }
-        stats.decodeSeconds = now() - t1
+        stats.decodeSeconds = monotonicSeconds() - t1
         stats.generatedTokens = out.count
         return (out, stats)
     }
@@ -144,26 +138,26 @@ public enum Generator {
                     try finish(c)
                     continue
                 }
-                let t0 = now()
+                let t0 = monotonicSeconds()
                 prefixes.prefill(request.prompt, into: c.cache, upcoming: nextRequest < requests.count ? requests[nextRequest].prompt : nil,
                                  logits: &logits)
                 c.stats.targetForwardCalls += 1
-                c.stats.prefillSeconds = now() - t0
-                let t1 = now()
+                c.stats.prefillSeconds = monotonicSeconds() - t0
+                let t1 = monotonicSeconds()
                 let goOn = choose(&c, logits[0..<V])
-                c.stats.decodeSeconds += now() - t1
+                c.stats.decodeSeconds += monotonicSeconds() - t1
                 if goOn { active.append(c) } else { try finish(c) }
             }
             guard !active.isEmpty else { continue }
             // one pass for every conversation in flight
-            let t0 = now()
+            let t0 = monotonicSeconds()
             model.forward(batch: active.map(\.pending), caches: active.map(\.cache), into: &logits)  // [B, V]
             var ended: [Int] = []
             for b in active.indices {
                 active[b].stats.targetForwardCalls += 1
                 if !choose(&active[b], logits[(b * V)..<((b + 1) * V)]) { ended.append(b) }
             }
-            let share = (now() - t0) / Double(active.count)
+            let share = (monotonicSeconds() - t0) / Double(active.count)
             for b in active.indices { active[b].stats.decodeSeconds += share }
             for b in ended.reversed() { try finish(active.remove(at: b)) }
         }
@@ -173,17 +167,22 @@ public enum Generator {
 
 /// A prompt prefix's keys and values, computed once, for the caches of prompts that extend it
 /// (batched generation's `PromptPrefixCache`, draft distillation's `PrefixTeacher`).
-struct CachedPrefix {
-    let tokens: [Int]
-    let cache: KVCache
+public struct CachedPrefix {
+    public let tokens: [Int]
+    public let cache: KVCache
+
+    public init(tokens: [Int], cache: KVCache) {
+        self.tokens = tokens
+        self.cache = cache
+    }
 
     /// True when `prompt` begins with the prefix and has tokens of its own after it.
-    func isExtended(by prompt: [Int]) -> Bool {
+    public func isExtended(by prompt: [Int]) -> Bool {
         prompt.count > tokens.count && prompt[..<tokens.count].elementsEqual(tokens)
     }
 
     /// Copies the prefix into the empty cache `target`; returns the tokens of `prompt` left to run.
-    func seed(_ target: KVCache, for prompt: [Int]) -> [Int] {
+    public func seed(_ target: KVCache, for prompt: [Int]) -> [Int] {
         target.copyPrefix(of: cache, length: tokens.count)
         return Array(prompt[tokens.count...])
     }

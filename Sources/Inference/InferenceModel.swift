@@ -1,5 +1,6 @@
-// The no-grad decoding path: the same Llama computation as Training.LlamaModel, on plain Float
-// buffers with a KV cache, LoRA merged into the weights (W + scale·B·A) once at load. Handles
+// The no-grad decoding path: the same Llama computation as Training's LlamaModel, built from the
+// same model definition (BaseWeights, Adapter) and sharing its kernels (RMSNorm, the RoPE table,
+// SwiGLU), on plain Float buffers with a KV cache, LoRA merged into the weights (W + scale·B·A) once at load. Handles
 // several new tokens per call (prompt prefill, and a draft's proposals verified in one pass),
 // one new token for each of several conversations per call (batched decoding: the rows share
 // the weight stream, each keeps its own cache), and rolling a cache back.
@@ -13,7 +14,7 @@
 import Autograd
 import Foundation
 import ModelAssets
-import Training
+import ModelDefinition
 
 public final class InferenceModel: @unchecked Sendable {
     /// How the projection and head weights are held. float32 gives the reference numbers (the
@@ -40,31 +41,34 @@ public final class InferenceModel: @unchecked Sendable {
     let embed: [Float]  // [V, D]
     let head: Weights  // [V, D]
     let finalNorm: [Float]  // [D]
-    let invFreq: [Float]  // [hd/2]
 
-    /// Takes the model's weights with any adapter merged in.
-    public init(_ model: LlamaModel, precision: WeightPrecision = .float32) {
-        let c = model.config
+    /// The base weights with `adapter` (when given) merged into the projections it targets.
+    public init(base: BaseWeights, adapter: Adapter? = nil, precision: WeightPrecision = .float32) {
+        let c = base.config
         config = c
         self.precision = precision
-        embed = model.embedTokens.data
-        head = Weights(model.lmHead.data, precision)
-        finalNorm = model.finalNorm.data
-        let qw = c.numHeads * c.headDim, kw = c.numKVHeads * c.headDim
-        layers = model.blocks.map { b in
+        embed = base.embedding.values
+        head = Weights(base.head.values, precision)
+        finalNorm = base.finalNorm
+        let qw = c.queryDim, kw = c.keyValueDim
+        layers = base.layers.enumerated().map { i, l in
+            func w(_ t: LoRATarget) -> [Float] { adapter?.merged(l.projection(t), layer: i, target: t) ?? l.projection(t).values }
             var bias: [Float]? = nil
-            if b.q.bias != nil || b.k.bias != nil || b.v.bias != nil {
-                bias = (b.q.bias?.data ?? [Float](repeating: 0, count: qw)) + (b.k.bias?.data ?? [Float](repeating: 0, count: kw))
-                    + (b.v.bias?.data ?? [Float](repeating: 0, count: kw))
+            if l.bias(.q) != nil || l.bias(.k) != nil || l.bias(.v) != nil {
+                bias = (l.bias(.q) ?? [Float](repeating: 0, count: qw)) + (l.bias(.k) ?? [Float](repeating: 0, count: kw))
+                    + (l.bias(.v) ?? [Float](repeating: 0, count: kw))
             }
-            return Layer(inputNorm: b.inputNorm.data, postNorm: b.postAttentionNorm.data,
-                         wqkv: Weights(b.q.mergedWeight() + b.k.mergedWeight() + b.v.mergedWeight(), precision), bqkv: bias,
-                         wo: Weights(b.o.mergedWeight(), precision),
-                         wGateUp: Weights(b.gate.mergedWeight() + b.up.mergedWeight(), precision),
-                         wDown: Weights(b.down.mergedWeight(), precision))
+            return Layer(inputNorm: l.inputNorm, postNorm: l.postAttentionNorm,
+                         wqkv: Weights(w(.q) + w(.k) + w(.v), precision), bqkv: bias,
+                         wo: Weights(w(.o), precision),
+                         wGateUp: Weights(w(.gate) + w(.up), precision),
+                         wDown: Weights(w(.down), precision))
         }
-        let hd = c.headDim, theta = c.ropeTheta
-        invFreq = (0..<hd / 2).map { i in Float(1.0 / pow(theta, Double(2 * i) / Double(hd))) }
+    }
+
+    /// A loaded model (base and optional adapter) on the KV-cache path.
+    public convenience init(_ model: LoadedModel, precision: WeightPrecision = .float32) {
+        self.init(base: model.base.weights, adapter: model.adapter, precision: precision)
     }
 
     public func makeCache(capacity: Int? = nil) -> KVCache {
@@ -183,12 +187,13 @@ public final class InferenceModel: @unchecked Sendable {
         embed.withUnsafeBufferPointer { ep in
             for (r, t) in tokens.enumerated() { (x + r * D).update(from: ep.baseAddress! + t * D, count: D) }  // [n, D]
         }
-        for r in 0..<n {
-            let pos = Float(rowPosition[r])
-            for f in 0..<half {
-                let angle = pos * invFreq[f]
-                cosT[r * half + f] = Foundation.cos(angle)
-                sinT[r * half + f] = Foundation.sin(angle)
+        RopeTable.shared.withAngles(base: Float(c.ropeTheta), headDim: hd, positions: maxLength) { ct, st in  // [P, hd/2]
+            for r in 0..<n {
+                let at = rowPosition[r] * half
+                for f in 0..<half {
+                    cosT[r * half + f] = Float(ct[at + f])
+                    sinT[r * half + f] = Float(st[at + f])
+                }
             }
         }
         let attention = Attention(n: n, H: H, K: K, hd: hd, width: K * hd, Q: Q, maxLength: maxLength,
@@ -354,14 +359,10 @@ public final class InferenceModel: @unchecked Sendable {
         }
     }
 
+    /// RMSNorm of `rows` rows by `w`: the training path's kernel (each row's bits its own).
     func rmsNormRows(_ x: UnsafePointer<Float>, _ w: [Float], rows: Int, eps: Float? = nil, into y: UnsafeMutablePointer<Float>) {
-        let D = w.count, eps = eps ?? Float(config.rmsNormEps)
         w.withUnsafeBufferPointer { wp in
-            for r in 0..<rows {
-                let xr = x + r * D, yr = y + r * D
-                let inv = 1 / (simdDot(xr, xr, D) / Float(D) + eps).squareRoot()
-                for d in 0..<D { yr[d] = xr[d] * inv * wp[d] }
-            }
+            Kernels.rmsNormRows(x, weight: wp.baseAddress!, y, rows: rows, dim: w.count, eps: eps ?? Float(config.rmsNormEps))
         }
     }
 }

@@ -55,14 +55,14 @@ public struct SpeculativeDecoder {
         // Invariant between rounds: the target cache holds every context token but the last
         // (`pending`), which opens the next verification pass.
         var context = request.prompt
-        let t0 = now()
+        let t0 = monotonicSeconds()
         if context.count > 1 {
             let head = Array(context.dropLast())
             _ = target.forward(head, cache: targetCache)
             _ = draft.nextLogits(head, cache: draftCache)
             stats.generation.targetForwardCalls += 1
         }
-        let t1 = now()
+        let t1 = monotonicSeconds()
         stats.generation.prefillSeconds = t1 - t0
         var out: [Int] = []
         var done = false
@@ -85,7 +85,7 @@ public struct SpeculativeDecoder {
             // 1. the draft proposes γ tokens (catching up on the context it has not seen first)
             var proposals: [Int] = []
             var draftDists: [[Float]] = []  // sampling only: q_i over [V]
-            let tDraft = now()
+            let tDraft = monotonicSeconds()
             if gamma > 0 {
                 var feed = Array(context[draftCache.count...])
                 for i in 0..<gamma {
@@ -104,10 +104,10 @@ public struct SpeculativeDecoder {
                 }
             }
             // 2. the target scores the pending token and every proposal in one pass: row i is p_{i+1}
-            let tVerify = now()
+            let tVerify = monotonicSeconds()
             stats.draftSeconds += tVerify - tDraft
             target.forward([context[base - 1]] + proposals, cache: targetCache, allLogits: true, into: &logits)  // [γ+1, V]
-            stats.verifySeconds += now() - tVerify
+            stats.verifySeconds += monotonicSeconds() - tVerify
             stats.generation.targetForwardCalls += 1
             stats.generation.draftTokensProposed += gamma
             // 3. accept a prefix, then one token from the target (the correction or the bonus)
@@ -162,7 +162,7 @@ public struct SpeculativeDecoder {
                 if !emit(token) { done = true }
             }
         }
-        stats.generation.decodeSeconds = now() - t1
+        stats.generation.decodeSeconds = monotonicSeconds() - t1
         stats.generation.generatedTokens = out.count
         return (out, stats)
     }

@@ -1,11 +1,11 @@
-// The draft side of speculative decoding at inference time: a trained draft (Training.DraftModel)
-// as a KV-cached engine whose head may score only a subset of the vocabulary, loaded from a
-// draft-model checkpoint with the compatibility checks; and the measured cost ratio c of a draft
-// step to a target step. Leaves out the accept/reject loop (SpeculativeDecoder).
+// The draft side of speculative decoding at inference time: a trained draft (the model
+// definition's DraftWeights) as a KV-cached engine whose head may score only a subset of the
+// vocabulary; and the measured cost ratio c of a draft step to a target step. Leaves out the
+// accept/reject loop (SpeculativeDecoder) and training the draft (Distillation).
 import Autograd
 import Foundation
 import ModelAssets
-import Training
+import ModelDefinition
 
 public final class DraftEngine: @unchecked Sendable {
     /// The draft's blocks, embeddings and final norm (its full head, if any, is not used when restricted).
@@ -20,14 +20,14 @@ public final class DraftEngine: @unchecked Sendable {
 
     /// `precision` float16 halves the bytes a draft step streams; the speculative output is the
     /// same either way (the target checks every proposal), only the acceptance rate may move.
-    public init(_ draft: DraftModel, teacherAdapterSignature: String? = nil, precision: InferenceModel.WeightPrecision = .float32) {
-        trunk = InferenceModel(draft.model, precision: precision)
+    public init(_ draft: DraftWeights, precision: InferenceModel.WeightPrecision = .float32) {
+        trunk = InferenceModel(base: draft.weights, precision: precision)
         vocabulary = draft.vocabulary
-        self.teacherAdapterSignature = teacherAdapterSignature
+        teacherAdapterSignature = draft.teacherAdapterSignature
         if let vocabulary = draft.vocabulary {
             let D = draft.config.hiddenSize
             var h = [Float](repeating: 0, count: vocabulary.count * D)  // [V', D]
-            let full = draft.model.lmHead.data
+            let full = draft.weights.head.values
             for (k, id) in vocabulary.enumerated() { h.replaceSubrange((k * D)..<((k + 1) * D), with: full[(id * D)..<((id + 1) * D)]) }
             head = Weights(h, precision)
         } else {
@@ -38,9 +38,7 @@ public final class DraftEngine: @unchecked Sendable {
     /// Loads a draft-model checkpoint for `base`; an adapter checkpoint, a draft for another base
     /// or another vocabulary is refused with a message saying what the file is.
     public static func load(path: String, base: BaseModel, precision: InferenceModel.WeightPrecision = .float32) throws -> DraftEngine {
-        let c = try Checkpoint.load(path)
-        let draft = try DraftModel.load(checkpoint: c, base: base)
-        return DraftEngine(draft, teacherAdapterSignature: c.header.teacherAdapterSignature, precision: precision)
+        DraftEngine(try DraftWeights.load(path: path, base: base), precision: precision)
     }
 
     public func makeCache(capacity: Int? = nil) -> KVCache { trunk.makeCache(capacity: capacity) }
@@ -72,6 +70,19 @@ public final class DraftEngine: @unchecked Sendable {
     }
 }
 
+/// Seconds per token of a draft step and a target step, measured on this engine.
+public struct DraftCost: Sendable, Equatable, Codable {
+    public var draftSecondsPerToken: Double
+    public var targetSecondsPerToken: Double
+    /// c = draft time / target time per token.
+    public var ratio: Double { targetSecondsPerToken > 0 ? draftSecondsPerToken / targetSecondsPerToken : .nan }
+
+    public init(draftSecondsPerToken: Double, targetSecondsPerToken: Double) {
+        self.draftSecondsPerToken = draftSecondsPerToken
+        self.targetSecondsPerToken = targetSecondsPerToken
+    }
+}
+
 public enum SpeculativeCost {
     /// Seconds per token of a single-token decode step after a `context`-token prefill, draft and
     /// target, each the best of `repeats` runs of `steps` steps: c = draft / target.
@@ -84,9 +95,9 @@ public enum SpeculativeCost {
             for _ in 0..<repeats {
                 let c = cache()
                 prefill(c)
-                let t0 = now()
+                let t0 = monotonicSeconds()
                 for i in 0..<steps { step(prompt[i % context], c) }
-                best = min(best, (now() - t0) / Double(steps))
+                best = min(best, (monotonicSeconds() - t0) / Double(steps))
             }
             return best
         }
@@ -107,12 +118,12 @@ public enum SpeculativeCost {
         _ = target.forward(prompt, cache: cache)
         var best = Double.infinity
         for _ in 0..<repeats {
-            let t0 = now()
+            let t0 = monotonicSeconds()
             for i in 0..<steps {
                 _ = target.forward((0..<rows).map { prompt[(i + $0) % context] }, cache: cache, allLogits: true)
                 cache.truncate(to: context)
             }
-            best = min(best, (now() - t0) / Double(steps))
+            best = min(best, (monotonicSeconds() - t0) / Double(steps))
         }
         return best
     }

@@ -123,12 +123,12 @@ public struct GGUFFile: Sendable {
 }
 
 /// Per-index results filled from concurrent workers; each slot is written by exactly one worker.
-final class ResultSlots<T>: @unchecked Sendable {
+public final class ResultSlots<T>: @unchecked Sendable {
     private var slots: [Result<T, Error>?]
     private let lock = NSLock()
-    init(count: Int) { slots = Array(repeating: nil, count: count) }
-    func set(_ i: Int, _ r: Result<T, Error>) { lock.lock(); slots[i] = r; lock.unlock() }
-    func get(_ i: Int) throws -> T { try slots[i]!.get() }
+    public init(count: Int) { slots = Array(repeating: nil, count: count) }
+    public func set(_ i: Int, _ r: Result<T, Error>) { lock.lock(); slots[i] = r; lock.unlock() }
+    public func get(_ i: Int) throws -> T { try slots[i]!.get() }
 }
 
 /// The one-pass parser behind `GGUFFile`.

@@ -294,3 +294,41 @@ func jsonBool(_ v: Any) -> Bool? {
 private func isBoolean(_ n: NSNumber) -> Bool {
     String(cString: n.objCType) == "c"
 }
+
+extension ModelConfig {
+    /// A transformers-style config.json (keys sorted) that `fromHuggingFace` reads back to `self`.
+    public func huggingFaceConfigJSON() -> Data {
+        let className = switch architecture {
+        case .llama: "LlamaForCausalLM"
+        case .mistral: "MistralForCausalLM"
+        case .qwen2: "Qwen2ForCausalLM"
+        }
+        var fields: [(String, String)] = [
+            ("architectures", "[\(jsonString(className))]"),
+            ("model_type", jsonString(architecture.rawValue)),
+            ("hidden_size", "\(hiddenSize)"),
+            ("intermediate_size", "\(intermediateSize)"),
+            ("num_hidden_layers", "\(numLayers)"),
+            ("num_attention_heads", "\(numHeads)"),
+            ("num_key_value_heads", "\(numKVHeads)"),
+            ("head_dim", "\(headDim)"),
+            ("vocab_size", "\(vocabSize)"),
+            ("rope_theta", "\(ropeTheta)"),
+            ("rms_norm_eps", "\(rmsNormEps)"),
+            ("tie_word_embeddings", "\(tieWordEmbeddings)"),
+            ("attention_bias", "\(attentionBias)"),
+            ("max_position_embeddings", "\(maxPositionEmbeddings)"),
+            ("hidden_act", "\"silu\""),
+            ("torch_dtype", "\"float32\""),
+        ]
+        if let s = ropeScaling {
+            var parts = ["\"rope_type\": \(jsonString(s.kind.rawValue))", "\"factor\": \(s.factor)"]
+            if let v = s.lowFrequencyFactor { parts.append("\"low_freq_factor\": \(v)") }
+            if let v = s.highFrequencyFactor { parts.append("\"high_freq_factor\": \(v)") }
+            if let v = s.originalMaxPositionEmbeddings { parts.append("\"original_max_position_embeddings\": \(v)") }
+            fields.append(("rope_scaling", "{\(parts.joined(separator: ", "))}"))
+        }
+        let body = fields.sorted { $0.0 < $1.0 }.map { "  \(jsonString($0.0)): \($0.1)" }.joined(separator: ",\n")
+        return Data("{\n\(body)\n}\n".utf8)
+    }
+}

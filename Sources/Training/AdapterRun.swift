@@ -5,6 +5,7 @@ import Autograd
 import DataSchema
 import Foundation
 import ModelAssets
+import ModelDefinition
 
 public struct DataSettings: Sendable {
     public var trainData: String
@@ -94,29 +95,55 @@ public enum DataPreparation {
     }
 }
 
+/// Where a run keeps its checkpoints and how it resumes: the same for adapter and draft runs.
+public struct CheckpointSettings: Sendable {
+    /// The run folder (checkpoints, metrics.jsonl, the loss curve).
+    public var directory: String
+    /// Write an epoch checkpoint every this many epochs.
+    public var frequency: Int
+    /// Continue exactly from this checkpoint.
+    public var resumeFrom: String?
+    /// Continue from the newest checkpoint in `directory`.
+    public var resume: Bool
+    /// Keep only the N epoch checkpoints with the lowest eval loss.
+    public var keepBest: Int?
+
+    public init(directory: String, frequency: Int = 1, resumeFrom: String? = nil, resume: Bool = false, keepBest: Int? = nil) {
+        self.directory = directory
+        self.frequency = frequency
+        self.resumeFrom = resumeFrom
+        self.resume = resume
+        self.keepBest = keepBest
+    }
+
+    /// The checkpoint to resume from (`resumeFrom`, or with `resume` the newest `prefix`-*
+    /// checkpoint of the folder), read; nil for a fresh run.
+    public func resumeCheckpoint(in folder: RunFolder, prefix: String) throws -> Checkpoint? {
+        var path = resumeFrom
+        if resume {
+            path = folder.newestCheckpoint(prefix: prefix)
+            if path == nil {
+                throw TrainingError.io(path: directory, reason: "--resume found no \(prefix) checkpoint in the folder; start without --resume")
+            }
+        }
+        return try path.map { try Checkpoint.load($0) }
+    }
+}
+
 public struct AdapterRunSettings {
     public var data: DataSettings
     public var lora: LoRAConfig
-    public var checkpointDir: String
-    public var checkpointFrequency: Int
-    public var resumeFrom: String?
-    public var resume: Bool
-    public var keepBest: Int?
+    public var checkpoints: CheckpointSettings
     /// The loop's options, given the first epoch's batch count (warmup epochs need it).
     public var makeOptions: (_ batchesPerEpoch: Int) -> TrainingOptions
     /// Recompute block activations in backward (less memory, one more forward of compute).
     /// Not part of the checkpoint: a run may be resumed with it on or off.
     public var activationCheckpointing = false
 
-    public init(data: DataSettings, lora: LoRAConfig, checkpointDir: String, checkpointFrequency: Int,
-                resumeFrom: String?, resume: Bool, keepBest: Int?, makeOptions: @escaping (Int) -> TrainingOptions) {
+    public init(data: DataSettings, lora: LoRAConfig, checkpoints: CheckpointSettings, makeOptions: @escaping (Int) -> TrainingOptions) {
         self.data = data
         self.lora = lora
-        self.checkpointDir = checkpointDir
-        self.checkpointFrequency = checkpointFrequency
-        self.resumeFrom = resumeFrom
-        self.resume = resume
-        self.keepBest = keepBest
+        self.checkpoints = checkpoints
         self.makeOptions = makeOptions
     }
 }
@@ -131,31 +158,26 @@ public enum RunNotice {
 public enum AdapterRun {
     public static func run(_ s: AdapterRunSettings, base: BaseModel, shouldStop: () -> Bool,
                            notice: (RunNotice) -> Void, onEvent: (TrainingEvent) -> Void) throws -> TrainingOutcome {
-        let folder = try RunFolder(s.checkpointDir)
+        let folder = try RunFolder(s.checkpoints.directory)
         defer { folder.releaseLock() }
         let data = try DataPreparation.prepare(s.data, base: base)
         notice(.dataSummary(train: data.trainSummary, eval: data.evalSummary, trainTokens: data.trainTokens,
                             targetTokens: data.trainTargetTokens, computedPositions: data.firstEpochPositions, skipped: data.issues))
         let options = s.makeOptions(data.train.batchCount(epoch: 0))
 
-        var resumePath = s.resumeFrom
-        if s.resume { resumePath = folder.newestCheckpoint(prefix: "adapter") }
-        if s.resume && resumePath == nil {
-            throw TrainingError.io(path: s.checkpointDir, reason: "--resume found no adapter checkpoint in the folder; start without --resume")
-        }
-        let resumed = try resumePath.map { try Checkpoint.load($0) }
+        let resumed = try s.checkpoints.resumeCheckpoint(in: folder, prefix: "adapter")
         let lora = resumed?.header.lora ?? s.lora
         if let r = resumed {
             try r.requireAdapter(for: base)
             guard r.header.lora == s.lora else {
-                throw TrainingError.incompatible(path: r.path, reason: "was trained with LoRA \(describe(r.header.lora!)), but this run asks for \(describe(s.lora)); resume with the same --rank/--alpha/--targets/--dropout")
+                throw TrainingError.incompatible(path: r.path, reason: "was trained with LoRA \(r.header.lora!.summary), but this run asks for \(s.lora.summary); resume with the same --rank/--alpha/--targets/--dropout")
             }
             guard r.header.dataFingerprint == data.fingerprint else {
                 throw TrainingError.incompatible(path: r.path, reason: "was trained on different data or data settings (train file contents, --max-sequence-length, --batch-size, packing, --seed); exact resume needs the same ones")
             }
         }
         var rng = SeededRNG(seed: options.seed)
-        let model = try LlamaModel(config: base.config, weights: base.file.tensors, lora: lora, rng: &rng)
+        let model = try LlamaModel(weights: base.weights, lora: lora, rng: &rng)
         model.activationCheckpointing = s.activationCheckpointing
         let objective = AdapterObjective(model: model)
         var state = TrainerState(seed: options.seed)
@@ -177,7 +199,7 @@ public enum AdapterRun {
             CheckpointHeader(content: .adapter, baseSignature: base.signature, baseConfig: base.config, lora: lora,
                              state: st, options: opts, dataFingerprint: data.fingerprint, label: label)
         }
-        let trainer = Trainer(options: runOptions, keepBest: s.keepBest)
+        let trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
         var latest = state
         let title = "adapter training: \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)"
         return try trainer.run(objective: objective, train: data.train, eval: data.eval, checkpointer: checkpointer,
@@ -203,9 +225,5 @@ public enum AdapterRun {
             }
             onEvent(event)
         }
-    }
-
-    static func describe(_ l: LoRAConfig) -> String {
-        "rank \(l.rank), alpha \(l.alpha), targets \(l.targets.map(\.rawValue).joined(separator: ",")), dropout \(l.dropout)"
     }
 }

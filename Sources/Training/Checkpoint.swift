@@ -1,105 +1,57 @@
 // Checkpoints: safetensors files holding the trained tensors, the AdamW moments, and in the
 // header metadata everything needed to resume exactly (trainer state with the data position and
-// RNG, options) and to refuse a mismatch (base signature, LoRA shape, kind). Written atomically.
+// RNG, options) besides the model part the model definition reads (CheckpointFile: base
+// signature, LoRA shape, kind). Written atomically.
 // File names: adapter-epoch{N}.safetensors, adapter-final.safetensors, adapter-interrupted.safetensors
 // (and draft-model-* for drafts).
 import Autograd
 import Foundation
 import ModelAssets
+import ModelDefinition
 
-public enum CheckpointContent: String, Codable, Sendable {
-    case adapter
-    case draft
-}
-
-/// The header metadata of a checkpoint (all values are strings in safetensors; JSON inside).
+/// The header metadata of a checkpoint: the model part (`CheckpointModelHeader`: what it holds,
+/// for which base) and what resuming needs (trainer state, options, data fingerprint, label).
 public struct CheckpointHeader: Sendable, Equatable {
-    public static let format = "adapter-toolkit-checkpoint"
-    public static let formatVersion = 1
-
-    public var content: CheckpointContent
-    public var baseSignature: String
-    public var baseConfig: ModelConfig
-    public var lora: LoRAConfig?
-    /// Draft checkpoints: the draft's own config (and, for a draft made from the base, its layer map).
-    public var draftConfig: ModelConfig?
-    public var draftLayers: [Int]?
-    public var teacherAdapterSignature: String?
+    public var model: CheckpointModelHeader
     public var state: TrainerState
     public var options: TrainingOptions
     public var dataFingerprint: String
     public var label: String  // "epoch3", "final", "interrupted"
 
+    public var content: CheckpointContent { model.content }
+    public var baseSignature: String { model.baseSignature }
+    public var baseConfig: ModelConfig { model.baseConfig }
+    public var lora: LoRAConfig? { model.lora }
+    public var draftConfig: ModelConfig? { model.draftConfig }
+    public var draftLayers: [Int]? { model.draftLayers }
+    public var teacherAdapterSignature: String? { model.teacherAdapterSignature }
+
     public init(content: CheckpointContent, baseSignature: String, baseConfig: ModelConfig, lora: LoRAConfig?,
                 draftConfig: ModelConfig? = nil, draftLayers: [Int]? = nil, teacherAdapterSignature: String? = nil,
                 state: TrainerState, options: TrainingOptions, dataFingerprint: String, label: String) {
-        self.content = content
-        self.baseSignature = baseSignature
-        self.baseConfig = baseConfig
-        self.lora = lora
-        self.draftConfig = draftConfig
-        self.draftLayers = draftLayers
-        self.teacherAdapterSignature = teacherAdapterSignature
+        model = CheckpointModelHeader(content: content, baseSignature: baseSignature, baseConfig: baseConfig, lora: lora,
+                                      draftConfig: draftConfig, draftLayers: draftLayers, teacherAdapterSignature: teacherAdapterSignature)
         self.state = state
         self.options = options
         self.dataFingerprint = dataFingerprint
         self.label = label
     }
 
-    func metadata() throws -> [String: String] {
-        let enc = JSONEncoder()
-        enc.outputFormatting = [.sortedKeys]
-        func json<T: Encodable>(_ v: T) throws -> String { String(decoding: try enc.encode(v), as: UTF8.self) }
-        var m: [String: String] = [
-            "format": Self.format,
-            "format_version": String(Self.formatVersion),
-            "content": content.rawValue,
-            "base_signature": baseSignature,
-            "base_config": try json(baseConfig),
-            "trainer_state": try json(state),
-            "training_options": try json(options),
-            "data_fingerprint": dataFingerprint,
-            "label": label,
-        ]
-        if let lora { m["lora"] = try json(lora) }
-        if let draftConfig { m["draft_config"] = try json(draftConfig) }
-        if let draftLayers { m["draft_layers"] = try json(draftLayers) }
-        if let teacherAdapterSignature { m["teacher_adapter_signature"] = teacherAdapterSignature }
+    public func metadata() throws -> [String: String] {
+        var m = try model.metadata()
+        m["trainer_state"] = try CheckpointModelHeader.json(state)
+        m["training_options"] = try CheckpointModelHeader.json(options)
+        m["data_fingerprint"] = dataFingerprint
+        m["label"] = label
         return m
     }
 
     init(metadata m: [String: String], path: String) throws {
-        func need(_ key: String) throws -> String {
-            guard let v = m[key] else { throw TrainingError.checkpoint(path: path, reason: "its header has no '\(key)'") }
-            return v
-        }
-        guard m["format"] == Self.format else {
-            throw TrainingError.checkpoint(path: path, reason: "it is a safetensors file but not one written by this toolkit (no format '\(Self.format)' in its header); pass an adapter-*.safetensors or draft-model-*.safetensors checkpoint")
-        }
-        guard let v = Int(try need("format_version")), v <= Self.formatVersion else {
-            throw TrainingError.checkpoint(path: path, reason: "checkpoint format version \(m["format_version"] ?? "?") is newer than this toolkit reads (\(Self.formatVersion)); update the toolkit")
-        }
-        let dec = JSONDecoder()
-        func decode<T: Decodable>(_ t: T.Type, _ key: String) throws -> T {
-            let text = try need(key)
-            do { return try dec.decode(T.self, from: Data(text.utf8)) } catch {
-                throw TrainingError.checkpoint(path: path, reason: "header key '\(key)' is not valid: \(error)")
-            }
-        }
-        guard let content = CheckpointContent(rawValue: try need("content")) else {
-            throw TrainingError.checkpoint(path: path, reason: "unknown content '\(m["content"]!)' (expected adapter or draft)")
-        }
-        self.content = content
-        baseSignature = try need("base_signature")
-        baseConfig = try decode(ModelConfig.self, "base_config")
-        lora = m["lora"] == nil ? nil : try decode(LoRAConfig.self, "lora")
-        draftConfig = m["draft_config"] == nil ? nil : try decode(ModelConfig.self, "draft_config")
-        draftLayers = m["draft_layers"] == nil ? nil : try decode([Int].self, "draft_layers")
-        teacherAdapterSignature = m["teacher_adapter_signature"]
-        state = try decode(TrainerState.self, "trainer_state")
-        options = try decode(TrainingOptions.self, "training_options")
-        dataFingerprint = try need("data_fingerprint")
-        label = try need("label")
+        model = try CheckpointModelHeader(metadata: m, path: path)
+        state = try CheckpointModelHeader.decode(TrainerState.self, m, "trainer_state", path)
+        options = try CheckpointModelHeader.decode(TrainingOptions.self, m, "training_options", path)
+        dataFingerprint = try CheckpointModelHeader.need(m, "data_fingerprint", path)
+        label = try CheckpointModelHeader.need(m, "label", path)
         // A resumed loop indexes batches and schedules with these: refuse values no run writes.
         for (key, v) in [("step", state.step), ("epoch", state.epoch), ("batchIndex", state.batchIndex),
                          ("optimizerStep", state.optimizerStep), ("epochs", options.epochs),
@@ -109,37 +61,35 @@ public struct CheckpointHeader: Sendable, Equatable {
     }
 }
 
-/// A checkpoint read back: header, trained tensors by name, optimizer moments.
+/// A checkpoint read back for training: the file (model part, tensors, optimizer moments) and
+/// the trainer's header.
 public struct Checkpoint {
-    public var path: String
+    public var file: CheckpointFile
     public var header: CheckpointHeader
-    public var tensors: [String: HostTensor]
-    public var optimizerMoments: (m: [String: HostTensor], v: [String: HostTensor])
 
-    static let mPrefix = "optimizer.exp_avg."
-    static let vPrefix = "optimizer.exp_avg_sq."
+    public var path: String { file.path }
+    public var tensors: [String: HostTensor] {
+        get { file.tensors }
+        set { file.tensors = newValue }
+    }
+    public var optimizerMoments: (m: [String: HostTensor], v: [String: HostTensor]) { file.optimizerMoments }
+
+    public static let mPrefix = CheckpointFile.mPrefix
+    public static let vPrefix = CheckpointFile.vPrefix
 
     public static func load(_ path: String) throws -> Checkpoint {
-        guard FileManager.default.fileExists(atPath: path) else {
-            throw TrainingError.checkpoint(path: path, reason: "no such file")
-        }
-        let file: SafetensorsFile
-        do { file = try SafetensorsFile(path: path) } catch {
-            throw TrainingError.checkpoint(path: path, reason: "cannot be read as safetensors (\(error.localizedDescription))")
-        }
-        let header = try CheckpointHeader(metadata: file.metadata, path: path)
-        var tensors: [String: HostTensor] = [:], m: [String: HostTensor] = [:], v: [String: HostTensor] = [:]
-        for info in file.tensors {
-            let t = try file.tensor(info.name)
-            for x in t.data where !x.isFinite {
-                throw TrainingError.checkpoint(path: path, reason: "tensor '\(info.name)' holds a non-finite value")
-            }
-            if info.name.hasPrefix(mPrefix) { m[String(info.name.dropFirst(mPrefix.count))] = t }
-            else if info.name.hasPrefix(vPrefix) { v[String(info.name.dropFirst(vPrefix.count))] = t }
-            else { tensors[info.name] = t }
-        }
-        return Checkpoint(path: path, header: header, tensors: tensors, optimizerMoments: (m, v))
+        let file = try CheckpointFile.load(path)
+        return Checkpoint(file: file, header: try CheckpointHeader(metadata: file.metadata, path: path))
     }
+
+    /// Throws unless this is an adapter checkpoint trained on exactly `base`.
+    public func requireAdapter(for base: BaseModel) throws { try file.requireAdapter(for: base) }
+    /// Throws unless this is a draft-model checkpoint trained for exactly `base`.
+    public func requireDraft(for base: BaseModel) throws { try file.requireDraft(for: base) }
+    /// Throws unless the checkpoint was trained on the base model with `base`'s signature.
+    public func requireBase(_ base: BaseModel) throws { try file.requireBase(base) }
+    /// The adapter digest of an adapter checkpoint's trained tensors (`Adapter.signature`).
+    public var adapterSignature: String { file.adapterSignature }
 
     /// Writes `params` (and, when given, the optimizer's moments in the same order) atomically.
     public static func write(to path: String, header: CheckpointHeader, params: [(name: String, tensor: Tensor)],

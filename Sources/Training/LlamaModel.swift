@@ -8,53 +8,7 @@
 // hd head dim, F feed-forward, V vocab, R LoRA rank, M rows kept for the loss.
 import Autograd
 import ModelAssets
-
-/// The projections LoRA can adapt, named as the reference toolkits name them.
-public enum LoRATarget: String, CaseIterable, Codable, Sendable, Comparable {
-    case q, k, v, o, gate, up, down
-
-    /// The Hugging Face module name, as in PEFT's target_modules.
-    public var moduleName: String {
-        switch self {
-        case .q: "q_proj"
-        case .k: "k_proj"
-        case .v: "v_proj"
-        case .o: "o_proj"
-        case .gate: "gate_proj"
-        case .up: "up_proj"
-        case .down: "down_proj"
-        }
-    }
-
-    /// The parent module in Hugging Face's layer naming.
-    public var parentName: String {
-        switch self {
-        case .q, .k, .v, .o: "self_attn"
-        case .gate, .up, .down: "mlp"
-        }
-    }
-
-    public static func < (a: LoRATarget, b: LoRATarget) -> Bool {
-        allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
-    }
-}
-
-/// How an adapter is shaped. Recorded in every checkpoint and package.
-public struct LoRAConfig: Codable, Equatable, Sendable {
-    public var rank: Int
-    public var alpha: Float
-    public var targets: [LoRATarget]
-    public var dropout: Float
-
-    public init(rank: Int = 32, alpha: Float? = nil, targets: [LoRATarget] = LoRATarget.allCases, dropout: Float = 0) {
-        self.rank = rank
-        self.alpha = alpha ?? Float(rank)
-        self.targets = targets.sorted()
-        self.dropout = dropout
-    }
-
-    public var scale: Float { alpha / Float(rank) }
-}
+import ModelDefinition
 
 /// One linear projection: frozen weight, optionally with a LoRA adapter on top.
 public final class Projection {
@@ -163,8 +117,6 @@ public struct ForwardLayout: Sendable {
 }
 
 public enum TrainingError: Error, LocalizedError, Equatable {
-    case missingTensor(String)
-    case wrongShape(name: String, expected: [Int], got: [Int])
     case invalidConfig(String)
     case checkpoint(path: String, reason: String)
     case incompatible(path: String, reason: String)
@@ -174,10 +126,6 @@ public enum TrainingError: Error, LocalizedError, Equatable {
 
     public var errorDescription: String? {
         switch self {
-        case .missingTensor(let name):
-            "the base model has no tensor '\(name)'; is it a Llama-family model (llama, mistral, qwen2)?"
-        case .wrongShape(let name, let expected, let got):
-            "tensor '\(name)' has shape \(got), expected \(expected) from the model config"
         case .invalidConfig(let why):
             "invalid configuration: \(why)"
         case .checkpoint(let path, let reason):
@@ -208,47 +156,35 @@ public final class LlamaModel {
     public let blocks: [LlamaBlock]
     public let lora: LoRAConfig?
 
-    /// Builds the model from Hugging Face-named weights. With `lora`, adapters are created on
-    /// the chosen targets: A from `rng` (PEFT's Kaiming-uniform), B = 0, so step 0 equals the base.
+    /// Builds the model on frozen `weights`. With `lora`, adapters are created on the chosen
+    /// targets: A from `rng` (PEFT's Kaiming-uniform), B = 0, so step 0 equals the base.
     /// `trainBase` makes every base weight trainable (a draft model is trained in full, not
     /// with LoRA); `freezeEmbeddings` then keeps the embedding (and a tied head) frozen.
-    public init(config: ModelConfig, weights: [String: HostTensor], lora: LoRAConfig?, rng: inout SeededRNG,
+    public init(weights: BaseWeights, lora: LoRAConfig?, rng: inout SeededRNG,
                 trainBase: Bool = false, freezeEmbeddings: Bool = false) throws {
+        let config = weights.config
         self.config = config
         self.lora = lora
         self.trainsBase = trainBase
         if trainBase && lora != nil {
             throw TrainingError.invalidConfig("a model is trained either in full or with LoRA, not both")
         }
-        let D = config.hiddenSize, F = config.intermediateSize, hd = config.headDim
-        let H = config.numHeads, K = config.numKVHeads, V = config.vocabSize
-        if let scaling = config.ropeScaling {
-            throw TrainingError.invalidConfig("this model uses \(scaling.kind.rawValue) RoPE scaling, which the toolkit does not implement yet; use a model without rope_scaling (Llama-2/3.0, Mistral, Qwen2, SmolLM2)")
-        }
-        if let lora {
-            guard lora.rank > 0 else { throw TrainingError.invalidConfig("LoRA rank must be at least 1, got \(lora.rank)") }
-            guard !lora.targets.isEmpty else { throw TrainingError.invalidConfig("LoRA needs at least one target (q,k,v,o,gate,up,down)") }
-            guard (0..<1).contains(lora.dropout) else { throw TrainingError.invalidConfig("LoRA dropout must be in [0, 1), got \(lora.dropout)") }
-        }
+        try lora?.validate()
         var named: [(String, Tensor)] = []
-        func frozen(_ name: String, _ shape: [Int]) throws -> Tensor {
-            guard let t = weights[name] else { throw TrainingError.missingTensor(name) }
-            guard t.shape == shape else { throw TrainingError.wrongShape(name: name, expected: shape, got: t.shape) }
-            let isEmbedding = name == "model.embed_tokens.weight" || name == "lm_head.weight"
-            let tensor = Tensor(shape: shape, data: t.data, requiresGrad: trainBase && !(freezeEmbeddings && isEmbedding))
-            named.append((name, tensor))
-            return tensor
+        func tensor(_ name: String, shape: [Int], _ values: [Float], embedding: Bool = false) -> Tensor {
+            let t = Tensor(shape: shape, data: values, requiresGrad: trainBase && !(freezeEmbeddings && embedding))
+            named.append((name, t))
+            return t
         }
-        embedTokens = try frozen("model.embed_tokens.weight", [V, D])
-        lmHead = config.tieWordEmbeddings ? embedTokens : try frozen("lm_head.weight", [V, D])
-        finalNorm = try frozen("model.norm.weight", [D])
+        embedTokens = tensor(TensorTable.embedding, shape: weights.embedding.shape, weights.embedding.values, embedding: true)
+        lmHead = weights.untiedHead.map { tensor(TensorTable.head, shape: $0.shape, $0.values, embedding: true) } ?? embedTokens
+        finalNorm = tensor(TensorTable.finalNorm, shape: [weights.finalNorm.count], weights.finalNorm)
         var blocks: [LlamaBlock] = []
-        for i in 0..<config.numLayers {
-            let p = "model.layers.\(i)."
-            func proj(_ t: LoRATarget, out: Int, in inDim: Int, hasBias: Bool) throws -> Projection {
-                let base = p + t.parentName + "." + t.moduleName
-                let w = try frozen(base + ".weight", [out, inDim])
-                let b = hasBias ? try frozen(base + ".bias", [out]) : nil
+        for (i, layer) in weights.layers.enumerated() {
+            func proj(_ t: LoRATarget) -> Projection {
+                let m = layer.projection(t)
+                let w = tensor(TensorTable.weight(layer: i, target: t), shape: m.shape, m.values)
+                let b = layer.bias(t).map { tensor(TensorTable.bias(layer: i, target: t), shape: [$0.count], $0) }
                 var adapter: LoRALinear? = nil
                 if let lora, lora.targets.contains(t) {
                     adapter = LoRALinear(weight: w, bias: b, rank: lora.rank, alpha: lora.alpha, rng: &rng)
@@ -256,20 +192,26 @@ public final class LlamaModel {
                 }
                 return Projection(weight: w, bias: b, lora: adapter)
             }
-            let bias = config.attentionBias
             blocks.append(LlamaBlock(
-                inputNorm: try frozen(p + "input_layernorm.weight", [D]),
-                postAttentionNorm: try frozen(p + "post_attention_layernorm.weight", [D]),
-                q: try proj(.q, out: H * hd, in: D, hasBias: bias),
-                k: try proj(.k, out: K * hd, in: D, hasBias: bias),
-                v: try proj(.v, out: K * hd, in: D, hasBias: bias),
-                o: try proj(.o, out: D, in: H * hd, hasBias: false),
-                gate: try proj(.gate, out: F, in: D, hasBias: false),
-                up: try proj(.up, out: F, in: D, hasBias: false),
-                down: try proj(.down, out: D, in: F, hasBias: false)))
+                inputNorm: tensor(TensorTable.inputNorm(layer: i), shape: [layer.inputNorm.count], layer.inputNorm),
+                postAttentionNorm: tensor(TensorTable.postAttentionNorm(layer: i), shape: [layer.postAttentionNorm.count], layer.postAttentionNorm),
+                q: proj(.q), k: proj(.k), v: proj(.v), o: proj(.o), gate: proj(.gate), up: proj(.up), down: proj(.down)))
         }
         self.blocks = blocks
         baseParameters = trainBase ? named.filter { $0.1.requiresGrad } : []
+    }
+
+    /// The base model with `adapter` loaded into its LoRA tensors (or the bare base when nil).
+    /// The adapter must have been checked against `base` (`Adapter.requireBase`).
+    public convenience init(base: BaseWeights, adapter: Adapter?) throws {
+        var rng = SeededRNG(seed: 0)
+        try self.init(weights: base, lora: adapter?.lora, rng: &rng)
+        if let adapter {
+            for ((name, t), (stored, value)) in zip(loraParameters, adapter.tensors) {
+                precondition(name == stored && value.shape == t.shape, "[LlamaModel] adapter tensor \(stored) \(value.shape) for \(name) \(t.shape)")
+                t.data = value.data
+            }
+        }
     }
 
     /// Whether the base weights themselves are trained (draft models).
@@ -277,22 +219,35 @@ public final class LlamaModel {
     /// With `trainBase`: the trainable weights under their Hugging Face names, in a fixed order.
     public let baseParameters: [(name: String, tensor: Tensor)]
 
-    /// Every weight under its Hugging Face name (`lm_head.weight` only when untied), for export.
+    /// Every weight under its Hugging Face name (`lm_head.weight` only when untied), in table order.
     public var namedWeights: [(name: String, tensor: Tensor)] {
-        var out: [(String, Tensor)] = [("model.embed_tokens.weight", embedTokens)]
+        var out: [(String, Tensor)] = [(TensorTable.embedding, embedTokens)]
         for (i, b) in blocks.enumerated() {
-            let p = "model.layers.\(i)."
-            out.append((p + "input_layernorm.weight", b.inputNorm))
-            out.append((p + "post_attention_layernorm.weight", b.postAttentionNorm))
+            out.append((TensorTable.inputNorm(layer: i), b.inputNorm))
+            out.append((TensorTable.postAttentionNorm(layer: i), b.postAttentionNorm))
             for t in LoRATarget.allCases {
                 let proj = b.projection(t)
-                out.append((p + t.parentName + "." + t.moduleName + ".weight", proj.weight))
-                if let bias = proj.bias { out.append((p + t.parentName + "." + t.moduleName + ".bias", bias)) }
+                out.append((TensorTable.weight(layer: i, target: t), proj.weight))
+                if let bias = proj.bias { out.append((TensorTable.bias(layer: i, target: t), bias)) }
             }
         }
-        out.append(("model.norm.weight", finalNorm))
-        if !config.tieWordEmbeddings { out.append(("lm_head.weight", lmHead)) }
+        out.append((TensorTable.finalNorm, finalNorm))
+        if !config.tieWordEmbeddings { out.append((TensorTable.head, lmHead)) }
         return out
+    }
+
+    /// The weights as the model definition's frozen weights (current values; arrays shared).
+    public func frozenWeights() throws -> BaseWeights {
+        try BaseWeights(config: config, tensors: Dictionary(uniqueKeysWithValues: namedWeights.map {
+            ($0.name, HostTensor(shape: $0.tensor.shape, data: $0.tensor.data))
+        }))
+    }
+
+    /// The LoRA tensors' current values as an adapter (nil without LoRA).
+    public func adapter(baseSignature: String?, source: String = "<training model>") -> Adapter? {
+        guard let lora else { return nil }
+        return Adapter(source: source, lora: lora, baseConfig: config, baseSignature: baseSignature,
+                       tensors: loraParameters.map { ($0.name, HostTensor(shape: $0.tensor.shape, data: $0.tensor.data)) })
     }
 
     /// The trainable tensors with their PEFT-style names
@@ -303,9 +258,8 @@ public final class LlamaModel {
         for (i, block) in blocks.enumerated() {
             for t in lora.targets {
                 guard let l = block.projection(t).lora else { continue }
-                let base = "model.layers.\(i).\(t.parentName).\(t.moduleName)"
-                out.append((base + ".lora_A.weight", l.a))
-                out.append((base + ".lora_B.weight", l.b))
+                out.append((TensorTable.loraA(layer: i, target: t), l.a))
+                out.append((TensorTable.loraB(layer: i, target: t), l.b))
             }
         }
         return out

@@ -38,6 +38,11 @@ public struct TrainingOptions: Codable, Sendable, Equatable {
     /// Report a step event every this many optimizer steps.
     public var lossUpdateFrequency = 1
     public init() {}
+
+    /// Optimizer steps in an epoch of `batches` micro-batches (a partial accumulation counts).
+    public func stepsPerEpoch(_ batches: Int) -> Int {
+        (batches + gradientAccumulationSteps - 1) / max(1, gradientAccumulationSteps)
+    }
 }
 
 /// Where a run stands, complete enough to continue it bit for bit.
@@ -115,9 +120,7 @@ public struct Trainer {
         self.keepBest = keepBest
     }
 
-    public func stepsPerEpoch(_ batches: Int) -> Int {
-        (batches + options.gradientAccumulationSteps - 1) / max(1, options.gradientAccumulationSteps)
-    }
+    public func stepsPerEpoch(_ batches: Int) -> Int { options.stepsPerEpoch(batches) }
 
     /// Optimizer steps of the whole run over `source`: every epoch's, capped by maxSteps.
     public func totalSteps(_ source: BatchSource) -> Int {
@@ -249,8 +252,3 @@ public struct Trainer {
     }
 }
 
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
-}

@@ -2,10 +2,11 @@
 // role and character counts; with a tokenizer.json also tokens, assistant tokens, length
 // percentiles and how many samples training would truncate.
 import ArgumentParser
+import CLISupport
 import DataSchema
 import Foundation
 import ModelAssets
-import CLISupport
+import ModelDefinition
 import Training
 
 struct StatsCommand: ParsableCommand {

@@ -7,7 +7,7 @@ import DataSchema
 import Foundation
 import Inference
 import ModelAssets
-import Training
+import ModelDefinition
 
 extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
 
@@ -18,7 +18,7 @@ struct BenchSpeculative: ParsableCommand {
 
     @OptionGroup var model: BaseModelOptions
 
-    @Option(help: "Adapter checkpoint for the target model (base + adapter).")
+    @Option(help: "Adapter for the target model (base + adapter): a checkpoint, an .fmadapter package or a PEFT folder.")
     var checkpoint: String?
 
     @Option(help: "Draft-model checkpoint (from train-draft).")
@@ -55,9 +55,9 @@ struct BenchSpeculative: ParsableCommand {
     ]
 
     func run() throws {
-        let base = try model.load()
-        let adapter = try checkpoint.map { try Checkpoint.load($0) }
-        let target = InferenceModel(try LlamaModel.load(base: base, adapter: adapter))
+        let loaded = try model.load(adapter: checkpoint)
+        let base = loaded.base
+        let target = InferenceModel(loaded)
         let draft = try DraftEngine.load(path: draftCheckpoint, base: base, precision: draftPrecision)
         let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
         var conversations: [[Message]] = []

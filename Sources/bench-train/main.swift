@@ -1,27 +1,22 @@
-// bench-train: the toolkit's side of the peer benchmark (../shared/bench/peft_bench.py).
+// bench-train: the toolkit's side of the peer benchmark (scripts/peers/peft_bench.py).
 // On the base model (default SmolLM2-135M) it measures what peft_bench measures, the same way:
 // forward tokens/s (no grad), greedy generation tokens/s (KV cache), LoRA training tokens/s
 // (forward + backward + AdamW over all seven projections, loss over every position), and peak
 // RSS after each phase; and writes them as JSON for scripts/bench.sh to set beside the peer's.
+import ArgumentParser
 import Autograd
 import CLISupport
 import DataSchema
 import Foundation
 import Inference
 import ModelAssets
+import ModelDefinition
 import Training
-import ArgumentParser
 
 func peakRSSMB() -> Double {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
     return Double(usage.ru_maxrss) / 1024
-}
-
-func seconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) * 1e-9
 }
 
 struct BenchTrain: ParsableCommand {
@@ -44,10 +39,10 @@ struct BenchTrain: ParsableCommand {
     @Option(help: "Write the results as JSON to this file.") var out: String?
 
     func run() throws {
-        let t0 = seconds()
+        let t0 = monotonicSeconds()
         let base = try model.load()
         var result: [String: Any] = ["system": "adapter-toolkit (Swift)", "batch": batch, "seq": seq, "rank": rank,
-                                     "threads": BLAS.threads, "load_seconds": seconds() - t0, "rss_after_load_mb": peakRSSMB()]
+                                     "threads": BLAS.threads, "load_seconds": monotonicSeconds() - t0, "rss_after_load_mb": peakRSSMB()]
         var rng = SeededRNG(seed: 0)
         let V = base.config.vocabSize
         let ids = (0..<(batch * (seq + 1))).map { _ in Int.random(in: 0..<V, using: &rng) }
@@ -59,23 +54,23 @@ struct BenchTrain: ParsableCommand {
 
         if wanted.contains("startup") {
             // What a user waits for before the first step: load the model, read and tokenize the data.
-            let s = seconds()
+            let s = monotonicSeconds()
             let fresh = try model.load()
             let settings = DataSettings(trainData: startupData, evalData: nil, maxSequenceLength: 4096, fixedSizedSequences: false,
                                         packSequences: false, skipInvalid: false, batchSize: batch, seed: 0)
             let prepared = try DataPreparation.prepare(settings, base: fresh)
-            let dt = seconds() - s
+            let dt = monotonicSeconds() - s
             result["startup"] = ["seconds": dt, "samples": prepared.trainSummary.accepted, "data": startupData]
             log(String(format: "startup: %.2fs to load the model and tokenize %d samples of %@", dt, prepared.trainSummary.accepted, startupData))
         }
         if wanted.contains("forward") {
-            let plain = try LlamaModel.load(base: base, adapter: nil)
+            let plain = try LlamaModel(base: base.weights, adapter: nil)
             _ = withNoGrad { plain.logits(hidden: plain.hiddenStates(ids: inputs, layout: layout, rng: &rng, training: false)) }
             var times: [Double] = []
             for _ in 0..<forwardReps {
-                let s = seconds()
+                let s = monotonicSeconds()
                 _ = withNoGrad { plain.logits(hidden: plain.hiddenStates(ids: inputs, layout: layout, rng: &rng, training: false)) }
-                times.append(seconds() - s)
+                times.append(monotonicSeconds() - s)
             }
             result["forward"] = ["tokens_per_call": inputs.count, "sec_per_call": times,
                                  "tokens_per_s": Double(inputs.count) / (times.reduce(0, +) / Double(times.count))]
@@ -83,7 +78,7 @@ struct BenchTrain: ParsableCommand {
             log("forward: \(String(format: "%.0f", Double(inputs.count) / (times.reduce(0, +) / Double(times.count)))) tokens/s")
         }
         if wanted.contains("generate") {
-            let engine = InferenceModel(try LlamaModel.load(base: base, adapter: nil))
+            let engine = InferenceModel(base: base.weights)
             let prompt = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: 4096)
                 .encodePrompt([Message(role: .user, content: "Tell me a long story about a lighthouse keeper.")])
             let (_, stats) = Generator.generate(engine, GenerationRequest(prompt: prompt, maxNewTokens: genTokens, stopTokens: []))
@@ -94,18 +89,18 @@ struct BenchTrain: ParsableCommand {
         }
         if wanted.contains("train") {
             var initRNG = SeededRNG(seed: 1)
-            let llama = try LlamaModel(config: base.config, weights: base.file.tensors, lora: LoRAConfig(rank: rank, alpha: Float(rank)), rng: &initRNG)
+            let llama = try LlamaModel(weights: base.weights, lora: LoRAConfig(rank: rank, alpha: Float(rank)), rng: &initRNG)
             llama.activationCheckpointing = activationCheckpointing
             let params = llama.loraParameters.map(\.tensor)
             var opt = AdamW(parameterSizes: params.map(\.count), weightDecay: 0.01)
             var times: [Double] = []
             for i in 0..<(warmup + steps) {
-                let s = seconds()
+                let s = monotonicSeconds()
                 for p in params { p.grad = nil }
                 let loss = llama.loss(inputs: inputs, targets: targets, lossMask: mask, layout: layout, rng: &rng, training: true)
                 loss.backward()
                 opt.update(params, lr: 1e-4)
-                let dt = seconds() - s
+                let dt = monotonicSeconds() - s
                 if i >= warmup { times.append(dt) }
                 log(String(format: "train step %d: %.2fs (loss %.4f)%@", i, dt, loss.data[0], i < warmup ? " warm-up" : ""))
             }
@@ -168,7 +163,7 @@ func measureSgemm(rows n: Int, config c: ModelConfig) -> Double {
     }
     for (m, nn, k, _) in shapes { flops += 2 * Double(m * nn * k) }
     for _ in 0..<3 {
-        let s = seconds()
+        let s = monotonicSeconds()
         for (i, (m, nn, k, tb)) in shapes.enumerated() {
             var (a, b, out) = buffers[i]
             a.withUnsafeBufferPointer { ap in b.withUnsafeBufferPointer { bp in out.withUnsafeMutableBufferPointer { cp in
@@ -176,7 +171,7 @@ func measureSgemm(rows n: Int, config c: ModelConfig) -> Double {
                            b: bp.baseAddress!, ldb: tb ? k : nn, beta: 0, c: cp.baseAddress!, ldc: nn)
             } } }
         }
-        best = min(best, seconds() - s)
+        best = min(best, monotonicSeconds() - s)
     }
     return flops / best / 1e9
 }

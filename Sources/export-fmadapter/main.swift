@@ -7,6 +7,7 @@ import CLISupport
 import Export
 import Foundation
 import ModelAssets
+import ModelDefinition
 import Training
 
 enum ExportFormat: String, ExpressibleByArgument, CaseIterable {
@@ -85,7 +86,7 @@ struct ExportCommand: ParsableCommand {
     func run() throws {
         switch format {
         case .fmadapter:
-            let creator = try creatorDefined.map { try JSONValue.parseObject($0, what: "--creator-defined") } ?? [:]
+            let creator = try creatorDefined.map { try MetadataValue.parseObject($0, what: "--creator-defined") } ?? [:]
             let adapter = try Checkpoint.load(checkpoint)
             let draft = try draftCheckpoint.map { try Checkpoint.load($0) }
             let base = try baseModel.map { try BaseModel.load(path: $0) }
@@ -94,13 +95,13 @@ struct ExportCommand: ParsableCommand {
             let path = try FMAdapterPackage.export(adapter: adapter, draft: draft, base: base, options: options, outputDir: outputDir)
             print(path)
         case .peft:
-            let weights = try AdapterWeights.load(checkpoint)
+            let weights = try Adapter.load(checkpoint)
             if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel)) }
             let folder = URL(fileURLWithPath: outputDir).appendingPathComponent(adapterName).path
             try PEFTAdapter.write(weights, to: folder, baseModelName: baseModel)
             print(folder)
         case .gguf:
-            let weights = try AdapterWeights.load(checkpoint)
+            let weights = try Adapter.load(checkpoint)
             if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel)) }
             try FileManager.default.createDirectory(atPath: outputDir, withIntermediateDirectories: true)
             let path = URL(fileURLWithPath: outputDir).appendingPathComponent(adapterName + ".gguf").path
@@ -218,7 +219,7 @@ struct FuseCommand: ParsableCommand {
 
     @OptionGroup var model: BaseModelOptions
 
-    @Option(help: "Adapter checkpoint (adapter-*.safetensors) or .fmadapter package.")
+    @Option(help: "Adapter: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder.")
     var checkpoint: String
 
     @Option(help: "Output: a .gguf file for gguf-f32/gguf-f16, a folder for safetensors.")
@@ -228,9 +229,8 @@ struct FuseCommand: ParsableCommand {
     var format: FusedFormat = .ggufF32
 
     func run() throws {
-        let base = try model.load()
-        let weights = try AdapterWeights.load(checkpoint)
-        try Fuse.write(base: base, adapter: weights, format: format, to: output)
+        let loaded = try model.load(adapter: checkpoint)
+        try Fuse.write(base: loaded.base, adapter: loaded.adapter!, format: format, to: output)
         print(output)
     }
 }
@@ -241,7 +241,7 @@ struct Logits: ParsableCommand {
 
     @OptionGroup var model: BaseModelOptions
 
-    @Option(help: "Adapter checkpoint or .fmadapter package (omit for the bare base).")
+    @Option(help: "Adapter: a checkpoint, an .fmadapter package or a PEFT folder (omit for the bare base).")
     var checkpoint: String?
 
     @Option(help: "Text to tokenize (no chat template).")
@@ -258,8 +258,8 @@ struct Logits: ParsableCommand {
     }
 
     func run() throws {
-        let base = try model.load()
-        let loaded = try AdapterSource.load(checkpoint, base: base)
+        let loaded = try model.load(adapter: checkpoint)
+        let base = loaded.base
         let tokens: [Int]
         if let ids {
             tokens = try ids.split(separator: ",").map {
@@ -272,7 +272,7 @@ struct Logits: ParsableCommand {
             tokens = base.tokenizer.encode(text!)
         }
         guard !tokens.isEmpty else { throw ValidationError("no tokens to run") }
-        let logits = LogitsDump.logits(loaded.model, ids: tokens)
+        let logits = LogitsDump.logits(loaded, ids: tokens)
         try AtomicFile.write(LogitsDump.json(ids: tokens, logits: logits, vocabSize: base.config.vocabSize, source: checkpoint ?? base.path), to: output)
         printErr("wrote logits for \(tokens.count) tokens to \(output)")
     }

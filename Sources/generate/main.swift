@@ -3,11 +3,10 @@
 import ArgumentParser
 import CLISupport
 import DataSchema
-import Export
 import Foundation
 import Inference
 import ModelAssets
-import Training
+import ModelDefinition
 
 extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
 
@@ -23,7 +22,7 @@ struct Generate: ParsableCommand {
 
     @OptionGroup var model: BaseModelOptions
 
-    @Option(help: "Adapter checkpoint (adapter-*.safetensors) or .fmadapter package to apply to the base model; a package's draft (and its draft token count) is used for speculative decoding unless --draft-checkpoint is given.")
+    @Option(help: "Adapter to apply to the base model: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder; a package's draft (and its draft token count) is used for speculative decoding unless --draft-checkpoint is given.")
     var checkpoint: String?
 
     @Option(help: "Draft-model checkpoint (draft-model-*.safetensors, from train-draft) for speculative decoding; the output is the same as without it, only faster.")
@@ -68,16 +67,15 @@ struct Generate: ParsableCommand {
     }
 
     func run() throws {
-        let base = try model.load()
-        let loaded = try AdapterSource.load(checkpoint, base: base)  // a checkpoint file or an .fmadapter package
-        let adapter = loaded.checkpoint
-        let llama = loaded.model
-        let engine = InferenceModel(llama)
+        let loaded = try model.load(adapter: checkpoint)  // any adapter form, checked against the base
+        let base = loaded.base
+        let engine = InferenceModel(loaded)
         let drafter = try draftCheckpoint.map { try DraftEngine.load(path: $0, base: base, precision: draftPrecision) }
             ?? loaded.draft.map { DraftEngine($0, precision: draftPrecision) }
         // a package's own draft runs with the package's speculativeDecodingDraftTokenCount
         let numDraftTokens = draftCheckpoint == nil ? (loaded.draftTokenCount ?? self.numDraftTokens) : self.numDraftTokens
-        if let drafter, drafter.teacherAdapterSignature != adapter?.adapterSignature {
+        // A separately given draft may come from another adapter (a package's draft is its own).
+        if draftCheckpoint != nil, let drafter, drafter.teacherAdapterSignature != loaded.adapterSignature {
             FileHandle.standardError.write(Data("note: the draft was distilled from \(drafter.teacherAdapterSignature == nil ? "the bare base model" : "another adapter"), not from this model; the output is unchanged but fewer draft tokens may be accepted\n".utf8))
         }
         let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)

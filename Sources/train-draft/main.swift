@@ -1,12 +1,12 @@
 // train-draft: distils a small draft model from the teacher (base + adapter) for speculative
-// decoding. Thin: parse flags, call Training.DraftRun (with Inference measuring the cost ratio),
-// print what happens. Same data, schedule and checkpoint flags as train-adapter (shared groups).
+// decoding. Thin: parse flags, call Distillation.DraftRun, print what happens. Same data, schedule
+// and checkpoint flags as train-adapter (shared groups).
 import ArgumentParser
 import Autograd
 import CLISupport
 import DataSchema
+import Distillation
 import Foundation
-import Inference
 import Training
 
 extension Divergence: ExpressibleByArgument {}
@@ -31,7 +31,7 @@ struct TrainDraft: ParsableCommand {
     @OptionGroup(title: "Schedule") var schedule: ScheduleOptions
     @OptionGroup(title: "Checkpoints") var checkpoints: CheckpointOptions
 
-    @Option(help: "The teacher's adapter checkpoint (adapter-*.safetensors). Without it the teacher is the bare base model.")
+    @Option(help: "The teacher's adapter: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder. Without it the teacher is the bare base model.")
     var checkpoint: String?
 
     @Option(help: "Build the draft from this many evenly spaced blocks of the base model (with its embeddings and final norm). Default 2 unless --draft-model is given.")
@@ -61,41 +61,19 @@ struct TrainDraft: ParsableCommand {
         printer.log(String(format: "loaded base model %@ in %.1fs (signature %@)", base.path, Date().timeIntervalSince(t0), String(base.signature.prefix(16))))
         let source: DraftSource = draftModel.map { .model(path: $0) } ?? .baseLayers(draftLayers ?? 2)
         var settings = DraftRunSettings(
-            data: DataSettings(trainData: data.trainData, evalData: data.evalData, maxSequenceLength: data.maxSequenceLength,
-                               fixedSizedSequences: data.fixedSizedSequences, packSequences: data.packSequences,
-                               skipInvalid: data.skipInvalid, batchSize: schedule.batchSize, seed: schedule.seed,
-                               sharePrefix: data.sharePrefix),
-            teacherAdapter: checkpoint, source: source, freezeEmbeddings: freezeEmbeddings, divergence: divergence,
-            vocabulary: draftVocabulary, checkpointDir: checkpoints.checkpointDir,
-            checkpointFrequency: checkpoints.checkpointFrequency, resumeFrom: checkpoints.resumeFrom,
-            resume: checkpoints.resume, keepBest: checkpoints.keepBest,
-            makeOptions: { schedule.trainingOptions(batchesPerEpoch: $0, checkpointFrequency: checkpoints.checkpointFrequency) },
-            measureCost: nil)
-        // The teacher runs on the KV-cache path; the cost ratio is measured on that same engine
-        // (made before the first metrics), not on a second copy of the weights.
-        var prefixTeacher: PrefixTeacher?
-        settings.measureCost = { draft, target in
-            SpeculativeCost.measure(target: prefixTeacher?.model ?? InferenceModel(target), draft: DraftEngine(draft))
-        }
+            data: data.settings(schedule), teacherAdapter: checkpoint, source: source, freezeEmbeddings: freezeEmbeddings,
+            divergence: divergence, vocabulary: draftVocabulary, checkpoints: checkpoints.settings,
+            makeOptions: { schedule.trainingOptions(batchesPerEpoch: $0, checkpointFrequency: checkpoints.checkpointFrequency) })
         settings.activationCheckpointing = schedule.activationCheckpointing
-        settings.makeTeacherForward = { teacher, prefix in
-            let t = PrefixTeacher(teacher: teacher, sharedPrefix: prefix)
-            if !t.prefix.isEmpty { printer.log("teacher: the \(t.prefix.count)-token prompt prefix every sample begins with runs once") }
-            prefixTeacher = t
-            return t
-        }
+        if checkpoints.resume { printer.logResumeScan(directory: checkpoints.checkpointDir, prefix: "draft-model") }
         StopSignal.install()
         let outcome = try DraftRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in
             switch n {
             case .dataSummary(let train, let eval, let tokens, let targets, let computed, let skipped):
-                printer.log("train data: \(train)")
-                if let eval { printer.log("eval data: \(eval)") }
-                printer.log("train tokens: \(tokens) (\(targets) assistant tokens in the loss); an epoch computes \(computed) positions"
-                            + (computed < tokens ? String(format: " (prompt prefixes shared within batches: %.2fx fewer)", Double(tokens) / Double(computed)) : ""))
-                for issue in skipped.prefix(20) { printer.log("skipped: \(issue)") }
-                if skipped.count > 20 { printer.log("skipped: ... and \(skipped.count - 20) more") }
-            case .teacher(let adapter, _):
-                printer.log("teacher: " + (adapter.map { "base model + adapter \($0) (merged)" } ?? "the bare base model"))
+                printer.logData(train: train, eval: eval, trainTokens: tokens, targetTokens: targets, computedPositions: computed, skipped: skipped)
+            case .teacher(let adapter, _, let prefix):
+                printer.log("teacher: " + (adapter.map { "base model + adapter \($0) (merged)" } ?? "the bare base model") + " on the KV-cache path"
+                            + (prefix > 0 ? "; the \(prefix)-token prompt prefix every sample begins with runs once" : ""))
             case .draft(let summary, let trainable, let frozen, let div):
                 printer.log("draft: \(summary); \(trainable) trained and \(frozen) frozen parameters; loss \(div.rawValue) divergence")
             case .resuming(let path, let step, let epoch):

@@ -4,9 +4,11 @@
 // and the α / speed-up arithmetic and the layer choice.
 import Autograd
 import DataSchema
+import Distillation
 import Foundation
 import Inference
 import ModelAssets
+import ModelDefinition
 @testable import Training
 import TestSupport
 import XCTest
@@ -29,8 +31,7 @@ final class DraftRunTests: XCTestCase {
         let s = AdapterRunSettings(
             data: DataSettings(trainData: dir + "/train.jsonl", evalData: nil, maxSequenceLength: 64, fixedSizedSequences: false,
                                packSequences: false, skipInvalid: false, batchSize: 2, seed: 3),
-            lora: LoRAConfig(rank: 4, alpha: 8), checkpointDir: dir + "/adapter", checkpointFrequency: 1, resumeFrom: nil,
-            resume: false, keepBest: nil, makeOptions: { _ in
+            lora: LoRAConfig(rank: 4, alpha: 8), checkpoints: CheckpointSettings(directory: dir + "/adapter", frequency: 1, resumeFrom: nil, resume: false, keepBest: nil), makeOptions: { _ in
                 var o = TrainingOptions()
                 o.epochs = 2
                 o.learningRate = 2e-2
@@ -50,8 +51,8 @@ final class DraftRunTests: XCTestCase {
             data: DataSettings(trainData: env.train, evalData: eval ? env.eval : nil, maxSequenceLength: 64, fixedSizedSequences: false,
                                packSequences: pack, skipInvalid: false, batchSize: 2, seed: 3),
             teacherAdapter: teacher ?? env.adapter, source: source, freezeEmbeddings: freezeEmbeddings, divergence: divergence,
-            vocabulary: vocabulary, checkpointDir: runDir, checkpointFrequency: 1, resumeFrom: resumeFrom, resume: resume,
-            keepBest: nil, makeOptions: { _ in
+            vocabulary: vocabulary, checkpoints: CheckpointSettings(directory: runDir, frequency: 1, resumeFrom: resumeFrom, resume: resume,
+            keepBest: nil), makeOptions: { _ in
                 var o = TrainingOptions()
                 o.epochs = epochs
                 o.learningRate = lr
@@ -59,8 +60,8 @@ final class DraftRunTests: XCTestCase {
                 o.seed = 11
                 return o
             })
-        // as train-draft runs it: the KV-cache teacher, here with whatever prefix the samples share
-        s.makeTeacherForward = { PrefixTeacher(teacher: $0, sharedPrefix: $1, minimumLength: 1) }
+        // the KV-cache teacher with whatever prefix the samples share, however short
+        s.teacherPrefixMinimum = 1
         return s
     }
 
@@ -153,7 +154,7 @@ final class DraftRunTests: XCTestCase {
         XCTAssertThrowsError(try run(settings(env, runDir: env.dir + "/a", teacher: draftPath), base: env.base)) { e in
             XCTAssert(message(e).contains("is a draft-model checkpoint") && message(e).contains("adapter checkpoint"), message(e))
         }
-        XCTAssertThrowsError(try LlamaModel.load(base: env.base, adapter: try Checkpoint.load(draftPath))) { e in
+        XCTAssertThrowsError(try LoadedModel.load(base: env.base, adapter: draftPath)) { e in
             XCTAssert(message(e).contains("is a draft-model checkpoint"), message(e))
         }
         // an adapter checkpoint where a draft is expected: for generation, and to resume a draft run
@@ -199,9 +200,9 @@ final class DraftRunTests: XCTestCase {
         let data = try DataPreparation.prepare(DataSettings(trainData: dir + "/train.jsonl", evalData: nil, maxSequenceLength: 64,
                                                             fixedSizedSequences: false, packSequences: false, skipInvalid: false,
                                                             batchSize: 2, seed: 0), base: base)
-        let teacher = try DraftObjective.teacher(base: base, adapter: nil)
+        let teacher = TrainingPathTeacher(try LlamaModel(base: base.weights, adapter: nil))
         let same = try DraftModel.fromBase(base, layers: 2, freezeEmbeddings: false, vocabulary: nil)
-        let m = DraftEvaluation.measure(DraftObjective(draft: same, teacher: teacher, divergence: .reverse), data.train)
+        let m = DraftEvaluation.measure(DraftObjective(draft: same, teacher: teacher, head: base.weights.head, divergence: .reverse), data.train)
         XCTAssertEqual(m.positions, data.trainTargetTokens)
         XCTAssertEqual(m.acceptance, 1, accuracy: 1e-4)
         XCTAssertEqual(m.greedyAgreement, 1)
@@ -210,7 +211,7 @@ final class DraftRunTests: XCTestCase {
         // a restricted head loses exactly the teacher mass outside it
         let vocab = DraftModel.taskVocabulary(examples: data.train.examples.map(\.inputs), extra: base.stopTokenIds, vocabSize: base.config.vocabSize)
         let restricted = try DraftModel.fromBase(base, layers: 2, freezeEmbeddings: false, vocabulary: vocab)
-        let r = DraftEvaluation.measure(DraftObjective(draft: restricted, teacher: teacher, divergence: .reverse), data.train)
+        let r = DraftEvaluation.measure(DraftObjective(draft: restricted, teacher: teacher, head: base.weights.head, divergence: .reverse), data.train)
         XCTAssertGreaterThan(r.teacherMassOutsideHead, 0)
         XCTAssertLessThan(r.acceptance, 1)
         XCTAssertEqual(r.acceptance + r.teacherMassOutsideHead, 1, accuracy: 1e-3)
@@ -224,7 +225,7 @@ final class DraftRunTests: XCTestCase {
         let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
         let lines = words.map { #"{"messages": [{"role": "system", "content": "Repeat the word in upper case, please, and nothing else at all."}, {"role": "user", "content": "say \#($0)"}, {"role": "assistant", "content": "\#($0.uppercased())"}]}"# }
         try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/train.jsonl", atomically: true, encoding: .utf8)
-        let teacher = try DraftObjective.teacher(base: base, adapter: nil)
+        let teacher = TrainingPathTeacher(try LlamaModel(base: base.weights, adapter: nil))
         let draft = try DraftModel.fromBase(base, layers: 1, freezeEmbeddings: false, vocabulary: nil)
         var losses: [[Float]] = []
         var sharedBatches = 0
@@ -232,7 +233,7 @@ final class DraftRunTests: XCTestCase {
             let data = try DataPreparation.prepare(DataSettings(trainData: dir + "/train.jsonl", evalData: nil, maxSequenceLength: 128,
                                                                 fixedSizedSequences: false, packSequences: false, skipInvalid: false,
                                                                 batchSize: 3, seed: 0, sharePrefix: share), base: base)
-            let objective = DraftObjective(draft: draft, teacher: teacher, divergence: .reverse)
+            let objective = DraftObjective(draft: draft, teacher: teacher, head: base.weights.head, divergence: .reverse)
             var rng = SeededRNG(seed: 0)
             losses.append((0..<data.train.batchCount(epoch: 0)).map { i in
                 let batch = data.train.batch(epoch: 0, index: i)
@@ -259,13 +260,13 @@ final class DraftRunTests: XCTestCase {
         let ex = data.train.examples
         let shared = Array(ex[0].inputs.prefix(Batcher.commonPrefix(ex)))
         XCTAssertGreaterThanOrEqual(shared.count, 16, "the samples share their system message")
-        let teacher = try DraftObjective.teacher(base: base, adapter: nil)
-        let fast = PrefixTeacher(teacher: teacher, sharedPrefix: shared)
+        let teacher = TrainingPathTeacher(try LlamaModel(base: base.weights, adapter: nil))
+        let fast = PrefixTeacher(base: base.weights, adapter: nil, sharedPrefix: shared)
         XCTAssertEqual(fast.prefix, shared)
         let D = base.config.hiddenSize
         for ids in ex.map(\.inputs) + [Array(ex[0].inputs.suffix(5))] {
             var rng = SeededRNG(seed: 0)
-            let reference = withNoGrad { teacher.hiddenStates(ids: ids, layout: .rows(batch: 1, length: ids.count), rng: &rng, training: false) }.data
+            let reference = withNoGrad { teacher.model.hiddenStates(ids: ids, layout: .rows(batch: 1, length: ids.count), rng: &rng, training: false) }.data
             let got = fast.hiddenStates(ids)
             XCTAssertEqual(got.count, ids.count * D)
             let scale = reference.map { abs($0) }.max()!
@@ -274,8 +275,7 @@ final class DraftRunTests: XCTestCase {
         let draft = try DraftModel.fromBase(base, layers: 1, freezeEmbeddings: false, vocabulary: nil)
         var losses: [[Float]] = []
         for useFast in [false, true] {
-            let objective = DraftObjective(draft: draft, teacher: teacher, divergence: .reverse)
-            if useFast { objective.teacherForward = fast }
+            let objective = DraftObjective(draft: draft, teacher: useFast ? fast : teacher, head: base.weights.head, divergence: .reverse)
             var rng = SeededRNG(seed: 0)
             losses.append((0..<data.train.batchCount(epoch: 0)).map { i in
                 withNoGrad { objective.loss(data.train.batch(epoch: 0, index: i), rng: &rng, training: false).data[0] }

@@ -2,11 +2,13 @@
 // speculative decoding with it still gives exactly the target's greedy output (the target, always
 // float32, checks every proposal). Tiny models only.
 import Autograd
+import Distillation
 import Foundation
 import Inference
 import ModelAssets
-import Training
+import ModelDefinition
 import TestSupport
+import Training
 import XCTest
 
 final class HalfPrecisionDraftTests: XCTestCase {
@@ -16,7 +18,7 @@ final class HalfPrecisionDraftTests: XCTestCase {
         let letters = Array(0..<3) + "abcdefghijklmnopqrstuvwxyz".compactMap { base.tokenizer.tokenId(String($0)) }
         for vocabulary in [nil, Array(Set(letters)).sorted()] {
             let draft = try DraftModel.fromBase(base, layers: 1, freezeEmbeddings: false, vocabulary: vocabulary)
-            let full = DraftEngine(draft), half = DraftEngine(draft, precision: .float16)
+            let full = DraftEngine(try draft.definition()), half = DraftEngine(try draft.definition(), precision: .float16)
             XCTAssertEqual(half.trunk.precision, .float16)
             let ids = base.tokenizer.encode("<|im_start|>user\nsay alpha0<|im_end|>\n<|im_start|>assistant\n")
             let a = full.nextLogits(ids, cache: full.makeCache()), b = half.nextLogits(ids, cache: half.makeCache())
@@ -32,7 +34,7 @@ final class HalfPrecisionDraftTests: XCTestCase {
     func testHalfPrecisionPrefillAgreesWithStreamedSteps() throws {
         let dir = TinyAssets.tempDir()
         let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1))
-        let draft = DraftEngine(try DraftModel.fromBase(base, layers: 2, freezeEmbeddings: false, vocabulary: nil), precision: .float16)
+        let draft = DraftEngine(try DraftModel.fromBase(base, layers: 2, freezeEmbeddings: false, vocabulary: nil).definition(), precision: .float16)
         let ids = base.tokenizer.encode("<|im_start|>system\nRepeat the word, please.<|im_end|>\n<|im_start|>user\nsay alpha0<|im_end|>\n<|im_start|>assistant\n")
         XCTAssertGreaterThan(ids.count, 40)
         let whole = draft.nextLogits(ids, cache: draft.makeCache())
@@ -51,9 +53,9 @@ final class HalfPrecisionDraftTests: XCTestCase {
     func testSpeculativeOutputWithAHalfPrecisionDraftIsTheTargets() throws {
         let dir = TinyAssets.tempDir()
         let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1))
-        let target = InferenceModel(try LlamaModel.load(base: base, adapter: nil))
-        let drafts = [try DraftModel.fromBase(base, layers: 1, freezeEmbeddings: false, vocabulary: nil),
-                      try DraftModel.fromBase(base, layers: 2, freezeEmbeddings: false, vocabulary: nil)].map { DraftEngine($0, precision: .float16) }
+        let target = InferenceModel(base: base.weights)
+        let drafts = try [try DraftModel.fromBase(base, layers: 1, freezeEmbeddings: false, vocabulary: nil),
+                      try DraftModel.fromBase(base, layers: 2, freezeEmbeddings: false, vocabulary: nil)].map { DraftEngine(try $0.definition(), precision: .float16) }
         for text in ["say alpha0", "say hotel2", "the thing"] {
             let prompt = base.tokenizer.encode("<|im_start|>user\n\(text)<|im_end|>\n<|im_start|>assistant\n")
             for stops in [base.stopTokenIds, []] {

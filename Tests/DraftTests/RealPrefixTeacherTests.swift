@@ -3,9 +3,11 @@
 // model's forward of each whole sample. Needs ADAPTER_BASE_MODEL (scripts/fetch-model.sh).
 import Autograd
 import DataSchema
+import Distillation
 import Foundation
 import Inference
 import ModelAssets
+import ModelDefinition
 import Training
 import XCTest
 
@@ -28,12 +30,12 @@ final class RealPrefixTeacherTests: XCTestCase {
         let ex = data.train.examples
         let shared = Array(ex[0].inputs.prefix(Batcher.commonPrefix(ex)))
         XCTAssertGreaterThan(shared.count, 100, "extraction samples share the system message and schema")
-        let teacher = try DraftObjective.teacher(base: base, adapter: nil)
-        let fast = PrefixTeacher(teacher: teacher, sharedPrefix: shared)
+        let teacher = TrainingPathTeacher(try LlamaModel(base: base.weights, adapter: nil))
+        let fast = PrefixTeacher(base: base.weights, adapter: nil, sharedPrefix: shared)
         var worst = 0.0
         for ids in ex.map(\.inputs) {
             var rng = SeededRNG(seed: 0)
-            let reference = withNoGrad { teacher.hiddenStates(ids: ids, layout: .rows(batch: 1, length: ids.count), rng: &rng, training: false) }.data
+            let reference = withNoGrad { teacher.model.hiddenStates(ids: ids, layout: .rows(batch: 1, length: ids.count), rng: &rng, training: false) }.data
             let got = fast.hiddenStates(ids)
             XCTAssertEqual(got.count, reference.count)
             let scale = Double(reference.map { abs($0) }.max()!)
@@ -45,8 +47,7 @@ final class RealPrefixTeacherTests: XCTestCase {
         let draft = try DraftModel.fromBase(base, layers: 4, freezeEmbeddings: false, vocabulary: nil)
         var losses: [Float] = []
         for useFast in [false, true] {
-            let objective = DraftObjective(draft: draft, teacher: teacher, divergence: .forward)
-            if useFast { objective.teacherForward = fast }
+            let objective = DraftObjective(draft: draft, teacher: useFast ? fast : teacher, head: base.weights.head, divergence: .forward)
             var rng = SeededRNG(seed: 0)
             losses.append(withNoGrad { objective.loss(data.train.batch(epoch: 0, index: 0), rng: &rng, training: false).data[0] })
         }

@@ -3,11 +3,13 @@
 // token budget; and sampled output distributed as the target's (chi-square against the exact
 // target probabilities, with a control showing the test rejects the draft's own distribution).
 import Autograd
+import Distillation
 import Foundation
 import Inference
 import ModelAssets
-import Training
+import ModelDefinition
 import TestSupport
+import Training
 import XCTest
 
 final class SpeculativeDecodingTests: XCTestCase {
@@ -21,7 +23,7 @@ final class SpeculativeDecodingTests: XCTestCase {
     func makeModels(_ name: String = #function) throws -> Models {
         let dir = TinyAssets.tempDir(name)
         let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1))
-        let target = InferenceModel(try LlamaModel.load(base: base, adapter: nil))
+        let target = InferenceModel(base: base.weights)
         let otherPath = try TinyAssets.writeModel(in: dir, seed: 7, name: "small", layers: 1)
         let other = try DraftModel.fromFile(otherPath, base: base, freezeEmbeddings: false, vocabulary: nil)
         // the target's own first block: often agrees
@@ -35,8 +37,8 @@ final class SpeculativeDecodingTests: XCTestCase {
             base.tokenizer.encode("<|im_start|>user\n\($0)<|im_end|>\n<|im_start|>assistant\n")
         } + [[5]]
         return Models(base: base, target: target,
-                      drafts: [("other model", DraftEngine(other)), ("first block", DraftEngine(sub)),
-                               ("restricted head", DraftEngine(restricted)), ("target itself", DraftEngine(same))],
+                      drafts: [("other model", DraftEngine(try other.definition())), ("first block", DraftEngine(try sub.definition())),
+                               ("restricted head", DraftEngine(try restricted.definition())), ("target itself", DraftEngine(try same.definition()))],
                       prompts: prompts)
     }
 

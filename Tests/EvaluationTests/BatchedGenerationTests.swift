@@ -9,15 +9,16 @@ import DataSchema
 import Foundation
 @testable import Inference
 import ModelAssets
-import Training
+import ModelDefinition
 import TestSupport
+import Training
 import XCTest
 
 final class BatchedGenerationTests: XCTestCase {
     func makeEngine(_ name: String = #function) throws -> (BaseModel, InferenceModel, [[Int]]) {
         let dir = TinyAssets.tempDir(name)
         let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1))
-        let engine = InferenceModel(try LlamaModel.load(base: base, adapter: nil))
+        let engine = InferenceModel(base: base.weights)
         let prompts = ["say alpha0", "say hotel2", "the thing", "x", "a much longer request about several things at once"].map {
             base.tokenizer.encode("<|im_start|>user\n\($0)<|im_end|>\n<|im_start|>assistant\n")
         } + [[5], [7, 9]]

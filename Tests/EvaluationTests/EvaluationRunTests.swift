@@ -1,13 +1,16 @@
 // evaluate-adapter's library path end to end on a tiny GGUF model: base and adapter
 // checkpoints side by side from a run folder (final deduplicated against the last epoch), the
 // eval loss equal to the one train-adapter recorded, per-sample JSONL, the table and JSON
-// summary, repeatable greedy output, and refusals (empty folder, other base).
+// summary, repeatable greedy output, every adapter form (checkpoint, .fmadapter package, PEFT
+// folder) evaluated alike, and refusals (empty folder, other base).
 import DataSchema
 @testable import Evaluation
+import Export
 import Foundation
 import ModelAssets
-import Training
+import ModelDefinition
 import TestSupport
+import Training
 import XCTest
 
 final class EvaluationRunTests: XCTestCase {
@@ -30,7 +33,7 @@ final class EvaluationRunTests: XCTestCase {
             data: DataSettings(trainData: dir + "/train.jsonl", evalData: dir + "/eval.jsonl", maxSequenceLength: 64,
                                fixedSizedSequences: false, packSequences: false, skipInvalid: false, batchSize: 2, seed: 3),
             lora: LoRAConfig(rank: 4, alpha: 8, targets: LoRATarget.allCases, dropout: 0),
-            checkpointDir: runDir, checkpointFrequency: 1, resumeFrom: nil, resume: false, keepBest: nil,
+            checkpoints: CheckpointSettings(directory: runDir, frequency: 1, resumeFrom: nil, resume: false, keepBest: nil),
             makeOptions: { _ in
                 var o = TrainingOptions()
                 o.epochs = 2
@@ -146,6 +149,42 @@ final class EvaluationRunTests: XCTestCase {
         t.checkpoints = [env.runDir + "/adapter-final.safetensors"]
         XCTAssertThrowsError(try EvaluationRun.run(t, base: other)) { error in
             XCTAssertTrue(error.localizedDescription.contains(other.signature), "\(error.localizedDescription)")
+        }
+    }
+
+    /// evaluate-adapter takes every adapter form generate takes: the checkpoint, its PEFT export
+    /// (fp32: the same numbers) and its .fmadapter package (fp16: within rounding), and refuses
+    /// each on another base naming both signatures.
+    func testEveryAdapterFormEvaluatesAlike() throws {
+        let env = try makeEnv()
+        let checkpoint = env.runDir + "/adapter-final.safetensors"
+        let adapter = try Adapter.load(checkpoint)
+        let peft = env.dir + "/peft"
+        try PEFTAdapter.write(adapter, to: peft)
+        let package = try FMAdapterPackage.export(adapter: try Checkpoint.load(checkpoint), draft: nil,
+                                                  options: PackageOptions(name: "forms"), outputDir: env.dir + "/packages")
+        var s = EvaluationSettings(evalData: env.eval)
+        s.checkpoints = [checkpoint, peft, package, peft + "/" + PEFTFormat.weightsFile]
+        s.batchSize = 2
+        let report = try EvaluationRun.run(s, base: env.base)
+        XCTAssertEqual(report.models.count, 4)
+        let (ck, fromPEFT, fromPackage, fromPEFTFile) = (report.models[0], report.models[1], report.models[2], report.models[3])
+        XCTAssertEqual(fromPEFT.evalLoss, ck.evalLoss, "the PEFT export holds the checkpoint's fp32 tensors")
+        XCTAssertEqual(fromPEFTFile.evalLoss, ck.evalLoss)
+        XCTAssertEqual(fromPEFT.exactMatches, ck.exactMatches)
+        XCTAssertEqual(fromPEFT.generatedTokens, ck.generatedTokens)
+        XCTAssertEqual(fromPackage.evalLoss!, ck.evalLoss!, accuracy: 1e-3 * abs(ck.evalLoss!), "fp16 rounding only")
+        XCTAssertNotNil(ck.step)
+        XCTAssertNil(fromPEFT.step, "only checkpoints record a step")
+
+        let other = try BaseModel.load(path: try TinyAssets.writeModel(in: TinyAssets.tempDir("forms-other"), seed: 2))
+        for path in [peft, package] {
+            var t = EvaluationSettings(evalData: env.eval)
+            t.checkpoints = [path]
+            XCTAssertThrowsError(try EvaluationRun.run(t, base: other)) { error in
+                let text = error.localizedDescription
+                XCTAssertTrue(text.contains(other.signature) && text.contains(env.base.signature), "\(path): \(text)")
+            }
         }
     }
 }

@@ -7,13 +7,16 @@ import Export
 import Foundation
 import Inference
 import ModelAssets
-import Training
+import ModelDefinition
 import TestSupport
+import Training
 import XCTest
 
 func message(_ e: Error) -> String { (e as? LocalizedError)?.errorDescription ?? "\(e)" }
 
-func logits(_ model: LlamaModel, _ ids: [Int]) -> [Float] { LogitsDump.logits(model, ids: ids) }
+func logits(_ engine: InferenceModel, _ ids: [Int]) -> [Float] { engine.forward(ids, cache: engine.makeCache(capacity: ids.count + 1), allLogits: true) }
+func logits(_ model: LlamaModel, _ ids: [Int]) -> [Float] { logits(try! InferenceModel(model), ids) }
+func logits(_ model: LoadedModel, _ ids: [Int]) -> [Float] { LogitsDump.logits(model, ids: ids) }
 
 /// max |a - b| / max |a|
 func relativeDifference(_ a: [Float], _ b: [Float]) -> Float {
@@ -60,11 +63,11 @@ final class PackageTests: XCTestCase {
         XCTAssert(movedB, "training should have moved B away from zero")
 
         let ids = run.base.tokenizer.encode(promptText)
-        let fromCheckpoint = logits(try LlamaModel.load(base: run.base, adapter: ck), ids)
-        let fromPackage = logits(try package.makeModel(base: run.base), ids)
-        let plain = logits(try LlamaModel.load(base: run.base, adapter: nil), ids)
+        let fromCheckpoint = logits(try LlamaModel(base: run.base.weights, adapter: try Adapter.fromCheckpoint(ck.file)), ids)
+        let fromPackage = logits(LoadedModel(base: run.base, adapter: package.adapter), ids)
+        let plain = logits(try LlamaModel(base: run.base.weights, adapter: nil), ids)
         // exact against the same adapter rounded to fp16 in memory
-        let rounded = try LlamaModel.load(base: run.base, adapter: ck)
+        let rounded = try LlamaModel(base: run.base.weights, adapter: try Adapter.fromCheckpoint(ck.file))
         for (_, t) in rounded.loraParameters { t.data = t.data.map { Float(Float16($0)) } }
         XCTAssertEqual(fromPackage, logits(rounded, ids), "package logits must equal the fp16-rounded checkpoint's exactly")
         // and within fp16 rounding of the fp32 checkpoint, while clearly not the bare base
@@ -72,14 +75,14 @@ final class PackageTests: XCTestCase {
         XCTAssertLessThan(drift, 1e-3, "fp16 storage moved the logits by \(drift) relative")
         XCTAssertGreaterThan(relativeDifference(fromCheckpoint, plain), 10 * drift)
         // generate's loader takes the package and the checkpoint alike
-        XCTAssertEqual(logits(try AdapterSource.load(path, base: run.base).model, ids), fromPackage)
-        XCTAssertEqual(logits(try AdapterSource.load(run.adapterPath, base: run.base).model, ids), fromCheckpoint)
-        XCTAssertNil(try AdapterSource.load(path, base: run.base).draft)
+        XCTAssertEqual(logits(try LoadedModel.load(base: run.base, adapter: path), ids), fromPackage)
+        XCTAssertEqual(logits(try LoadedModel.load(base: run.base, adapter: run.adapterPath), ids), fromCheckpoint)
+        XCTAssertNil(try LoadedModel.load(base: run.base, adapter: path).draft)
     }
 
     func testMetadataIsSortedCamelCasePrettyJSON() throws {
         let run = try TinyRun.make()
-        let creator = try JSONValue.parseObject(#"{"version": "1.0", "steps": 12, "tags": ["a", "b"], "ok": true}"#, what: "test")
+        let creator = try MetadataValue.parseObject(#"{"version": "1.0", "steps": 12, "tags": ["a", "b"], "ok": true}"#, what: "test")
         let path = try FMAdapterPackage.export(adapter: try Checkpoint.load(run.adapterPath), draft: nil,
                                                options: PackageOptions(name: "Meta", author: "A. Person", description: "says things",
                                                                        license: "Apache-2.0", creatorDefined: creator),
@@ -91,10 +94,10 @@ final class PackageTests: XCTestCase {
         XCTAssert(text.contains("\"license\" : \"Apache-2.0\""), text)
         XCTAssert(text.contains("\"steps\" : 12"), "integers stay integers: \(text)")
         XCTAssertEqual(try PackageMetadata.read(path: path + "/metadata.json").creatorDefined, creator)
-        XCTAssertThrowsError(try JSONValue.parseObject("[1]", what: "--creator-defined")) {
+        XCTAssertThrowsError(try MetadataValue.parseObject("[1]", what: "--creator-defined")) {
             XCTAssert(message($0).contains("must be a JSON object"), message($0))
         }
-        XCTAssertThrowsError(try JSONValue.parseObject("{oops", what: "--creator-defined")) {
+        XCTAssertThrowsError(try MetadataValue.parseObject("{oops", what: "--creator-defined")) {
             XCTAssert(message($0).contains("--creator-defined is not valid JSON"), message($0))
         }
     }
@@ -248,7 +251,7 @@ final class PackageTests: XCTestCase {
         XCTAssertNotEqual(other.signature, run.base.signature)
         let p = try makePackage(run, name: "sig")
         for source in [p, run.adapterPath] {
-            XCTAssertThrowsError(try AdapterSource.load(source, base: other)) { e in
+            XCTAssertThrowsError(try LoadedModel.load(base: other, adapter: source)) { e in
                 XCTAssert(message(e).contains(run.base.signature) && message(e).contains(other.signature), message(e))
             }
         }
@@ -260,7 +263,7 @@ final class PackageTests: XCTestCase {
         XCTAssertThrowsError(try FMAdapterPackage.export(adapter: ck, draft: draft, base: other, options: PackageOptions(name: "x"), outputDir: run.dir + "/o")) { e in
             XCTAssert(message(e).contains(run.base.signature) && message(e).contains(other.signature), message(e))
         }
-        XCTAssertThrowsError(try Fuse.mergedTensors(base: other, adapter: try AdapterWeights.load(run.adapterPath))) { e in
+        XCTAssertThrowsError(try Fuse.mergedTensors(base: other, adapter: try Adapter.load(run.adapterPath))) { e in
             XCTAssert(message(e).contains(run.base.signature) && message(e).contains(other.signature), message(e))
         }
     }
@@ -280,16 +283,16 @@ final class PackageTests: XCTestCase {
         XCTAssertEqual(draft.config.config.numLayers, 1)
         XCTAssertEqual(draft.config.draftLayers, [1])
         for (name, t) in draftCk.tensors { XCTAssertEqual(draft.tensors[name], fp16Rounded(t), name) }
-        let loaded = try AdapterSource.load(p, base: run.base)
+        let loaded = try LoadedModel.load(base: run.base, adapter: p)
         XCTAssertEqual(loaded.draftTokenCount, 4)
-        let draftModel = try XCTUnwrap(loaded.draft).model
+        let draftModel = InferenceModel(base: try XCTUnwrap(loaded.draft).weights)
         let ids = run.base.tokenizer.encode(promptText)
         var rng = SeededRNG(seed: 0)
-        let reference = try LlamaModel(config: draftCk.header.draftConfig!, weights: draftCk.tensors.mapValues(fp16Rounded), lora: nil, rng: &rng)
+        let reference = try LlamaModel(weights: try BaseWeights(config: draftCk.header.draftConfig!, tensors: draftCk.tensors.mapValues(fp16Rounded)), lora: nil, rng: &rng)
         XCTAssertEqual(logits(draftModel, ids), logits(reference, ids))
         XCTAssertNil(draft.config.vocabulary)
         // the packaged draft drives speculative decoding: same greedy tokens as plain decoding
-        let target = InferenceModel(loaded.model)
+        let target = InferenceModel(loaded)
         let request = GenerationRequest(prompt: ids, maxNewTokens: 12, stopTokens: [])
         let plainTokens = Generator.generate(target, request).tokens
         let spec = SpeculativeDecoder(target: target, draft: DraftEngine(try XCTUnwrap(loaded.draft)), draftTokens: loaded.draftTokenCount!).generate(request)
@@ -300,7 +303,7 @@ final class PackageTests: XCTestCase {
         let withVocab = try Checkpoint.load(try run.writeDraft(vocabulary: ids2, name: "draft-vocab.safetensors"))
         let p2 = try FMAdapterPackage.export(adapter: ck, draft: withVocab, options: PackageOptions(name: "vocab"), outputDir: run.dir + "/o")
         XCTAssertEqual(try FMAdapterPackage.load(p2).draft?.config.vocabulary, ids2)
-        XCTAssertEqual(try AdapterSource.load(p2, base: run.base).draft?.vocabulary, ids2)
+        XCTAssertEqual(try LoadedModel.load(base: run.base, adapter: p2).draft?.vocabulary, ids2)
     }
 
     func testDraftDistilledFromAnotherAdapterIsRefused() throws {

@@ -7,18 +7,19 @@ import Export
 import Foundation
 import Inference
 import ModelAssets
-import Training
+import ModelDefinition
 import TestSupport
+import Training
 import XCTest
 
 final class PortableExportTests: XCTestCase {
     func testPEFTExportReadsBackToTheSameTensors() throws {
         let run = try TinyRun.make(targets: [.q, .v, .down])
-        let weights = try AdapterWeights.load(run.adapterPath)
+        let weights = try Adapter.load(run.adapterPath)
         let folder = run.dir + "/peft"
         try PEFTAdapter.write(weights, to: folder)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder).sorted(), ["adapter_config.json", "adapter_model.safetensors"])
-        let (lora, tensors) = try PEFTAdapter.read(folder: folder)
+        let (lora, tensors, _, _) = try PEFTFormat.read(folder: folder)
         XCTAssertEqual(lora.rank, weights.lora.rank)
         XCTAssertEqual(lora.alpha, weights.lora.alpha)
         XCTAssertEqual(lora.targets, [.q, .v, .down])
@@ -34,8 +35,43 @@ final class PortableExportTests: XCTestCase {
         XCTAssertEqual(cfg["target_modules"] as? [String], ["down_proj", "q_proj", "v_proj"])
         // a package exports to PEFT too (its fp16 values)
         let pkg = try FMAdapterPackage.export(adapter: try Checkpoint.load(run.adapterPath), draft: nil, options: PackageOptions(name: "pp"), outputDir: run.dir + "/o")
-        let fromPackage = try AdapterWeights.load(pkg)
+        let fromPackage = try Adapter.load(pkg)
         for (name, t) in fromPackage.tensors { XCTAssertEqual(t, fp16Rounded(weights.tensors.first { $0.name == name }!.tensor)) }
+    }
+
+    /// A PEFT folder written by the toolkit records its base and is refused on another one; a
+    /// folder written by PEFT itself records none and is checked against the given base's shapes.
+    func testPEFTFoldersLoadOnTheirBaseOnly() throws {
+        let run = try TinyRun.make(targets: [.q, .v])
+        let folder = run.dir + "/peft"
+        try PEFTAdapter.write(try Adapter.load(run.adapterPath), to: folder)
+        let ours = try Adapter.load(folder)
+        XCTAssertEqual(ours.baseSignature, run.base.signature)
+        XCTAssertEqual(ours.baseConfig, run.base.config)
+        XCTAssertNoThrow(try LoadedModel.load(base: run.base, adapter: folder))
+        let other = try BaseModel.load(path: try TinyAssets.writeModel(in: TinyAssets.tempDir("peft-other"), seed: 9))
+        XCTAssertThrowsError(try LoadedModel.load(base: other, adapter: folder)) { e in
+            XCTAssert(message(e).contains(run.base.signature) && message(e).contains(other.signature), message(e))
+        }
+
+        // as PEFT itself writes it: the same tensors, no record of the base
+        let foreignFolder = run.dir + "/peft-foreign"
+        try FileManager.default.createDirectory(atPath: foreignFolder, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: folder + "/" + PEFTFormat.configFile, toPath: foreignFolder + "/" + PEFTFormat.configFile)
+        let stored = try SafetensorsFile(path: folder + "/" + PEFTFormat.weightsFile)
+        var plain = SafetensorsWriter(metadata: ["format": "pt"])
+        for info in stored.tensors { try plain.add(info.name, try stored.tensor(info.name), as: .f32) }
+        try plain.write(to: foreignFolder + "/" + PEFTFormat.weightsFile)
+        XCTAssertThrowsError(try Adapter.load(foreignFolder)) { e in
+            XCTAssert(message(e).contains("does not record its base model") && message(e).contains("--base-model"), message(e))
+        }
+        let foreign = try LoadedModel.load(base: run.base, adapter: foreignFolder)
+        XCTAssertNil(foreign.adapter?.baseSignature)
+        XCTAssertEqual(foreign.adapter?.tensors.map(\.tensor), ours.tensors.map(\.tensor))
+        let deeper = try BaseModel.load(path: try TinyAssets.writeModel(in: TinyAssets.tempDir("peft-deeper"), layers: 3))
+        XCTAssertThrowsError(try LoadedModel.load(base: deeper, adapter: foreignFolder)) { e in
+            XCTAssert(message(e).contains("does not fit the base model"), message(e))
+        }
     }
 
     func testCommittedPEFTFixtureSurvivesReadWriteRead() throws {
@@ -44,13 +80,13 @@ final class PortableExportTests: XCTestCase {
         guard FileManager.default.fileExists(atPath: fixture + "/lora/adapter_config.json") else {
             throw XCTSkip("PEFT fixture not found at \(fixture)")
         }
-        let (lora, tensors) = try PEFTAdapter.read(folder: fixture + "/lora")
+        let (lora, tensors, _, _) = try PEFTFormat.read(folder: fixture + "/lora")
         let config = try ModelConfig.fromHuggingFace(path: fixture + "/config.json")
-        let ordered = try LoRALayout.ordered(tensors, config: config, lora: lora) { ExportError.unsupported($0) }
-        let w = AdapterWeights(source: fixture, lora: lora, baseConfig: config, baseSignature: "00", tensors: ordered)
+        let ordered = try TensorTable.orderedLoRA(tensors, config: config, lora: lora) { ExportError.unsupported($0) }
+        let w = Adapter(source: fixture, lora: lora, baseConfig: config, baseSignature: "00", tensors: ordered)
         let out = TinyAssets.tempDir() + "/peft"
         try PEFTAdapter.write(w, to: out)
-        let (lora2, tensors2) = try PEFTAdapter.read(folder: out)
+        let (lora2, tensors2, _, _) = try PEFTFormat.read(folder: out)
         XCTAssertEqual(lora2, lora)
         XCTAssertEqual(tensors2, tensors)
         // byte-identical tensor data to what PEFT itself saved
@@ -61,7 +97,7 @@ final class PortableExportTests: XCTestCase {
 
     func testGGUFLoRAHasLlamaCppNamesShapesAndPermutation() throws {
         let run = try TinyRun.make()
-        let weights = try AdapterWeights.load(run.adapterPath)
+        let weights = try Adapter.load(run.adapterPath)
         let path = run.dir + "/lora.gguf"
         try GGUFLoRAAdapter.write(weights, to: path)
         let g = try GGUFFile(path: path)
@@ -100,15 +136,15 @@ final class PortableExportTests: XCTestCase {
 
     func testFusedModelsGiveTheAdaptersLogits() throws {
         let run = try TinyRun.make()
-        let weights = try AdapterWeights.load(run.adapterPath)
+        let weights = try Adapter.load(run.adapterPath)
         let ids = run.base.tokenizer.encode(promptText)
-        let adapted = logits(try LlamaModel.load(base: run.base, adapter: try Checkpoint.load(run.adapterPath)), ids)
+        let adapted = logits(try LlamaModel(base: run.base.weights, adapter: try Adapter.load(run.adapterPath)), ids)
         for format in FusedFormat.allCases {
             let out = run.dir + "/fused-" + format.rawValue + (format == .safetensors ? "" : ".gguf")
             try Fuse.write(base: run.base, adapter: weights, format: format, to: out)
             let fusedBase = try BaseModel.load(path: out)
             XCTAssertEqual(fusedBase.config, run.base.config)
-            let got = logits(try LlamaModel.load(base: fusedBase, adapter: nil), ids)
+            let got = logits(try LlamaModel(base: fusedBase.weights, adapter: nil), ids)
             if format == .ggufF16 {
                 XCTAssertLessThan(relativeDifference(adapted, got), 2e-2, format.rawValue)
             } else {
@@ -120,9 +156,9 @@ final class PortableExportTests: XCTestCase {
         }
         // fusing a package works as well (its fp16 adapter)
         let pkg = try FMAdapterPackage.export(adapter: try Checkpoint.load(run.adapterPath), draft: nil, options: PackageOptions(name: "f"), outputDir: run.dir + "/o")
-        try Fuse.write(base: run.base, adapter: try AdapterWeights.load(pkg), format: .ggufF32, to: run.dir + "/from-package.gguf")
-        let fromPackage = logits(try LlamaModel.load(base: try BaseModel.load(path: run.dir + "/from-package.gguf"), adapter: nil), ids)
-        XCTAssertEqual(fromPackage, logits(try AdapterSource.load(pkg, base: run.base).model, ids))
+        try Fuse.write(base: run.base, adapter: try Adapter.load(pkg), format: .ggufF32, to: run.dir + "/from-package.gguf")
+        let fromPackage = logits(try LlamaModel(base: try BaseModel.load(path: run.dir + "/from-package.gguf").weights, adapter: nil), ids)
+        XCTAssertEqual(fromPackage, logits(try LoadedModel.load(base: run.base, adapter: pkg), ids))
     }
 
     func testHousekeepingListsAndRemovesByBaseSignature() throws {

@@ -3,6 +3,7 @@
 import Autograd
 import Foundation
 import ModelAssets
+import ModelDefinition
 import TestSupport
 import Training
 import XCTest
@@ -23,7 +24,7 @@ struct TinyRun {
             data: DataSettings(trainData: dir + "/train.jsonl", evalData: nil, maxSequenceLength: 64, fixedSizedSequences: false,
                                packSequences: false, skipInvalid: false, batchSize: 2, seed: 3),
             lora: LoRAConfig(rank: 4, alpha: 8, targets: targets, dropout: 0),
-            checkpointDir: dir + "/run", checkpointFrequency: 1, resumeFrom: nil, resume: false, keepBest: nil,
+            checkpoints: CheckpointSettings(directory: dir + "/run", frequency: 1, resumeFrom: nil, resume: false, keepBest: nil),
             makeOptions: { _ in
                 var o = TrainingOptions()
                 o.epochs = 2
@@ -46,7 +47,7 @@ struct TinyRun {
         cfg.numLayers = 1
         var params: [(name: String, tensor: Tensor)] = []
         var rng = SeededRNG(seed: 5)
-        for (n, shape) in ModelLoader.expectedShapes(for: cfg).sorted(by: { $0.key < $1.key }) {
+        for (n, shape) in TensorTable.shapes(for: cfg).sorted(by: { $0.key < $1.key }) {
             let shared = !n.hasPrefix("model.layers.")
             if omitShared && shared { continue }
             let source = n.replacingOccurrences(of: "model.layers.0.", with: "model.layers.1.")
@@ -55,7 +56,7 @@ struct TinyRun {
             params.append((n, Tensor(shape: shape, data: values)))
         }
         if let vocabulary {
-            params.append((DraftModel.vocabularyTensorName, Tensor(shape: [vocabulary.count], data: vocabulary.map(Float.init))))
+            params.append((DraftWeights.vocabularyTensorName, Tensor(shape: [vocabulary.count], data: vocabulary.map(Float.init))))
         }
         let header = CheckpointHeader(content: .draft, baseSignature: baseSignature ?? base.signature, baseConfig: base.config,
                                       lora: nil, draftConfig: cfg, draftLayers: [1], teacherAdapterSignature: teacher,

@@ -1,6 +1,7 @@
 // ModelConfig from Hugging Face config.json (llama, mistral, qwen2; transformers 4 and 5 rope
 // keys), from GGUF metadata, Codable round trips, and validation errors that name the field.
 import Foundation
+import ModelDefinition
 import XCTest
 @testable import ModelAssets
 

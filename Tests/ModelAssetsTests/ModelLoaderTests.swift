@@ -2,6 +2,7 @@
 // layouts (q/k RoPE permutation), shapes, tied heads, Qwen2 biases, tokenizer metadata, and the
 // base model signature (stable, format-independent, sensitive to every weight and config field).
 import Foundation
+import ModelDefinition
 import XCTest
 @testable import ModelAssets
 
@@ -20,7 +21,7 @@ enum TinyModels {
     static func weights(_ config: ModelConfig, seed: UInt64 = 1) -> [String: HostTensor] {
         var rng = SplitMix64(seed: seed)
         var out: [String: HostTensor] = [:]
-        for (name, shape) in ModelLoader.expectedShapes(for: config) {
+        for (name, shape) in TensorTable.shapes(for: config) {
             let n = shape.reduce(1, *)
             out[name] = HostTensor(shape: shape, data: (0..<n).map { _ in Float.random(in: -1...1, using: &rng) })
         }
@@ -63,15 +64,15 @@ final class ModelLoaderTests: XCTestCase {
 
     func testNameMappingBothWays() {
         let config = TinyModels.qwen2Config
-        for name in ModelLoader.expectedShapes(for: config).keys {
-            let gguf = ModelLoader.ggufName(forHuggingFace: name)
+        for name in TensorTable.shapes(for: config).keys {
+            let gguf = TensorTable.ggufName(forHuggingFace: name)
             XCTAssertNotNil(gguf, name)
-            XCTAssertEqual(ModelLoader.huggingFaceName(forGGUF: gguf!), name)
+            XCTAssertEqual(TensorTable.huggingFaceName(forGGUF: gguf!), name)
         }
-        XCTAssertEqual(ModelLoader.ggufName(forHuggingFace: "model.layers.3.self_attn.o_proj.weight"), "blk.3.attn_output.weight")
-        XCTAssertEqual(ModelLoader.huggingFaceName(forGGUF: "blk.12.ffn_norm.weight"), "model.layers.12.post_attention_layernorm.weight")
+        XCTAssertEqual(TensorTable.ggufName(forHuggingFace: "model.layers.3.self_attn.o_proj.weight"), "blk.3.attn_output.weight")
+        XCTAssertEqual(TensorTable.huggingFaceName(forGGUF: "blk.12.ffn_norm.weight"), "model.layers.12.post_attention_layernorm.weight")
         for bad in ["blk.x.attn_q.weight", "blk.01.attn_q.weight", "blk.1.attn_output.bias", "blk.1.attn_q", "rope_freqs.weight"] {
-            XCTAssertNil(ModelLoader.huggingFaceName(forGGUF: bad), bad)
+            XCTAssertNil(TensorTable.huggingFaceName(forGGUF: bad), bad)
         }
     }
 
@@ -133,7 +134,7 @@ final class ModelLoaderTests: XCTestCase {
         weights["model.layers.1.mlp.up_proj.weight"] = nil
         var writer = GGUFWriter()
         for (k, v) in ModelExport.ggufMetadata(for: config) + ModelExport.ggufMetadata(for: TinyModels.tokenizer) { try writer.set(k, v) }
-        for (name, t) in weights { try writer.addTensor(ModelLoader.ggufName(forHuggingFace: name)!, t) }
+        for (name, t) in weights { try writer.addTensor(TensorTable.ggufName(forHuggingFace: name)!, t) }
         try writer.write(to: path("m.gguf"))
         XCTAssertThrowsError(try ModelLoader.load(path: path("m.gguf"))) { error in
             guard case .missingTensor(_, "model.layers.1.mlp.up_proj.weight") = error as? ModelAssetsError else { return XCTFail("\(error)") }
@@ -146,7 +147,7 @@ final class ModelLoaderTests: XCTestCase {
         func write(_ edit: (inout GGUFWriter) throws -> Void, skip: String? = nil) throws {
             var writer = GGUFWriter()
             for (k, v) in ModelExport.ggufMetadata(for: config) + ModelExport.ggufMetadata(for: TinyModels.tokenizer) { try writer.set(k, v) }
-            for (name, t) in weights where name != skip { try writer.addTensor(ModelLoader.ggufName(forHuggingFace: name)!, t) }
+            for (name, t) in weights where name != skip { try writer.addTensor(TensorTable.ggufName(forHuggingFace: name)!, t) }
             try edit(&writer)
             try writer.write(to: path("m.gguf"))
         }
@@ -170,7 +171,7 @@ final class ModelLoaderTests: XCTestCase {
         var writer = GGUFWriter()
         for (k, v) in ModelExport.ggufMetadata(for: config) + ModelExport.ggufMetadata(for: TinyModels.tokenizer) { try writer.set(k, v) }
         for (name, t) in TinyModels.weights(config) where name != "model.embed_tokens.weight" {
-            try writer.addTensor(ModelLoader.ggufName(forHuggingFace: name)!, t)
+            try writer.addTensor(TensorTable.ggufName(forHuggingFace: name)!, t)
         }
         try writer.addTensor("token_embd.weight", shape: [20, 32], type: .q5_1, encoded: [UInt8](repeating: 0, count: 20 * 24))
         try writer.write(to: path("m.gguf"))

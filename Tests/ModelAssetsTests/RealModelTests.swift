@@ -3,6 +3,7 @@
 // gguf-py (Fixtures/smollm2_spotcheck.json). With ADAPTER_BASE_MODEL_HF also set to a Hugging Face
 // folder converted from that file, every tensor and the signature must match it. Skipped otherwise.
 import Foundation
+import ModelDefinition
 import XCTest
 @testable import ModelAssets
 

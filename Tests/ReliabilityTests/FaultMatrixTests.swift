@@ -10,6 +10,7 @@ import Autograd
 import DataSchema
 import Foundation
 import ModelAssets
+import ModelDefinition
 @testable import Training
 import TestSupport
 import XCTest
@@ -269,7 +270,7 @@ final class FaultMatrixTests: XCTestCase {
             let text = (e as? LocalizedError)?.errorDescription ?? "\(e)"
             XCTAssert(text.contains(base.signature) && text.contains(changed.signature) && text.contains(saved), text)
         }
-        XCTAssertThrowsError(try LlamaModel.load(base: changed, adapter: try Checkpoint.load(saved))) { e in
+        XCTAssertThrowsError(try LoadedModel.load(base: changed, adapter: saved)) { e in
             let text = (e as? LocalizedError)?.errorDescription ?? "\(e)"
             XCTAssert(text.contains(base.signature) && text.contains(changed.signature), text)
         }
@@ -329,7 +330,7 @@ enum InProcess {
             data: DataSettings(trainData: env.train, evalData: nil, maxSequenceLength: 64, fixedSizedSequences: false,
                                packSequences: false, skipInvalid: false, batchSize: 2, seed: 3),
             lora: LoRAConfig(rank: 4, alpha: 8, targets: LoRATarget.allCases, dropout: 0),
-            checkpointDir: runDir, checkpointFrequency: 1, resumeFrom: resumeFrom, resume: resume, keepBest: nil,
+            checkpoints: CheckpointSettings(directory: runDir, frequency: 1, resumeFrom: resumeFrom, resume: resume, keepBest: nil),
             makeOptions: { _ in
                 var o = TrainingOptions()
                 o.epochs = epochs

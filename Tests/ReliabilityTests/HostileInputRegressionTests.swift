@@ -6,6 +6,7 @@ import DataSchema
 @testable import Export
 import Foundation
 import ModelAssets
+@testable import ModelDefinition
 import TestSupport
 @testable import Training
 import XCTest
@@ -108,7 +109,7 @@ final class HostileInputRegressionTests: XCTestCase {
         let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir))
         let lora = LoRAConfig(rank: 2, alpha: 4, targets: [.q, .v])
         var rng = SeededRNG(seed: 1)
-        let model = try LlamaModel(config: base.config, weights: base.file.tensors, lora: lora, rng: &rng)
+        let model = try LlamaModel(weights: try BaseWeights(config: base.config, tensors: base.file.tensors), lora: lora, rng: &rng)
         return (base, model.loraParameters, lora)
     }
 

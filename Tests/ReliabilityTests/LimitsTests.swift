@@ -6,6 +6,7 @@
 import DataSchema
 import Foundation
 import ModelAssets
+import ModelDefinition
 import TestSupport
 @testable import Training
 import XCTest

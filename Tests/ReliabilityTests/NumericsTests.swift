@@ -5,6 +5,7 @@
 import Autograd
 import Foundation
 import ModelAssets
+import ModelDefinition
 import TestSupport
 @testable import Training
 import XCTest
@@ -76,7 +77,7 @@ final class NumericsTests: XCTestCase {
         let dir = TinyAssets.tempDir()
         let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir))
         var rng = SeededRNG(seed: 5)
-        let model = try LlamaModel(config: base.config, weights: base.file.tensors,
+        let model = try LlamaModel(weights: base.weights,
                                    lora: LoRAConfig(rank: 2, alpha: 4, targets: [.q, .v], dropout: 0), rng: &rng)
         for p in model.loraParameters { for i in 0..<p.tensor.count { p.tensor.data[i] = 0.01 } }  // B != 0
         let ids = [1, 40, 41, 42, 2, 43]

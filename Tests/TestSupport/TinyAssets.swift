@@ -6,6 +6,7 @@
 import Autograd
 import Foundation
 import ModelAssets
+import ModelDefinition
 
 public enum TinyAssets {
     /// GPT-2's byte-to-unicode map: printable bytes map to themselves, the rest to U+0100 + n.
@@ -52,7 +53,7 @@ public enum TinyAssets {
         let cfg = try config(vocab: tok.tokens.count, layers: layers)
         var rng = SeededRNG(seed: seed)
         var tensors: [String: HostTensor] = [:]
-        for (name, shape) in ModelLoader.expectedShapes(for: cfg) {
+        for (name, shape) in TensorTable.shapes(for: cfg) {
             let n = shape.reduce(1, *)
             let isNorm = shape.count == 1
             let values = (0..<n).map { _ in isNorm ? 1 + 0.1 * Float.random(in: -1...1, using: &rng) : 0.2 * Float.random(in: -1...1, using: &rng) }

@@ -14,7 +14,7 @@ final class RealGGUFTokenizerTests: XCTestCase {
         guard FileManager.default.fileExists(atPath: path) else {
             throw XCTSkip("the real base model is not fetched (run scripts/fetch-model.sh or set ADAPTER_BASE_MODEL); skipping the GGUF tokenizer test")
         }
-        let data = try ModelLoader.tokenizerData(from: GGUFFile(path: path))
+        let data = try TokenizerData(gguf: GGUFFile(path: path))
         XCTAssertEqual(data.preTokenizer, "smollm")
         let tok = try BPETokenizer(data: data)
         XCTAssertEqual(tok.vocabularySize, 49152)

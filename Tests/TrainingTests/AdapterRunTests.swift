@@ -7,6 +7,7 @@ import DataSchema
 import Foundation
 import Inference
 import ModelAssets
+import ModelDefinition
 @testable import Training
 import TestSupport
 import XCTest
@@ -33,7 +34,7 @@ final class AdapterRunTests: XCTestCase {
             data: DataSettings(trainData: env.train, evalData: env.eval, maxSequenceLength: 64, fixedSizedSequences: false,
                                packSequences: pack, skipInvalid: false, batchSize: batch, seed: 3),
             lora: LoRAConfig(rank: rank, alpha: 8, targets: LoRATarget.allCases, dropout: dropout),
-            checkpointDir: runDir, checkpointFrequency: 1, resumeFrom: resumeFrom, resume: resume, keepBest: nil,
+            checkpoints: CheckpointSettings(directory: runDir, frequency: 1, resumeFrom: resumeFrom, resume: resume, keepBest: nil),
             makeOptions: { _ in
                 var o = TrainingOptions()
                 o.epochs = epochs
@@ -105,8 +106,8 @@ final class AdapterRunTests: XCTestCase {
         guard case .finished(let path) = outcome else { return XCTFail() }
         XCTAssertLessThan(eval.last!.loss, eval.first!.loss, "eval loss should fall over 4 epochs: \(eval.map(\.loss))")
         let ck = try Checkpoint.load(path)
-        let adapted = InferenceModel(try LlamaModel.load(base: env.base, adapter: ck))
-        let plain = InferenceModel(try LlamaModel.load(base: env.base, adapter: nil))
+        let adapted = InferenceModel(base: env.base.weights, adapter: try Adapter.fromCheckpoint(ck.file))
+        let plain = InferenceModel(base: env.base.weights)
         let ids = env.base.tokenizer.encode("<|im_start|>user\nsay alpha0<|im_end|>\n<|im_start|>assistant\n")
         XCTAssertNotEqual(adapted.forward(ids, cache: adapted.makeCache()), plain.forward(ids, cache: plain.makeCache()))
         let svg = try String(contentsOfFile: env.dir + "/run/loss-curve.svg", encoding: .utf8)
@@ -143,7 +144,7 @@ final class AdapterRunTests: XCTestCase {
     func testKeepBestPrunesEpochCheckpointsByEvalLoss() throws {
         let env = try makeEnv()
         var s = settings(env, runDir: env.dir + "/run", epochs: 3, lr: 2e-2, dropout: 0)
-        s.keepBest = 1
+        s.checkpoints.keepBest = 1
         let (_, events) = try run(s, base: env.base)
         var evals: [EvalRecord] = []
         for case .evaluated(let e) in events { evals.append(e) }

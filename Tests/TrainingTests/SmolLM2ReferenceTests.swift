@@ -7,6 +7,7 @@ import DataSchema
 import Foundation
 import Inference
 import ModelAssets
+import ModelDefinition
 @testable import Training
 import XCTest
 
@@ -16,8 +17,8 @@ final class SmolLM2ReferenceTests: XCTestCase {
     func load() throws -> (BaseModel, LlamaModel, InferenceModel) {
         if let c = Self.cached { return c }
         let base = try BaseModel.load(path: try realModelPath())
-        let model = try LlamaModel.load(base: base, adapter: nil)
-        let c = (base, model, InferenceModel(model))
+        let model = try LlamaModel(base: base.weights, adapter: nil)
+        let c = (base, model, try InferenceModel(model))
         Self.cached = c
         return c
     }

@@ -6,6 +6,7 @@ import Autograd
 import Foundation
 import Inference
 import ModelAssets
+import ModelDefinition
 @testable import Training
 import XCTest
 
@@ -15,7 +16,7 @@ final class TinyModelReferenceTests: XCTestCase {
     func loadTiny(_ name: String, lora: LoRAConfig? = nil) throws -> LlamaModel {
         let file = try ModelLoader.load(path: Fixture.path(name))
         var rng = SeededRNG(seed: 7)
-        return try LlamaModel(config: file.config, weights: file.tensors, lora: lora, rng: &rng)
+        return try LlamaModel(weights: try BaseWeights(config: file.config, tensors: file.tensors), lora: lora, rng: &rng)
     }
 
     /// Copies the PEFT adapter of Fixtures/NAME/lora into the model's LoRA tensors.
@@ -149,7 +150,7 @@ final class TinyModelReferenceTests: XCTestCase {
             let ref = try Fixture.json(name + "/lora_reference.json")
             let model = try loadTiny(name, lora: Self.tinyLoRA)
             try loadPEFTAdapter(name, into: model)
-            let engine = InferenceModel(model)
+            let engine = try InferenceModel(model)
             let ids = ref.intRows("input_ids")[1]
             let V = model.config.vocabSize
             let expected = Array(ref.floats("logits")[(ids.count * V)...])  // row 1

@@ -8,6 +8,7 @@ import DataSchema
 import Export
 import Foundation
 import ModelAssets
+import ModelDefinition
 import TestSupport
 import Training
 
@@ -58,7 +59,7 @@ public enum Fuzz {
                                   attentionBias: false, maxPositionEmbeddings: 64)
         var rng = SeededRNG(seed: seed)
         var tensors: [String: HostTensor] = [:]
-        for (name, shape) in ModelLoader.expectedShapes(for: cfg) {
+        for (name, shape) in TensorTable.shapes(for: cfg) {
             let n = shape.reduce(1, *)
             tensors[name] = HostTensor(shape: shape, data: (0..<n).map { _ in 0.2 * Float.random(in: -1...1, using: &rng) })
         }
@@ -69,7 +70,7 @@ public enum Fuzz {
     public static func tinyLoRAParameters() throws -> [(name: String, tensor: Tensor)] {
         let m = try tinyModel()
         var rng = SeededRNG(seed: 7)
-        return try LlamaModel(config: m.config, weights: m.tensors, lora: LoRAConfig(rank: 2, alpha: 4, targets: [.q, .v], dropout: 0),
+        return try LlamaModel(weights: try BaseWeights(config: m.config, tensors: m.tensors), lora: LoRAConfig(rank: 2, alpha: 4, targets: [.q, .v], dropout: 0),
                               rng: &rng).loraParameters
     }
 
@@ -78,7 +79,7 @@ public enum Fuzz {
         let m = try tinyModel()
         let lora = LoRAConfig(rank: 2, alpha: 4, targets: [.q, .v], dropout: 0)
         var rng = SeededRNG(seed: 7)
-        let model = try LlamaModel(config: m.config, weights: m.tensors, lora: lora, rng: &rng)
+        let model = try LlamaModel(weights: try BaseWeights(config: m.config, tensors: m.tensors), lora: lora, rng: &rng)
         let params = model.loraParameters
         for p in params { for i in 0..<p.tensor.count { p.tensor.data[i] = 0.01 * Float(i % 7) } }
         var opt = AdamW(parameterSizes: params.map(\.tensor.count), weightDecay: 0)

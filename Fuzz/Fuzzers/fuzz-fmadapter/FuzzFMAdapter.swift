@@ -2,10 +2,11 @@
 // rest of the input (even: adapter_weights.bin, with its SHA-256 trailer recomputed so that
 // mutations reach the header and tensor checks; odd: metadata.json); the other file is the
 // valid one of a package exported from a tiny checkpoint. Then FMAdapterPackage.load.
-import Export
 import CFuzzerDriver
+import Export
 import Foundation
 import FuzzSupport
+import ModelDefinition
 
 nonisolated(unsafe) var validPackage: (metadata: Data, weights: Data)? = nil
 

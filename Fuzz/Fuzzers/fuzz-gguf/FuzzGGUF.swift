@@ -5,6 +5,7 @@ import CFuzzerDriver
 import Foundation
 import FuzzSupport
 import ModelAssets
+import ModelDefinition
 import Training
 
 @_cdecl("LLVMFuzzerInitialize")
@@ -37,7 +38,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
             _ = try? file.dequantize(t.name)
         }
         _ = try? ModelConfig.fromGGUF(file, hasOutputTensor: file.tensorInfo(named: "output.weight") != nil)
-        if let tok = try? ModelLoader.tokenizerData(from: file), let bpe = try? BPETokenizer(data: tok) {
+        if let tok = try? TokenizerData(gguf: file), let bpe = try? BPETokenizer(data: tok) {
             let ids = bpe.encode("Hello wörld <|im_start|>user\n 12 \u{1F600}")
             _ = bpe.decode(ids)
         }

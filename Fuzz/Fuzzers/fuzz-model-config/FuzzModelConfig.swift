@@ -5,6 +5,7 @@ import CFuzzerDriver
 import Foundation
 import FuzzSupport
 import ModelAssets
+import ModelDefinition
 
 @_cdecl("LLVMFuzzerInitialize")
 public func fuzzInitialize(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> Int32 {
@@ -20,7 +21,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard let config = try? ModelConfig.fromHuggingFace(json: Data(bytes: data, count: size), path: "config.json") else { return 0 }
     // Shapes of a config that validated must be computable without traps.
     if config.numLayers <= 64 {
-        _ = ModelLoader.expectedShapes(for: config)
+        _ = TensorTable.shapes(for: config)
     }
     _ = config.huggingFaceConfigJSON()
     return 0

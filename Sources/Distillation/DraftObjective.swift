@@ -1,6 +1,7 @@
 // The draft's training objective: distillation from a frozen teacher (base + adapter, merged,
-// no gradients) into the draft, as the mean divergence over the vocabulary at the batch's
-// assistant positions. One more `TrainingObjective` for the one loop; leaves out the run and metrics.
+// on Inference's KV-cache path, no gradients) into the draft, as the mean divergence over the
+// vocabulary at the batch's assistant positions. One more `TrainingObjective` for the one loop;
+// leaves out the run and metrics.
 // Follows the reference toolkit's draft training (reverse KL by default) and DistiLLM's divergences.
 //
 // Dimensions: N = B*T rows of the batch, M assistant rows, D hidden, V vocab, V' draft head size.
@@ -8,20 +9,16 @@ import Autograd
 import DataSchema
 import Foundation
 import ModelAssets
-
-/// Another way to the teacher's final hidden states (after the final norm) of one token
-/// sequence, [n, D]: train-draft plugs in Inference's KV-cache forward, which computes the prompt
-/// prefix all training samples share once instead of once per sample. A pure function of `ids`,
-/// so exact resume still holds.
-public protocol TeacherForward: AnyObject {
-    func hiddenStates(_ ids: [Int]) -> [Float]
-}
+import ModelDefinition
+import Training
 
 public final class DraftObjective: TrainingObjective {
     public let draft: DraftModel
-    /// The teacher with its adapter merged into the weights (what generation runs).
-    public let teacher: LlamaModel
+    /// The teacher's forward: the base with its adapter merged in (what generation runs).
+    public let teacher: TeacherForward
     public let divergence: Divergence
+    /// The teacher's output head [V, D] (LoRA never targets it: the base's).
+    let teacherFullHead: Tensor
     /// The teacher's head rows for the draft's vocabulary ([V', D]), or the full head.
     let teacherHead: Tensor
 
@@ -36,32 +33,17 @@ public final class DraftObjective: TrainingObjective {
     var cachedFloats = 0
     public var cacheLimit = 256 << 20
     public private(set) var teacherForwards = 0
-    /// When set, teacher hidden states come from it instead of the training model's no-grad forward.
-    public var teacherForward: TeacherForward?
 
-    public init(draft: DraftModel, teacher: LlamaModel, divergence: Divergence) {
+    /// `head` is the teacher's output head [V, D] (the base's `head`).
+    public init(draft: DraftModel, teacher: TeacherForward, head: FrozenMatrix, divergence: Divergence) {
         self.draft = draft
         self.teacher = teacher
         self.divergence = divergence
+        let full = Tensor(shape: head.shape, data: head.values)
+        teacherFullHead = full
         teacherHead = withNoGrad {
-            draft.vocabulary.map { gatherRows(teacher.lmHead, $0) } ?? teacher.lmHead
+            draft.vocabulary.map { gatherRows(full, $0) } ?? full
         }
-    }
-
-    /// The base with `adapter` merged into its weights (the bare base when nil): the teacher, and
-    /// the target that speculative decoding verifies against.
-    public static func teacher(base: BaseModel, adapter: Checkpoint?) throws -> LlamaModel {
-        let withLoRA = try LlamaModel.load(base: base, adapter: adapter)
-        guard let lora = withLoRA.lora else { return withLoRA }
-        var weights = base.file.tensors
-        for (i, block) in withLoRA.blocks.enumerated() {
-            for t in lora.targets {
-                let proj = block.projection(t)
-                weights["model.layers.\(i).\(t.parentName).\(t.moduleName).weight"] = HostTensor(shape: proj.weight.shape, data: proj.mergedWeight())
-            }
-        }
-        var rng = SeededRNG(seed: 0)
-        return try LlamaModel(config: base.config, weights: weights, lora: nil, rng: &rng)
     }
 
     public var parameters: [(name: String, tensor: Tensor)] { draft.trainableParameters }
@@ -100,16 +82,8 @@ public final class DraftObjective: TrainingObjective {
 
     func computeSegment(_ key: SegmentKey) -> [Float] {
         let D = teacher.config.hiddenSize, n = key.ids.count
-        let h: [Float]  // [n, D]
-        if let teacherForward {
-            h = teacherForward.hiddenStates(key.ids)
-            precondition(h.count == n * D, "[DraftObjective] the teacher forward gave \(h.count) floats for \(n) tokens of width \(D)")
-        } else {
-            var rng = SeededRNG(seed: 0)
-            h = withNoGrad {
-                teacher.hiddenStates(ids: key.ids, layout: .rows(batch: 1, length: n), rng: &rng, training: false)
-            }.data
-        }
+        let h = teacher.hiddenStates(key.ids)  // [n, D]
+        precondition(h.count == n * D, "[DraftObjective] the teacher forward gave \(h.count) floats for \(n) tokens of width \(D)")
         teacherForwards += 1
         var out: [Float] = []
         for p in 0..<n where key.mask[p] { out += h[(p * D)..<((p + 1) * D)] }  // [m, D]

@@ -1,5 +1,6 @@
-// Everything a command needs from the base model in one value: the weights (ModelAssets), its
+// Everything a command needs from the base model in one value: the frozen weights, its
 // signature, tokenizer and chat template; and where the default model lives when no path is given.
+// Leaves adapters to Adapter and ModelSource.
 import Foundation
 import ModelAssets
 
@@ -7,6 +8,8 @@ public struct BaseModel {
     public static let defaultFileName = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
     public let file: BaseModelFile
+    /// The frozen weights both executors read.
+    public let weights: BaseWeights
     public let signature: String
     public let tokenizer: BPETokenizer
     public let template: ChatTemplate
@@ -30,14 +33,14 @@ public struct BaseModel {
             tokenizer = try BPETokenizer(data: data)
         case .huggingFace(let folder, let json):
             guard let json else {
-                throw TrainingError.invalidConfig("\(folder) has no tokenizer.json; the toolkit needs the model's byte-level BPE tokenizer")
+                throw ModelError.invalidConfig("\(folder) has no tokenizer.json; the toolkit needs the model's byte-level BPE tokenizer")
             }
             tokenizer = try BPETokenizer.load(tokenizerJSON: URL(fileURLWithPath: json))
         }
         guard tokenizer.vocabularySize <= file.config.vocabSize else {
-            throw TrainingError.invalidConfig("\(path): the tokenizer has \(tokenizer.vocabularySize) tokens but the model's vocabulary is \(file.config.vocabSize)")
+            throw ModelError.invalidConfig("\(path): the tokenizer has \(tokenizer.vocabularySize) tokens but the model's vocabulary is \(file.config.vocabSize)")
         }
-        return BaseModel(file: file, signature: file.signature(), tokenizer: tokenizer,
+        return BaseModel(file: file, weights: try BaseWeights(config: file.config, tensors: file.tensors), signature: file.signature(), tokenizer: tokenizer,
                          template: ChatTemplate.detect(from: tokenizer.chatTemplate))
     }
 
@@ -59,7 +62,7 @@ public struct BaseModel {
     public static func resolvePath(_ given: String?) throws -> String {
         if let given { return given }
         guard let p = defaultPath() else {
-            throw TrainingError.invalidConfig("no base model given and the default (\(defaultFileName)) is not fetched; run scripts/fetch-model.sh, or pass --base-model PATH (a .gguf file or a Hugging Face folder), or set ADAPTER_BASE_MODEL")
+            throw ModelError.invalidConfig("no base model given and the default (\(defaultFileName)) is not fetched; run scripts/fetch-model.sh, or pass --base-model PATH (a .gguf file or a Hugging Face folder), or set ADAPTER_BASE_MODEL")
         }
         return p
     }

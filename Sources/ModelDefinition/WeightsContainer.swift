@@ -6,7 +6,6 @@
 import Crypto
 import Foundation
 import ModelAssets
-import Training
 
 /// What a weights container holds, besides the tensors.
 public struct WeightsHeader: Codable, Equatable, Sendable {
@@ -75,7 +74,7 @@ public enum WeightsContainer {
             for v in t.data {
                 let h = Float16(v)
                 guard h.isFinite else {
-                    throw ExportError.unsupported("\(file): tensor '\(name)' holds \(v), which fp16 cannot store (largest finite fp16 is 65504); the weights are too large or not finite — check the checkpoint")
+                    throw ModelError.unsupported("\(file): tensor '\(name)' holds \(v), which fp16 cannot store (largest finite fp16 is 65504); the weights are too large or not finite — check the checkpoint")
                 }
                 appendLE(&out, h.bitPattern)
             }
@@ -89,17 +88,17 @@ public enum WeightsContainer {
     /// tensor ranges, finite values. Returns the header and the tensors as Float.
     public static func read(path: String) throws -> (header: WeightsHeader, tensors: [String: HostTensor]) {
         guard FileManager.default.fileExists(atPath: path) else {
-            throw ExportError.weights(path: path, reason: "no such file")
+            throw ModelError.weights(path: path, reason: "no such file")
         }
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: path), options: .mappedIfSafe) } catch {
-            throw ExportError.weights(path: path, reason: "cannot be read: \(error.localizedDescription)")
+            throw ModelError.weights(path: path, reason: "cannot be read: \(error.localizedDescription)")
         }
         return try parse(data, path: path)
     }
 
     public static func parse(_ data: Data, path: String) throws -> (header: WeightsHeader, tensors: [String: HostTensor]) {
-        func bad(_ reason: String) -> ExportError { .weights(path: path, reason: reason) }
+        func bad(_ reason: String) -> ModelError { .weights(path: path, reason: reason) }
         let bytes = [UInt8](data)
         let size = bytes.count
         guard size >= 16 else {

@@ -6,6 +6,8 @@
 import Autograd
 import Foundation
 import ModelAssets
+import ModelDefinition
+import Training
 
 /// Where a draft's starting weights come from.
 public enum DraftSource: Sendable, Equatable {
@@ -29,7 +31,7 @@ public enum DraftVocabularyMode: String, Sendable, CaseIterable, Codable {
 /// A draft model: the Llama it runs, the base blocks it started from, and its head's tokens.
 public final class DraftModel {
     /// Tensor name under which a restricted head's token ids are stored in a draft checkpoint.
-    public static let vocabularyTensorName = "draft.vocabulary"
+    public static let vocabularyTensorName = DraftWeights.vocabularyTensorName
 
     public let model: LlamaModel
     /// For a draft made from the base: which base blocks, in order (block i of the draft is base block layers[i]).
@@ -69,25 +71,6 @@ public final class DraftModel {
         return (0..<n).map { i in Int((Double(i) * Double(total - 1) / Double(n - 1)).rounded()) }
     }
 
-    /// The base's weights for a draft of the blocks `layers`, renamed to 0..<N, and the draft's config.
-    public static func weights(fromBase file: BaseModelFile, layers: [Int]) throws -> (ModelConfig, [String: HostTensor]) {
-        var config = file.config
-        config.numLayers = layers.count
-        var out: [String: HostTensor] = [:]
-        for (name, t) in file.tensors {
-            guard name.hasPrefix("model.layers.") else {
-                out[name] = t
-                continue
-            }
-            let rest = name.dropFirst("model.layers.".count)
-            guard let dot = rest.firstIndex(of: "."), let src = Int(rest[..<dot]) else { continue }
-            for (dst, l) in layers.enumerated() where l == src {
-                out["model.layers.\(dst)" + rest[dot...]] = t
-            }
-        }
-        return (config, out)
-    }
-
     /// A draft from N evenly spaced blocks of the base model.
     public static func fromBase(_ base: BaseModel, layers n: Int, freezeEmbeddings: Bool, vocabulary: [Int]?) throws -> DraftModel {
         let total = base.config.numLayers
@@ -95,9 +78,8 @@ public final class DraftModel {
             throw TrainingError.invalidConfig("--draft-layers must be between 1 and the base model's \(total) layers, got \(n)")
         }
         let layers = evenlySpacedLayers(n, of: total)
-        let (config, weights) = try Self.weights(fromBase: base.file, layers: layers)
         var rng = SeededRNG(seed: 0)
-        let model = try LlamaModel(config: config, weights: weights, lora: nil, rng: &rng, trainBase: true,
+        let model = try LlamaModel(weights: base.weights.selectingLayers(layers), lora: nil, rng: &rng, trainBase: true,
                                    freezeEmbeddings: freezeEmbeddings)
         return DraftModel(model: model, layers: layers, vocabulary: vocabulary)
     }
@@ -107,8 +89,7 @@ public final class DraftModel {
         let draft = try BaseModel.load(path: path)
         try requireSameVocabulary(draft: draft, base: base)
         var rng = SeededRNG(seed: 0)
-        let model = try LlamaModel(config: draft.config, weights: draft.file.tensors, lora: nil, rng: &rng,
-                                   trainBase: true, freezeEmbeddings: freezeEmbeddings)
+        let model = try LlamaModel(weights: draft.weights, lora: nil, rng: &rng, trainBase: true, freezeEmbeddings: freezeEmbeddings)
         return DraftModel(model: model, layers: nil, vocabulary: vocabulary)
     }
 
@@ -136,28 +117,15 @@ public final class DraftModel {
     /// The draft stored in a draft-model checkpoint, refused (saying what the file is) unless it is
     /// a draft trained on `base`.
     public static func load(checkpoint c: Checkpoint, base: BaseModel) throws -> DraftModel {
-        try c.requireDraft(for: base)
-        guard let config = c.header.draftConfig else {
-            throw TrainingError.checkpoint(path: c.path, reason: "a draft-model checkpoint without its draft_config")
-        }
-        var weights = c.tensors
-        var vocabulary: [Int]? = nil
-        if let v = weights.removeValue(forKey: vocabularyTensorName) {
-            let ids = v.data.map { Int($0) }
-            guard v.shape.count == 1, !ids.isEmpty, zip(ids, ids.dropFirst()).allSatisfy({ $0 < $1 }),
-                  ids.first! >= 0, ids.last! < config.vocabSize else {
-                throw TrainingError.checkpoint(path: c.path, reason: "tensor '\(vocabularyTensorName)' is not a sorted list of token ids below \(config.vocabSize)")
-            }
-            vocabulary = ids
-        }
+        let stored = try DraftWeights.load(checkpoint: c.file, base: base)
         var rng = SeededRNG(seed: 0)
-        let model: LlamaModel
-        do {
-            model = try LlamaModel(config: config, weights: weights, lora: nil, rng: &rng)
-        } catch let e as TrainingError {
-            throw TrainingError.checkpoint(path: c.path, reason: "its draft weights do not form the model its header describes: \(e.localizedDescription)")
-        }
-        return DraftModel(model: model, layers: c.header.draftLayers, vocabulary: vocabulary)
+        return DraftModel(model: try LlamaModel(weights: stored.weights, lora: nil, rng: &rng), layers: stored.layers, vocabulary: stored.vocabulary)
+    }
+
+    /// The draft's current weights as the model definition's DraftWeights (what Inference's
+    /// DraftEngine runs).
+    public func definition(teacherAdapterSignature: String? = nil) throws -> DraftWeights {
+        DraftWeights(weights: try model.frozenWeights(), layers: layers, vocabulary: vocabulary, teacherAdapterSignature: teacherAdapterSignature)
     }
 
     /// One-line description for logs.
@@ -165,32 +133,5 @@ public final class DraftModel {
         let source = layers.map { "base blocks \($0.map(String.init).joined(separator: ","))" } ?? "own weights"
         let head = vocabulary.map { "head over \($0.count) task tokens" } ?? "full head (\(config.vocabSize) tokens)"
         return "\(config.numLayers) layers (\(source)), hidden \(config.hiddenSize), \(head)"
-    }
-}
-
-extension Checkpoint {
-    /// Throws unless this is a draft-model checkpoint trained for exactly `base`.
-    public func requireDraft(for base: BaseModel) throws {
-        guard header.content == .draft else {
-            throw TrainingError.incompatible(path: path, reason: "is an adapter checkpoint, but a draft-model checkpoint (draft-model-*.safetensors, written by train-draft) is expected here; pass the adapter with --checkpoint")
-        }
-        try requireBase(base)
-        guard let cfg = header.draftConfig, cfg.vocabSize == base.config.vocabSize else {
-            throw TrainingError.incompatible(path: path, reason: "is a draft whose vocabulary (\(header.draftConfig?.vocabSize ?? 0) tokens) differs from the base model's \(base.config.vocabSize); retrain the draft for this base")
-        }
-    }
-
-    /// A stable digest of an adapter checkpoint's trained tensors and LoRA shape: recorded in a
-    /// draft's header so that a draft can say which adapter it was distilled from.
-    public var adapterSignature: String {
-        var parts: [Data] = []
-        let enc = JSONEncoder()
-        enc.outputFormatting = [.sortedKeys]
-        if let lora = header.lora, let json = try? enc.encode(lora) { parts.append(json) }
-        for name in tensors.keys.sorted() {
-            parts.append(Data(name.utf8))
-            tensors[name]!.data.withUnsafeBytes { parts.append(Data($0)) }
-        }
-        return Fingerprint.sha256(parts)
     }
 }

@@ -3,6 +3,7 @@
 // model.safetensors). Quantized output and LoRA-adapter GGUFs are left to Export.
 // Keys follow convert_hf_to_gguf.py; the inverse of ModelLoader.
 import Foundation
+import ModelAssets
 
 public enum ModelExport {
     /// GGUF metadata describing `config` under `general.architecture` (llama, mistral, qwen2).
@@ -55,19 +56,19 @@ public enum ModelExport {
     /// Shapes are checked against the config first.
     public static func ggufWriter(config: ModelConfig, tensors: [String: HostTensor], tokenizer: TokenizerData?,
                                   matrixType: GGMLType = .f32, extraMetadata: [(String, GGUFValue)] = []) throws -> GGUFWriter {
-        try ModelLoader.checkShapes(tensors.map { ($0.key, $0.value.shape) }, config: config, path: "<model being exported>")
+        try TensorTable.check(tensors.map { ($0.key, $0.value.shape) }, config: config, path: "<model being exported>")
         var writer = GGUFWriter()
         for (k, v) in ggufMetadata(for: config) { try writer.set(k, v) }
         try writer.set("general.file_type", .uint32(matrixType == .f32 ? 0 : matrixType == .f16 ? 1 : 32))
         if let tokenizer { for (k, v) in ggufMetadata(for: tokenizer) { try writer.set(k, v) } }
         for (k, v) in extraMetadata { try writer.set(k, v) }
         let permuted = config.architecture != .qwen2
-        for name in tensors.keys.sorted(by: ModelLoader.sortedTensorOrder) {
+        for name in tensors.keys.sorted(by: TensorTable.order) {
             var t = tensors[name]!
-            if permuted, let heads = ModelLoader.ropeHeads(forHuggingFace: name, config: config) {
+            if permuted, let heads = TensorTable.ropeHeads(forHuggingFace: name, config: config) {
                 t = RoPELayout.permuteForGGUF(t, heads: heads)
             }
-            try writer.addTensor(ModelLoader.ggufName(forHuggingFace: name)!, t, as: t.shape.count == 1 ? .f32 : matrixType)
+            try writer.addTensor(TensorTable.ggufName(forHuggingFace: name)!, t, as: t.shape.count == 1 ? .f32 : matrixType)
         }
         return writer
     }
@@ -80,56 +81,18 @@ public enum ModelExport {
     /// A Hugging Face folder: config.json and model.safetensors (tokenizer files are not written).
     public static func writeHuggingFaceFolder(config: ModelConfig, tensors: [String: HostTensor], to folder: String,
                                               dtype: SafetensorsDType = .f32) throws {
-        try ModelLoader.checkShapes(tensors.map { ($0.key, $0.value.shape) }, config: config, path: folder)
+        try TensorTable.check(tensors.map { ($0.key, $0.value.shape) }, config: config, path: folder)
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         } catch {
             throw ModelAssetsError.io(path: folder, reason: "cannot create folder: \(error.localizedDescription)")
         }
         var writer = SafetensorsWriter(metadata: ["format": "pt"])
-        for name in tensors.keys.sorted(by: ModelLoader.sortedTensorOrder) {
+        for name in tensors.keys.sorted(by: TensorTable.order) {
             try writer.add(name, tensors[name]!, as: dtype)
         }
         let dir = URL(fileURLWithPath: folder)
         try writer.write(to: dir.appendingPathComponent("model.safetensors").path)
-        try FileBytes.writeAtomically(config.huggingFaceConfigJSON(), to: dir.appendingPathComponent("config.json").path)
-    }
-}
-
-extension ModelConfig {
-    /// A transformers-style config.json (keys sorted) that `fromHuggingFace` reads back to `self`.
-    public func huggingFaceConfigJSON() -> Data {
-        let className = switch architecture {
-        case .llama: "LlamaForCausalLM"
-        case .mistral: "MistralForCausalLM"
-        case .qwen2: "Qwen2ForCausalLM"
-        }
-        var fields: [(String, String)] = [
-            ("architectures", "[\(jsonString(className))]"),
-            ("model_type", jsonString(architecture.rawValue)),
-            ("hidden_size", "\(hiddenSize)"),
-            ("intermediate_size", "\(intermediateSize)"),
-            ("num_hidden_layers", "\(numLayers)"),
-            ("num_attention_heads", "\(numHeads)"),
-            ("num_key_value_heads", "\(numKVHeads)"),
-            ("head_dim", "\(headDim)"),
-            ("vocab_size", "\(vocabSize)"),
-            ("rope_theta", "\(ropeTheta)"),
-            ("rms_norm_eps", "\(rmsNormEps)"),
-            ("tie_word_embeddings", "\(tieWordEmbeddings)"),
-            ("attention_bias", "\(attentionBias)"),
-            ("max_position_embeddings", "\(maxPositionEmbeddings)"),
-            ("hidden_act", "\"silu\""),
-            ("torch_dtype", "\"float32\""),
-        ]
-        if let s = ropeScaling {
-            var parts = ["\"rope_type\": \(jsonString(s.kind.rawValue))", "\"factor\": \(s.factor)"]
-            if let v = s.lowFrequencyFactor { parts.append("\"low_freq_factor\": \(v)") }
-            if let v = s.highFrequencyFactor { parts.append("\"high_freq_factor\": \(v)") }
-            if let v = s.originalMaxPositionEmbeddings { parts.append("\"original_max_position_embeddings\": \(v)") }
-            fields.append(("rope_scaling", "{\(parts.joined(separator: ", "))}"))
-        }
-        let body = fields.sorted { $0.0 < $1.0 }.map { "  \(jsonString($0.0)): \($0.1)" }.joined(separator: ",\n")
-        return Data("{\n\(body)\n}\n".utf8)
+        try AtomicFile.write(config.huggingFaceConfigJSON(), to: dir.appendingPathComponent("config.json").path)
     }
 }

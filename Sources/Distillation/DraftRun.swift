@@ -6,58 +6,48 @@
 import Autograd
 import DataSchema
 import Foundation
+import Inference
 import ModelAssets
+import ModelDefinition
+import Training
 
 public struct DraftRunSettings {
     public var data: DataSettings
-    /// The teacher's adapter checkpoint; nil distils the bare base model.
+    /// The teacher's adapter (a checkpoint, .fmadapter package or PEFT folder); nil distils the bare base model.
     public var teacherAdapter: String?
     public var source: DraftSource
     public var freezeEmbeddings: Bool
     public var divergence: Divergence
     public var vocabulary: DraftVocabularyMode
-    public var checkpointDir: String
-    public var checkpointFrequency: Int
-    public var resumeFrom: String?
-    public var resume: Bool
-    public var keepBest: Int?
+    public var checkpoints: CheckpointSettings
     /// The loop's options, given the first epoch's batch count (warmup epochs need it).
     public var makeOptions: (_ batchesPerEpoch: Int) -> TrainingOptions
-    /// Measures the draft's cost per token against the target's; the training-path fallback when nil.
-    public var measureCost: ((_ draft: DraftModel, _ target: LlamaModel) -> DraftCost)?
-    /// Builds a faster teacher forward from the merged teacher and the prompt prefix every
-    /// training sample begins with (train-draft: Inference's KV-cache path); nil keeps the
-    /// training model's forward.
-    public var makeTeacherForward: ((_ teacher: LlamaModel, _ sharedPrefix: [Int]) -> TeacherForward)?
+    /// The shortest prompt prefix shared by every training sample that the teacher computes
+    /// once (PrefixTeacher); shorter ones are run with each sample.
+    public var teacherPrefixMinimum = 16
     /// Assistant positions the per-epoch metrics look at (at most).
     public var metricsPositions = 2048
     /// Recompute the draft's block activations in backward (less memory, more compute).
     public var activationCheckpointing = false
 
     public init(data: DataSettings, teacherAdapter: String?, source: DraftSource, freezeEmbeddings: Bool,
-                divergence: Divergence, vocabulary: DraftVocabularyMode, checkpointDir: String, checkpointFrequency: Int,
-                resumeFrom: String?, resume: Bool, keepBest: Int?, makeOptions: @escaping (Int) -> TrainingOptions,
-                measureCost: ((DraftModel, LlamaModel) -> DraftCost)? = nil) {
+                divergence: Divergence, vocabulary: DraftVocabularyMode, checkpoints: CheckpointSettings,
+                makeOptions: @escaping (Int) -> TrainingOptions) {
         self.data = data
         self.teacherAdapter = teacherAdapter
         self.source = source
         self.freezeEmbeddings = freezeEmbeddings
         self.divergence = divergence
         self.vocabulary = vocabulary
-        self.checkpointDir = checkpointDir
-        self.checkpointFrequency = checkpointFrequency
-        self.resumeFrom = resumeFrom
-        self.resume = resume
-        self.keepBest = keepBest
+        self.checkpoints = checkpoints
         self.makeOptions = makeOptions
-        self.measureCost = measureCost
     }
 }
 
 /// Messages for a person (the CLI prints them).
 public enum DraftNotice {
     case dataSummary(train: DataSummary, eval: DataSummary?, trainTokens: Int, targetTokens: Int, computedPositions: Int, skipped: [DataIssue])
-    case teacher(adapter: String?, baseSignature: String)
+    case teacher(adapter: String?, baseSignature: String, sharedPrefixTokens: Int)
     case draft(summary: String, trainable: Int, frozen: Int, divergence: Divergence)
     case resuming(from: String, step: Int, epoch: Int)
     case metrics(DraftEpochMetrics)
@@ -160,9 +150,9 @@ public enum DraftRun {
     public static func run(_ s: DraftRunSettings, base: BaseModel, shouldStop: () -> Bool,
                            notice: (DraftNotice) -> Void, onEvent: (TrainingEvent) -> Void) throws -> TrainingOutcome {
         // Files are checked before the folder is locked or any data is read.
-        let adapter = try s.teacherAdapter.map { try Checkpoint.load($0) }
-        try adapter?.requireAdapter(for: base)
-        let folder = try RunFolder(s.checkpointDir)
+        let adapter = try s.teacherAdapter.map { try Adapter.load($0, base: base) }
+        try adapter?.requireBase(base)
+        let folder = try RunFolder(s.checkpoints.directory)
         defer { folder.releaseLock() }
         let data = try DataPreparation.prepare(s.data, base: base)
         notice(.dataSummary(train: data.trainSummary, eval: data.evalSummary, trainTokens: data.trainTokens,
@@ -188,14 +178,9 @@ public enum DraftRun {
         draft.model.activationCheckpointing = s.activationCheckpointing
         let record = DraftTrainingRecord(divergence: s.divergence.rawValue, freezeEmbeddings: s.freezeEmbeddings,
                                          vocabulary: s.vocabulary.rawValue, source: sourceText)
-        let teacherSignature = adapter?.adapterSignature
+        let teacherSignature = adapter?.signature
 
-        var resumePath = s.resumeFrom
-        if s.resume { resumePath = folder.newestCheckpoint(prefix: "draft-model") }
-        if s.resume && resumePath == nil {
-            throw TrainingError.io(path: s.checkpointDir, reason: "--resume found no draft-model checkpoint in the folder; start without --resume")
-        }
-        let resumed = try resumePath.map { try Checkpoint.load($0) }
+        let resumed = try s.checkpoints.resumeCheckpoint(in: folder, prefix: "draft-model")
         var state = TrainerState(seed: options.seed)
         var optimizer: AdamW? = nil
         var runOptions = options
@@ -206,7 +191,7 @@ public enum DraftRun {
                 let now = teacherSignature.map { "the adapter with signature \($0.prefix(16))" } ?? "the bare base model"
                 throw TrainingError.incompatible(path: r.path, reason: "is a draft distilled from \(was), but this run's teacher is \(now); resume with the same --checkpoint")
             }
-            let stored = try readRecord(r.path)
+            let stored = readRecord(r)
             guard r.header.draftConfig == draft.config, r.header.draftLayers == draft.layers, stored == record,
                   storedVocabulary(r) == draft.vocabulary else {
                 throw TrainingError.incompatible(path: r.path, reason: "was trained as a different draft (\(stored.map { "\($0.source), divergence \($0.divergence), vocabulary \($0.vocabulary), freeze-embeddings \($0.freezeEmbeddings)" } ?? "unknown settings")); resume with the same --draft-layers/--draft-model, --divergence, --draft-vocabulary and --freeze-embeddings")
@@ -226,14 +211,12 @@ public enum DraftRun {
             notice(.resuming(from: r.path, step: state.step, epoch: state.epoch))
         }
 
-        let teacher = try DraftObjective.teacher(base: base, adapter: adapter)
-        notice(.teacher(adapter: s.teacherAdapter, baseSignature: base.signature))
-        let objective = DraftObjective(draft: draft, teacher: teacher, divergence: s.divergence)
-        if let make = s.makeTeacherForward {
-            let ex = data.train.examples
-            let shared = ex.isEmpty ? [] : Array(ex[0].inputs.prefix(Batcher.commonPrefix(ex)))
-            objective.teacherForward = make(teacher, shared)
-        }
+        // The teacher runs on the KV-cache path, the prompt prefix every sample shares computed once.
+        let ex = data.train.examples
+        let shared = ex.isEmpty ? [] : Array(ex[0].inputs.prefix(Batcher.commonPrefix(ex)))
+        let teacher = PrefixTeacher(base: base.weights, adapter: adapter, sharedPrefix: shared, minimumLength: s.teacherPrefixMinimum)
+        notice(.teacher(adapter: s.teacherAdapter, baseSignature: base.signature, sharedPrefixTokens: teacher.prefix.count))
+        let objective = DraftObjective(draft: draft, teacher: teacher, head: base.weights.head, divergence: s.divergence)
         notice(.draft(summary: draft.summary, trainable: draft.trainableParameters.reduce(0) { $0 + $1.tensor.count },
                       frozen: draft.frozenParameters.reduce(0) { $0 + $1.tensor.count }, divergence: s.divergence))
         let checkpointer = DraftCheckpointer(directory: folder.path, draft: draft, record: record) { st, opts, label in
@@ -241,15 +224,16 @@ public enum DraftRun {
                              draftConfig: draft.config, draftLayers: draft.layers, teacherAdapterSignature: teacherSignature,
                              state: st, options: opts, dataFingerprint: data.fingerprint, label: label)
         }
-        let trainer = Trainer(options: runOptions, keepBest: s.keepBest)
+        let trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
         let recorder = RunRecorder(folder: folder, title: "draft distillation (\(s.divergence.rawValue)): \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
                                    state: state)
-        var cost: DraftCost? = nil
+        // c on the engine generation uses, the teacher's KV-cache model against the draft's: a cost
+        // of shapes, not of values, so it is measured once, before training.
+        let cost = SpeculativeCost.measure(target: teacher.model, draft: DraftEngine(try draft.definition()))
         let metricsSource: BatchSource = data.eval ?? data.train
         func epochMetrics(epoch: Int, step: Int) {
-            if cost == nil { cost = s.measureCost?(draft, teacher) ?? DraftCost.measureTrainingPath(draft: draft, target: teacher) }
             let m = DraftEvaluation.measure(objective, metricsSource, maxPositions: s.metricsPositions)
-            let metrics = DraftEpochMetrics(epoch: epoch, step: step, eval: m, dataSet: data.eval == nil ? "train" : "eval", cost: cost!)
+            let metrics = DraftEpochMetrics(epoch: epoch, step: step, eval: m, dataSet: data.eval == nil ? "train" : "eval", cost: cost)
             folder.appendMetric(metrics.json)
             notice(.metrics(metrics))
         }
@@ -268,19 +252,9 @@ public enum DraftRun {
         }
     }
 
-    /// The `draft_training` header record of a checkpoint file (nil when absent), read from the
-    /// safetensors header alone.
-    static func readRecord(_ path: String) throws -> DraftTrainingRecord? {
-        guard let h = FileHandle(forReadingAtPath: path) else { throw TrainingError.checkpoint(path: path, reason: "cannot be opened") }
-        defer { try? h.close() }
-        let lengthBytes = h.readData(ofLength: 8)
-        guard lengthBytes.count == 8 else { throw TrainingError.checkpoint(path: path, reason: "truncated header") }
-        let n = lengthBytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self).littleEndian }
-        guard n < 100_000_000 else { throw TrainingError.checkpoint(path: path, reason: "implausible header size \(n)") }
-        let json = h.readData(ofLength: Int(n))
-        guard let top = try? JSONSerialization.jsonObject(with: json) as? [String: Any],
-              let meta = top["__metadata__"] as? [String: String], let text = meta[DraftTrainingRecord.key] else { return nil }
-        return try? JSONDecoder().decode(DraftTrainingRecord.self, from: Data(text.utf8))
+    /// The `draft_training` header record of a checkpoint (nil when absent or unreadable).
+    static func readRecord(_ c: Checkpoint) -> DraftTrainingRecord? {
+        c.file.metadata[DraftTrainingRecord.key].flatMap { try? JSONDecoder().decode(DraftTrainingRecord.self, from: Data($0.utf8)) }
     }
 
     static func storedVocabulary(_ c: Checkpoint) -> [Int]? {

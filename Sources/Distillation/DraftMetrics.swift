@@ -5,6 +5,8 @@
 import Autograd
 import DataSchema
 import Foundation
+import Inference
+import Training
 
 /// Expected benefit of speculative decoding with γ draft tokens (Leviathan et al. 2022, eqs. 1 and thm 3.8).
 public struct SpeculativeEstimate: Sendable, Equatable, Codable {
@@ -73,7 +75,7 @@ public enum DraftEvaluation {
                 let keep = min(rows.count, maxPositions - m.positions)
                 rows = Array(rows.prefix(keep))
                 th = Array(th.prefix(keep * D))
-                let t = objective.teacherLogits(hidden: th, head: objective.teacher.lmHead)  // [M, V]
+                let t = objective.teacherLogits(hidden: th, head: objective.teacherFullHead)  // [M, V]
                 let layout = ForwardLayout(batch: batch.batchSize, positions: batch.positions, segmentIds: batch.segmentIds)
                 let hidden = objective.draft.model.hiddenStates(ids: batch.inputIds, layout: layout, rng: &rng, training: false)
                 let s = objective.draft.logits(hidden: hidden, rows: rows)  // [M, V']
@@ -124,49 +126,7 @@ public enum DraftEvaluation {
     }
 }
 
-/// Seconds per token of one forward step, draft and target, measured by whoever runs them.
-public struct DraftCost: Sendable, Equatable, Codable {
-    public var draftSecondsPerToken: Double
-    public var targetSecondsPerToken: Double
-    /// c = draft time / target time per token.
-    public var ratio: Double { targetSecondsPerToken > 0 ? draftSecondsPerToken / targetSecondsPerToken : .nan }
-
-    public init(draftSecondsPerToken: Double, targetSecondsPerToken: Double) {
-        self.draftSecondsPerToken = draftSecondsPerToken
-        self.targetSecondsPerToken = targetSecondsPerToken
-    }
-
-    /// A fallback measurement on the training path (no KV cache): the no-grad forward of `tokens`
-    /// tokens plus the head on the last one, best of `repeats`. The inference engine's own measure
-    /// (Inference.SpeculativeCost) is what train-draft reports.
-    public static func measureTrainingPath(draft: DraftModel, target: LlamaModel, tokens: Int = 32, repeats: Int = 3) -> DraftCost {
-        let ids = (0..<tokens).map { $0 % target.config.vocabSize }
-        func time(_ body: () -> Void) -> Double {
-            var best = Double.infinity
-            for _ in 0..<repeats {
-                let t0 = monotonicSeconds()
-                body()
-                best = min(best, monotonicSeconds() - t0)
-            }
-            return best / Double(tokens)
-        }
-        var rng = SeededRNG(seed: 0)
-        let layout = ForwardLayout.rows(batch: 1, length: tokens)
-        return withNoGrad {
-            let d = time {
-                let h = draft.model.hiddenStates(ids: ids, layout: layout, rng: &rng, training: false)
-                _ = draft.logits(hidden: h, rows: Array(0..<tokens))
-            }
-            let t = time {
-                let h = target.hiddenStates(ids: ids, layout: layout, rng: &rng, training: false)
-                _ = target.logits(hidden: h, rows: Array(0..<tokens))
-            }
-            return DraftCost(draftSecondsPerToken: d, targetSecondsPerToken: t)
-        }
-    }
-}
-
-/// Everything reported after an epoch of draft training.
+/// A draft's epoch: its agreement with the teacher, the measured cost ratio and the γ table.
 public struct DraftEpochMetrics: Sendable, Equatable {
     public var epoch: Int
     public var step: Int

@@ -1,0 +1,123 @@
+// The frozen base weights as one value that both executors read: Training wraps them in
+// Autograd tensors, Inference streams them in its KV-cache pass. Laid out by the tensor table
+// (embedding, head, final norm; per layer two norms and seven projections with optional q/k/v
+// biases), Hugging Face row order, checked against the config when built. Float32 storage.
+//
+// Dimensions: V vocab, D hidden, F feed-forward; projection shapes in TensorTable.dimensions.
+import ModelAssets
+
+/// One frozen weight matrix [rows, columns], row-major (a projection, the embedding or the head).
+public struct FrozenMatrix: Sendable {
+    public let rows: Int
+    public let columns: Int
+    public let values: [Float]  // [rows, columns]
+
+    public init(rows: Int, columns: Int, values: [Float]) {
+        precondition(rows * columns == values.count, "[FrozenMatrix] \(rows)x\(columns) does not hold \(values.count) values")
+        self.rows = rows
+        self.columns = columns
+        self.values = values
+    }
+
+    public var shape: [Int] { [rows, columns] }
+}
+
+/// The weights of one decoder layer.
+public struct LayerWeights: Sendable {
+    public let inputNorm: [Float]  // [D]
+    public let postAttentionNorm: [Float]  // [D]
+    let projections: [FrozenMatrix]  // in LoRATarget.allCases order
+    let biases: [[Float]?]  // likewise; q/k/v only, when the config has them
+
+    public func projection(_ t: LoRATarget) -> FrozenMatrix { projections[t.index] }
+    public func bias(_ t: LoRATarget) -> [Float]? { biases[t.index] }
+}
+
+extension LoRATarget {
+    var index: Int { LoRATarget.allCases.firstIndex(of: self)! }
+}
+
+public final class BaseWeights: @unchecked Sendable {
+    public let config: ModelConfig
+    public let embedding: FrozenMatrix  // [V, D]
+    /// The output head when it is not tied to the embedding.
+    public let untiedHead: FrozenMatrix?  // [V, D]
+    public let finalNorm: [Float]  // [D]
+    public let layers: [LayerWeights]
+
+    /// The output head [V, D]: the embedding when tied.
+    public var head: FrozenMatrix { untiedHead ?? embedding }
+
+    /// Builds the weights from Hugging Face-named tensors, refusing a missing tensor or a wrong
+    /// shape (named in the error) and configurations neither executor implements.
+    public init(config: ModelConfig, tensors: [String: HostTensor]) throws {
+        if let scaling = config.ropeScaling {
+            throw ModelError.invalidConfig("this model uses \(scaling.kind.rawValue) RoPE scaling, which the toolkit does not implement yet; use a model without rope_scaling (Llama-2/3.0, Mistral, Qwen2, SmolLM2)")
+        }
+        self.config = config
+        func tensor(_ name: String, _ shape: [Int]) throws -> HostTensor {
+            guard let t = tensors[name] else { throw ModelError.missingTensor(name) }
+            guard t.shape == shape else { throw ModelError.wrongShape(name: name, expected: shape, got: t.shape) }
+            return t
+        }
+        func matrix(_ name: String, rows: Int, columns: Int) throws -> FrozenMatrix {
+            FrozenMatrix(rows: rows, columns: columns, values: try tensor(name, [rows, columns]).data)
+        }
+        let D = config.hiddenSize, V = config.vocabSize
+        embedding = try matrix(TensorTable.embedding, rows: V, columns: D)
+        untiedHead = config.tieWordEmbeddings ? nil : try matrix(TensorTable.head, rows: V, columns: D)
+        finalNorm = try tensor(TensorTable.finalNorm, [D]).data
+        layers = try (0..<config.numLayers).map { i in
+            LayerWeights(
+                inputNorm: try tensor(TensorTable.inputNorm(layer: i), [D]).data,
+                postAttentionNorm: try tensor(TensorTable.postAttentionNorm(layer: i), [D]).data,
+                projections: try LoRATarget.allCases.map { t in
+                    let (inDim, outDim) = TensorTable.dimensions(t, config: config)
+                    return try matrix(TensorTable.weight(layer: i, target: t), rows: outDim, columns: inDim)
+                },
+                biases: try LoRATarget.allCases.map { t in
+                    TensorTable.hasBias(t, config: config)
+                        ? try tensor(TensorTable.bias(layer: i, target: t), [TensorTable.dimensions(t, config: config).out]).data : nil
+                })
+        }
+    }
+
+    private init(config: ModelConfig, embedding: FrozenMatrix, untiedHead: FrozenMatrix?, finalNorm: [Float], layers: [LayerWeights]) {
+        self.config = config
+        self.embedding = embedding
+        self.untiedHead = untiedHead
+        self.finalNorm = finalNorm
+        self.layers = layers
+    }
+
+    /// A model of the layers `indices` of this one (in that order), with the same embedding,
+    /// head and final norm: a draft built from the base's blocks.
+    public func selectingLayers(_ indices: [Int]) -> BaseWeights {
+        var c = config
+        c.numLayers = indices.count
+        return BaseWeights(config: c, embedding: embedding, untiedHead: untiedHead, finalNorm: finalNorm, layers: indices.map { layers[$0] })
+    }
+
+    /// Every tensor under its Hugging Face name (`lm_head.weight` only when untied), in table
+    /// order. The arrays are shared, not copied.
+    public var namedTensors: [(name: String, tensor: HostTensor)] {
+        var out: [(String, HostTensor)] = [(TensorTable.embedding, HostTensor(shape: embedding.shape, data: embedding.values))]
+        for (i, l) in layers.enumerated() {
+            out.append((TensorTable.inputNorm(layer: i), HostTensor(shape: [l.inputNorm.count], data: l.inputNorm)))
+            out.append((TensorTable.postAttentionNorm(layer: i), HostTensor(shape: [l.postAttentionNorm.count], data: l.postAttentionNorm)))
+            for t in LoRATarget.allCases {
+                let p = l.projection(t)
+                out.append((TensorTable.weight(layer: i, target: t), HostTensor(shape: p.shape, data: p.values)))
+                if let b = l.bias(t) { out.append((TensorTable.bias(layer: i, target: t), HostTensor(shape: [b.count], data: b))) }
+            }
+        }
+        out.append((TensorTable.finalNorm, HostTensor(shape: [finalNorm.count], data: finalNorm)))
+        if let untiedHead { out.append((TensorTable.head, HostTensor(shape: untiedHead.shape, data: untiedHead.values))) }
+        return out
+    }
+
+    /// The tensors as a dictionary keyed by Hugging Face name.
+    public var tensorDictionary: [String: HostTensor] {
+        Dictionary(uniqueKeysWithValues: namedTensors.map { ($0.name, $0.tensor) })
+    }
+}

@@ -1,0 +1,170 @@
+// Loading a base model from a `.gguf` file or a Hugging Face folder into one convention:
+// Hugging Face tensor names and layout (q/k rows un-permuted from llama.cpp's RoPE order), all
+// Float, names and shapes checked against the tensor table. Tokenizer building is left to ModelAssets.
+// Name and permutation rules follow llama.cpp's convert_hf_to_gguf.py (`LlamaModel.permute`).
+import Foundation
+import ModelAssets
+
+public enum BaseModelFormat: String, Sendable, Codable {
+    case gguf, huggingFace
+}
+
+/// Where the tokenizer comes from: GGUF metadata, or a Hugging Face folder's files.
+public enum TokenizerSource: Sendable, Equatable {
+    case gguf(TokenizerData)
+    /// `tokenizerJSON` is the folder's tokenizer.json path when the folder has one.
+    case huggingFace(folder: String, tokenizerJSON: String?)
+}
+
+/// A loaded base model: config, every weight in Hugging Face naming and layout, tokenizer source.
+public struct BaseModelFile: Sendable {
+    public let path: String
+    public let format: BaseModelFormat
+    public let config: ModelConfig
+    /// Keyed by Hugging Face names (`model.layers.0.self_attn.q_proj.weight`, ...).
+    public let tensors: [String: HostTensor]
+    public let tokenizer: TokenizerSource
+
+    public init(path: String, format: BaseModelFormat, config: ModelConfig, tensors: [String: HostTensor], tokenizer: TokenizerSource) {
+        self.path = path
+        self.format = format
+        self.config = config
+        self.tensors = tensors
+        self.tokenizer = tokenizer
+    }
+
+    /// The base model signature (lowercase hex SHA-256); see `BaseModelSignature`. Costs one
+    /// pass over the weights, so compute it once.
+    public func signature() -> String {
+        BaseModelSignature.compute(config: config, tensors: tensors)
+    }
+}
+
+public enum ModelLoader {
+    /// Loads a `.gguf` file or a Hugging Face folder (config.json + safetensors).
+    public static func load(path: String) throws -> BaseModelFile {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw ModelAssetsError.io(path: path, reason: "no such file or folder")
+        }
+        return isDirectory.boolValue ? try loadHuggingFace(folder: path) : try loadGGUF(path: path)
+    }
+
+    // MARK: GGUF
+
+    public static func loadGGUF(path: String) throws -> BaseModelFile {
+        let file = try GGUFFile(path: path)
+        let config = try ModelConfig.fromGGUF(file, hasOutputTensor: file.tensorInfo(named: "output.weight") != nil)
+        var pairs: [(gguf: String, hf: String)] = []
+        for info in file.tensors {
+            guard let hf = TensorTable.huggingFaceName(forGGUF: info.name) else {
+                if info.name == "rope_freqs.weight" {
+                    throw ModelAssetsError.invalidConfig(
+                        path: path, field: "rope_freqs.weight", reason: "Llama 3.1-style RoPE frequency factors are not supported; load the Hugging Face folder instead")
+                }
+                throw ModelAssetsError.unexpectedTensor(path: path, tensor: info.name)
+            }
+            if !info.type.isDequantizable {
+                throw ModelAssetsError.unsupportedTensorType(
+                    path: path, tensor: info.name, type: info.type.name, supported: GGMLType.dequantizable.map(\.name))
+            }
+            pairs.append((info.name, hf))
+        }
+        let renames = pairs
+        try TensorTable.check(renames.map { ($0.hf, file.tensorInfo(named: $0.gguf)!.shape) }, config: config, path: path)
+
+        let permuted = config.architecture != .qwen2
+        let slots = ResultSlots<HostTensor>(count: renames.count)
+        // Largest first, so the embedding does not start last on a busy core.
+        let order = renames.indices.sorted { file.tensorInfo(named: renames[$0].gguf)!.elementCount > file.tensorInfo(named: renames[$1].gguf)!.elementCount }
+        DispatchQueue.concurrentPerform(iterations: order.count) { k in
+            let i = order[k]
+            slots.set(i, Result {
+                let t = try file.dequantize(renames[i].gguf)
+                guard permuted, let heads = TensorTable.ropeHeads(forHuggingFace: renames[i].hf, config: config) else { return t }
+                return RoPELayout.unpermuteFromGGUF(t, heads: heads)
+            })
+        }
+        var tensors: [String: HostTensor] = [:]
+        tensors.reserveCapacity(renames.count)
+        for (i, r) in renames.enumerated() { tensors[r.hf] = try slots.get(i) }
+        return BaseModelFile(path: path, format: .gguf, config: config, tensors: tensors, tokenizer: .gguf(try TokenizerData(gguf: file)))
+    }
+
+    // MARK: Hugging Face folder
+
+    public static func loadHuggingFace(folder: String) throws -> BaseModelFile {
+        let dir = URL(fileURLWithPath: folder)
+        let configPath = dir.appendingPathComponent("config.json").path
+        let config = try ModelConfig.fromHuggingFace(path: configPath)
+        let checkpoint = try SafetensorsCheckpoint(folder: folder)
+        var kept: [String] = []
+        var tiedHead = false
+        for name in checkpoint.tensorNames {
+            if name.hasSuffix(".rotary_emb.inv_freq") { continue }  // a buffer older checkpoints saved; recomputed from the config
+            if name == "lm_head.weight", config.tieWordEmbeddings { tiedHead = true; continue }
+            kept.append(name)
+        }
+        let names = kept
+        let sourcePath = { (name: String) in checkpoint.shards[name]?.path ?? folder }
+        try TensorTable.check(names.map { ($0, checkpoint.tensorInfo(named: $0)!.shape) }, config: config, path: folder, pathForTensor: sourcePath)
+
+        let slots = ResultSlots<HostTensor>(count: names.count)
+        DispatchQueue.concurrentPerform(iterations: names.count) { i in
+            slots.set(i, Result { try checkpoint.tensor(names[i]) })
+        }
+        var tensors: [String: HostTensor] = [:]
+        for (i, name) in names.enumerated() { tensors[name] = try slots.get(i) }
+        if tiedHead {
+            // A tied model may still store the head; accept it only if it is the embedding.
+            let head = try checkpoint.tensor("lm_head.weight")
+            guard head == tensors["model.embed_tokens.weight"] else {
+                throw ModelAssetsError.invalidConfig(
+                    path: sourcePath("lm_head.weight"), field: "tie_word_embeddings",
+                    reason: "config says the head is tied but lm_head.weight differs from model.embed_tokens.weight; set tie_word_embeddings to false")
+            }
+        }
+        let tokenizerJSON = dir.appendingPathComponent("tokenizer.json").path
+        return BaseModelFile(
+            path: folder, format: .huggingFace, config: config, tensors: tensors,
+            tokenizer: .huggingFace(folder: folder, tokenizerJSON: FileManager.default.fileExists(atPath: tokenizerJSON) ? tokenizerJSON : nil))
+    }
+}
+
+/// llama.cpp stores Llama q and k projection rows per head in interleaved order (pairs
+/// (0, D/2), (1, D/2+1), ...) for its RoPE kernel; Hugging Face stores each head as two halves.
+/// GGUF row h*D + 2i + s holds Hugging Face row h*D + s*D/2 + i (D = rows / heads, s in {0, 1}).
+public enum RoPELayout {
+    /// Hugging Face -> GGUF: convert_hf_to_gguf's `w.reshape(heads, 2, D/2, cols).swapaxes(1, 2)`.
+    public static func permuteForGGUF(_ t: HostTensor, heads: Int) -> HostTensor {
+        remap(t, heads: heads) { h, d, i, s in (h * d + s * d / 2 + i, h * d + 2 * i + s) }
+    }
+
+    /// GGUF -> Hugging Face, the inverse of `permuteForGGUF`.
+    public static func unpermuteFromGGUF(_ t: HostTensor, heads: Int) -> HostTensor {
+        remap(t, heads: heads) { h, d, i, s in (h * d + 2 * i + s, h * d + s * d / 2 + i) }
+    }
+
+    /// Copies row `from` to row `to` for every (head, pair, half); rows are the first dimension.
+    private static func remap(_ t: HostTensor, heads: Int, _ rows: (Int, Int, Int, Int) -> (from: Int, to: Int)) -> HostTensor {
+        let total = t.shape.first ?? 0
+        precondition(heads > 0 && total % heads == 0 && (total / heads) % 2 == 0,
+                     "[RoPELayout] \(total) rows do not split into \(heads) heads of even size")
+        let d = total / heads
+        let cols = total == 0 ? 0 : t.data.count / total
+        var out = t.data
+        t.data.withUnsafeBufferPointer { src in
+            out.withUnsafeMutableBufferPointer { dst in
+                for h in 0..<heads {
+                    for i in 0..<(d / 2) {
+                        for s in 0..<2 {
+                            let (from, to) = rows(h, d, i, s)
+                            for c in 0..<cols { dst[to * cols + c] = src[from * cols + c] }
+                        }
+                    }
+                }
+            }
+        }
+        return HostTensor(shape: t.shape, data: out)
+    }
+}

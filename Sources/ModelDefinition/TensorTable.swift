@@ -1,0 +1,232 @@
+// The architecture's one tensor table: every base tensor a config implies (Hugging Face name,
+// llama.cpp name, row-major shape, which projection of which layer it is), every LoRA tensor an
+// adapter of a given shape has, and the checks that a set of tensors is exactly that set. The
+// loaders, both executors, adapters, packages and exports all read names and shapes from here.
+// Names follow transformers' LlamaForCausalLM and llama.cpp's LLM_TENSOR table (convert_hf_to_gguf.py).
+import ModelAssets
+
+/// The projections LoRA can adapt, named as the reference toolkits name them.
+public enum LoRATarget: String, CaseIterable, Codable, Sendable, Comparable {
+    case q, k, v, o, gate, up, down
+
+    /// The Hugging Face module name, as in PEFT's target_modules.
+    public var moduleName: String {
+        switch self {
+        case .q: "q_proj"
+        case .k: "k_proj"
+        case .v: "v_proj"
+        case .o: "o_proj"
+        case .gate: "gate_proj"
+        case .up: "up_proj"
+        case .down: "down_proj"
+        }
+    }
+
+    /// The parent module in Hugging Face's layer naming.
+    public var parentName: String {
+        switch self {
+        case .q, .k, .v, .o: "self_attn"
+        case .gate, .up, .down: "mlp"
+        }
+    }
+
+    /// q, k and v may carry a bias (Qwen2); the others never do.
+    public var mayHaveBias: Bool { self == .q || self == .k || self == .v }
+
+    public static func < (a: LoRATarget, b: LoRATarget) -> Bool {
+        allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
+    }
+}
+
+/// How an adapter is shaped. Recorded in every checkpoint and package.
+public struct LoRAConfig: Codable, Equatable, Sendable {
+    public var rank: Int
+    public var alpha: Float
+    public var targets: [LoRATarget]
+    public var dropout: Float
+
+    public init(rank: Int = 32, alpha: Float? = nil, targets: [LoRATarget] = LoRATarget.allCases, dropout: Float = 0) {
+        self.rank = rank
+        self.alpha = alpha ?? Float(rank)
+        self.targets = targets.sorted()
+        self.dropout = dropout
+    }
+
+    public var scale: Float { alpha / Float(rank) }
+
+    /// The one place an adapter's shape is validated (flags, checkpoints and packages alike).
+    public func validate() throws {
+        guard rank > 0 else { throw ModelError.invalidConfig("LoRA rank must be at least 1, got \(rank)") }
+        guard alpha.isFinite, alpha > 0 else { throw ModelError.invalidConfig("LoRA alpha must be a positive number, got \(alpha)") }
+        guard !targets.isEmpty else { throw ModelError.invalidConfig("LoRA needs at least one target (q,k,v,o,gate,up,down)") }
+        guard (0..<1).contains(dropout) else { throw ModelError.invalidConfig("LoRA dropout must be in [0, 1), got \(dropout)") }
+    }
+
+    /// "rank 32, alpha 32.0, targets q,k,v, dropout 0.0", for messages.
+    public var summary: String {
+        "rank \(rank), alpha \(alpha), targets \(targets.map(\.rawValue).joined(separator: ",")), dropout \(dropout)"
+    }
+}
+
+public enum TensorTable {
+    public static let embedding = "model.embed_tokens.weight"
+    public static let finalNorm = "model.norm.weight"
+    public static let head = "lm_head.weight"
+
+    /// `model.layers.{layer}.` — the prefix of every tensor of a layer.
+    public static func layerPrefix(_ layer: Int) -> String { "model.layers.\(layer)." }
+    public static func inputNorm(layer: Int) -> String { layerPrefix(layer) + "input_layernorm.weight" }
+    public static func postAttentionNorm(layer: Int) -> String { layerPrefix(layer) + "post_attention_layernorm.weight" }
+
+    /// The module path of a projection (`model.layers.3.mlp.up_proj`).
+    public static func module(layer: Int, target t: LoRATarget) -> String {
+        layerPrefix(layer) + t.parentName + "." + t.moduleName
+    }
+    public static func weight(layer: Int, target t: LoRATarget) -> String { module(layer: layer, target: t) + ".weight" }
+    public static func bias(layer: Int, target t: LoRATarget) -> String { module(layer: layer, target: t) + ".bias" }
+    public static func loraA(layer: Int, target t: LoRATarget) -> String { module(layer: layer, target: t) + ".lora_A.weight" }
+    public static func loraB(layer: Int, target t: LoRATarget) -> String { module(layer: layer, target: t) + ".lora_B.weight" }
+
+    /// (in, out) of a projection.
+    public static func dimensions(_ t: LoRATarget, config c: ModelConfig) -> (in: Int, out: Int) {
+        switch t {
+        case .q: (c.hiddenSize, c.queryDim)
+        case .k, .v: (c.hiddenSize, c.keyValueDim)
+        case .o: (c.queryDim, c.hiddenSize)
+        case .gate, .up: (c.hiddenSize, c.intermediateSize)
+        case .down: (c.intermediateSize, c.hiddenSize)
+        }
+    }
+
+    /// Whether a config puts a bias on a projection.
+    public static func hasBias(_ t: LoRATarget, config c: ModelConfig) -> Bool { c.attentionBias && t.mayHaveBias }
+
+    /// Every base tensor the config implies, Hugging Face name -> row-major shape
+    /// (`lm_head.weight` only when the head is untied).
+    public static func shapes(for config: ModelConfig) -> [String: [Int]] {
+        let d = config.hiddenSize, v = config.vocabSize
+        var shapes: [String: [Int]] = [embedding: [v, d], finalNorm: [d]]
+        if !config.tieWordEmbeddings { shapes[head] = [v, d] }
+        for i in 0..<config.numLayers {
+            shapes[inputNorm(layer: i)] = [d]
+            shapes[postAttentionNorm(layer: i)] = [d]
+            for t in LoRATarget.allCases {
+                let (inDim, outDim) = dimensions(t, config: config)
+                shapes[weight(layer: i, target: t)] = [outDim, inDim]
+                if hasBias(t, config: config) { shapes[bias(layer: i, target: t)] = [outDim] }
+            }
+        }
+        return shapes
+    }
+
+    /// Checks a set of (name, shape) against the config: nothing missing, nothing extra, every shape right.
+    public static func check(_ found: [(name: String, shape: [Int])], config: ModelConfig, path: String,
+                             pathForTensor: ((String) -> String)? = nil) throws {
+        let expected = shapes(for: config)
+        var seen = Set<String>()
+        for (name, shape) in found {
+            let where_ = pathForTensor?(name) ?? path
+            guard let want = expected[name] else { throw ModelAssetsError.unexpectedTensor(path: where_, tensor: name) }
+            guard want == shape else { throw ModelAssetsError.shapeMismatch(path: where_, tensor: name, expected: want, found: shape) }
+            seen.insert(name)
+        }
+        if let missing = expected.keys.filter({ !seen.contains($0) }).sorted(by: order).first {
+            throw ModelAssetsError.missingTensor(path: path, tensor: missing)
+        }
+    }
+
+    /// Layer-aware order of names: embeddings, layers by number, then the rest (final norm, head).
+    public static func order(_ a: String, _ b: String) -> Bool {
+        func key(_ s: String) -> (Int, Int, String) {
+            if s.hasPrefix("model.embed") { return (0, 0, s) }
+            if s.hasPrefix("model.layers.") { return (1, Int(s.dropFirst(13).prefix { $0.isNumber }) ?? 0, s) }
+            return (2, 0, s)
+        }
+        return key(a) < key(b)
+    }
+
+    // MARK: LoRA tensors
+
+    /// Every tensor of an adapter: A [r, in] and B [out, r] per layer and target, in a fixed order
+    /// (layer, then target q k v o gate up down, then A before B), under the toolkit's names
+    /// (`model.layers.{i}.self_attn.q_proj.lora_A.weight`, PEFT's names minus its prefix).
+    public static func loraTensors(config: ModelConfig, lora: LoRAConfig) -> [(name: String, shape: [Int])] {
+        var out: [(String, [Int])] = []
+        for i in 0..<config.numLayers {
+            for t in lora.targets.sorted() {
+                let (inDim, outDim) = dimensions(t, config: config)
+                out.append((loraA(layer: i, target: t), [lora.rank, inDim]))
+                out.append((loraB(layer: i, target: t), [outDim, lora.rank]))
+            }
+        }
+        return out
+    }
+
+    /// An adapter's tensors in `loraTensors` order. Throws `makeError(reason)` naming the first
+    /// missing, extra or mis-shaped tensor.
+    public static func orderedLoRA(_ tensors: [String: HostTensor], config: ModelConfig, lora: LoRAConfig,
+                                   makeError: (String) -> Error) throws -> [(name: String, tensor: HostTensor)] {
+        let want = loraTensors(config: config, lora: lora)
+        let names = Set(want.map(\.name))
+        let what = "a rank-\(lora.rank) adapter on targets \(lora.targets.map(\.rawValue).joined(separator: ","))"
+        if let extra = tensors.keys.filter({ !names.contains($0) }).sorted().first {
+            throw makeError("holds tensor '\(extra)', which \(what) of this \(config.numLayers)-layer base does not have")
+        }
+        return try want.map { name, shape in
+            guard let t = tensors[name] else { throw makeError("has no tensor '\(name)' (\(what) needs it)") }
+            guard t.shape == shape else { throw makeError("tensor '\(name)' has shape \(t.shape), but this adapter and base need \(shape)") }
+            return (name, t)
+        }
+    }
+
+    // MARK: llama.cpp names
+
+    /// Hugging Face name of a llama.cpp tensor name, or nil if it is not a decoder weight.
+    public static func huggingFaceName(forGGUF name: String) -> String? {
+        switch name {
+        case "token_embd.weight": return embedding
+        case "output_norm.weight": return finalNorm
+        case "output.weight": return head
+        default: break
+        }
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == "blk", let layer = Int(parts[1]), layer >= 0, String(layer) == parts[1],
+              let kind = layerNames.first(where: { $0.gguf == parts[2] }), parts[3] == "weight" || parts[3] == "bias"
+        else { return nil }
+        if parts[3] == "bias", !kind.mayHaveBias { return nil }
+        return "model.layers.\(layer).\(kind.hf).\(parts[3])"
+    }
+
+    /// llama.cpp name of a Hugging Face tensor name, or nil if it is not a decoder weight.
+    public static func ggufName(forHuggingFace name: String) -> String? {
+        switch name {
+        case embedding: return "token_embd.weight"
+        case finalNorm: return "output_norm.weight"
+        case head: return "output.weight"
+        default: break
+        }
+        guard name.hasPrefix("model.layers.") else { return nil }
+        let rest = name.dropFirst("model.layers.".count)
+        guard let dot = rest.firstIndex(of: "."), let layer = Int(rest[..<dot]), String(layer) == rest[..<dot] else { return nil }
+        let tail = rest[rest.index(after: dot)...]
+        for kind in layerNames {
+            if tail == kind.hf + ".weight" { return "blk.\(layer).\(kind.gguf).weight" }
+            if kind.mayHaveBias, tail == kind.hf + ".bias" { return "blk.\(layer).\(kind.gguf).bias" }
+        }
+        return nil
+    }
+
+    private static let layerNames: [(gguf: Substring, hf: String, mayHaveBias: Bool)] = [
+        ("attn_norm", "input_layernorm", false), ("ffn_norm", "post_attention_layernorm", false),
+        ("attn_q", "self_attn.q_proj", true), ("attn_k", "self_attn.k_proj", true), ("attn_v", "self_attn.v_proj", true),
+        ("attn_output", "self_attn.o_proj", false),
+        ("ffn_gate", "mlp.gate_proj", false), ("ffn_up", "mlp.up_proj", false), ("ffn_down", "mlp.down_proj", false),
+    ]
+
+    /// Heads to (un)permute by for q and k projections (weights and biases); nil for other tensors.
+    public static func ropeHeads(forHuggingFace name: String, config: ModelConfig) -> Int? {
+        if name.hasSuffix(".self_attn.q_proj.weight") || name.hasSuffix(".self_attn.q_proj.bias") { return config.numHeads }
+        if name.hasSuffix(".self_attn.k_proj.weight") || name.hasSuffix(".self_attn.k_proj.bias") { return config.numKVHeads }
+        return nil
+    }
+}
