@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Training/forward/generation speed and peak memory of the toolkit beside the peers (PyTorch +
-# PEFT, ../shared/bench/peft_bench.py; with WITH_MLX=1 also mlx-lm's LoRA training on the CPU,
+# PEFT, scripts/peers/peft_bench.py; with WITH_MLX=1 also mlx-lm's LoRA training on the CPU,
 # scripts/mlx_bench.py: it installs from PyPI but runs one step at seq 256 in about 400 s, so it
 # is opt-in and timed over one step) in the same sitting, on SmolLM2-135M, fp32, rank 32, all
 # seven targets, random tokens; prints both and the ratios. The machine is shared: run it when
 # it is otherwise idle, and read the ratios rather than the absolute figures.
-# Usage: scripts/bench.sh [SEQ ...]   (default: 256 512). Peers: ../shared/bench/setup_peers.sh
+# Usage: scripts/bench.sh [SEQ ...]   (default: 256 512), from any directory; results in $OUT
+# (default runs/bench in the repository). The first run sets up the peers (scripts/peers/setup.sh:
+# a venv under $PEERS, ~6 GB from PyPI, a few minutes); later runs find them there.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/runs/bench}
+case $out in /*) ;; *) out=$PWD/$out ;; esac
 cd "$root"
-PEERS=${PEERS:-$HOME/.cache/adapter-peers}
-SHARED=${SHARED:-$root/../shared}
-[ -x "$PEERS/venv/bin/python" ] || bash "$SHARED/bench/setup_peers.sh"
+export PEERS=${PEERS:-$HOME/.cache/adapter-peers}
+scripts/peers/setup.sh
 # MLX's CPU build from PyPI, in its own venv; left out (with the reason) where it does not install.
 MLX_PY=$PEERS/mlx-venv/bin/python
 if [ "${WITH_MLX:-0}" = 1 ] && [ ! -x "$MLX_PY" ]; then
@@ -20,12 +23,11 @@ if [ "${WITH_MLX:-0}" = 1 ] && [ ! -x "$MLX_PY" ]; then
 fi
 model=$(scripts/fetch-model.sh)
 swift build -c release --product bench-train >/dev/null
-out=${OUT:-runs/bench}
 mkdir -p "$out"
 for seq in "${@:-256 512}"; do
   for s in $seq; do
     echo "== seq $s: PyTorch + PEFT" >&2
-    OMP_NUM_THREADS=2 "$PEERS/venv/bin/python" "$SHARED/bench/peft_bench.py" --random-tokens --rank 32 --batch 4 --seq "$s" \
+    OMP_NUM_THREADS=2 "$PEERS/venv/bin/python" scripts/peers/peft_bench.py --random-tokens --rank 32 --batch 4 --seq "$s" \
       --warmup 1 --steps 3 --fwd-reps 2 --gen-tokens 64 --gen-reps 1 --skip-lora-infer --out "$out/peft_$s.json" >&2
     rm -f "$out/mlx_$s.json"
     if [ "${WITH_MLX:-0}" = 1 ] && [ -x "$MLX_PY" ]; then

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """MLX peer for scripts/bench.sh: LoRA training speed and peak memory of mlx-lm on the CPU.
 
-Same workload as ../shared/bench/peft_bench.py --random-tokens: the fp32 Hugging Face copy of
-SmolLM2-135M-Instruct (made by ../shared/bench/convert_gguf.py), LoRA on all seven projections
+Same workload as scripts/peers/peft_bench.py --random-tokens: the fp32 Hugging Face copy of
+SmolLM2-135M-Instruct (made by scripts/peers/setup.sh), LoRA on all seven projections
 of every layer, random tokens, next-token loss on every position, AdamW, batch x seq tokens per
 step. Writes {"train": {"tokens_per_s": ...}, "peak_rss_mb": ...} as JSON. A peer benchmark
 only: the toolkit itself never runs Python.
@@ -12,7 +12,9 @@ import argparse, json, os, resource, sys, time
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=os.environ.get("PEER_MODEL", os.path.expanduser("~/.cache/adapter-peers/smollm2-135m-hf")))
+    peers = os.environ.get("PEERS") or os.path.expanduser("~/.cache/adapter-peers")
+    ap.add_argument("--model", default=os.environ.get("PEER_MODEL") or os.path.join(peers, "smollm2-135m-hf"),
+                    help="fp32 Hugging Face folder (default $PEER_MODEL, else $PEERS/smollm2-135m-hf)")
     ap.add_argument("--rank", type=int, default=32)
     ap.add_argument("--alpha", type=float, default=None, help="default 2*rank, as peft_bench.py")
     ap.add_argument("--batch", type=int, default=4)
