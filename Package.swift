@@ -35,6 +35,8 @@ let package = Package(
             name: "COpenBLAS", path: "Sources/COpenBLAS", pkgConfig: "openblas",
             providers: [.apt(["libopenblas-dev", "liblapacke-dev"])]),
         .target(name: "Autograd", dependencies: ["COpenBLAS"], swiftSettings: fast),
+        // Block-format matrix kernels in C: per-CPU-level code via target attributes, no unsafe flags.
+        .target(name: "CBlockKernels"),
         .target(
             name: "ModelAssets",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
@@ -108,6 +110,10 @@ let package = Package(
             resources: [.copy("Fixtures")]),
         .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Export", "DataSchema", "ModelAssets", "Autograd"]),
+        .testTarget(name: "BlockKernelTests", dependencies: ["CBlockKernels", "ModelAssets"]),
+        .executableTarget(
+            name: "bench-kernels",
+            dependencies: ["CBlockKernels", "ModelAssets", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Training", "Inference", "DataSchema", "ModelAssets", "Autograd"]),
     ]
 )
