@@ -35,6 +35,8 @@ let package = Package(
             name: "COpenBLAS", path: "Sources/COpenBLAS", pkgConfig: "openblas",
             providers: [.apt(["libopenblas-dev", "liblapacke-dev"])]),
         .target(name: "Autograd", dependencies: ["COpenBLAS"], swiftSettings: fast),
+        // Block-format matrix kernels in C: per-CPU-level code via target attributes, no unsafe flags.
+        .target(name: "CBlockKernels"),
         .target(
             name: "ModelAssets",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
@@ -44,7 +46,7 @@ let package = Package(
         // drafts in every stored form, loading. Below both executors.
         .target(
             name: "ModelDefinition",
-            dependencies: ["Autograd", "ModelAssets", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["Autograd", "CBlockKernels", "ModelAssets", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: fast),
         .target(
             name: "Training",
@@ -120,5 +122,9 @@ let package = Package(
         .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Distillation", "Export", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Export", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
+        .testTarget(name: "BlockKernelTests", dependencies: ["CBlockKernels", "ModelAssets"]),
+        .executableTarget(
+            name: "bench-kernels",
+            dependencies: ["CBlockKernels", "ModelAssets", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
     ]
 )

@@ -1,0 +1,405 @@
+// The AVX2 + FMA + F16C level (compiled for it with a target attribute on every function of
+// this file): products of m <= 16 activation rows with rows of ggml blocks, and vectorised
+// dequantization. Same structure as avx512.c with 8-lane vectors and 16 registers (tiles of at
+// most 4 activation rows). Leaves out integer (q8) dot products. Block formulas follow
+// ggml-quants.c `dequantize_row_*`.
+#include "internal.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+
+#pragma STDC FP_CONTRACT OFF
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+
+#define INLINE static inline __attribute__((always_inline))
+
+enum { MAXROWS = 4 };
+
+INLINE float hsum256(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+// Asks for the same block four rows later (the next group of output rows). Without it the
+// hardware prefetchers fell behind the interleaved row streams: Q4_1 2048x8192 from DRAM ran at
+// 6.0 GB/s on one core, 11.4 with it (the same as from cache); 8 rows ahead was no better and a
+// fixed 1-2 KiB ahead was worse.
+INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes, size_t bytes) {
+    const char *a = (const char *)p + 4 * rowBytes;
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_T0);
+}
+
+INLINE float half(const uint8_t *p) { return _cvtsh_ss(bk_u16(p)); }
+
+// 8 bytes widened to 8 int32 lanes (one vpmovzxbd / vpmovsxbd from memory).
+INLINE __m256i u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+INLINE __m256i i8x8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+INLINE __m256 f32(__m256i v) { return _mm256_cvtepi32_ps(v); }
+
+// ---------------------------------------------------------------------------------------------
+// Products; tiles as in avx512.c: one accumulator per (activation row, weight row), the same
+// operations for it whatever the tile.
+
+// The 32 values of a Q8_0/Q4_0/Q4_1 block as four 8-lane float vectors, in value order.
+INLINE void decode32(const uint32_t type, const uint8_t *p, __m256 q[4]) {
+    const __m256i low = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
+    if (type == BK_Q8_0) {
+        for (int c = 0; c < 4; c++) q[c] = f32(i8x8(p + 2 + 8 * c));
+        return;
+    }
+    const uint8_t *qs = p + (type == BK_Q4_0 ? 2 : 4);
+    __m256i v0 = u8x8(qs), v1 = u8x8(qs + 8);
+    __m256i a0 = _mm256_and_si256(v0, low), a1 = _mm256_and_si256(v1, low);
+    __m256i b0 = _mm256_srli_epi32(v0, 4), b1 = _mm256_srli_epi32(v1, 4);
+    if (type == BK_Q4_0) {
+        a0 = _mm256_sub_epi32(a0, eight); a1 = _mm256_sub_epi32(a1, eight);
+        b0 = _mm256_sub_epi32(b0, eight); b1 = _mm256_sub_epi32(b1, eight);
+    }
+    q[0] = f32(a0); q[1] = f32(a1); q[2] = f32(b0); q[3] = f32(b1);
+}
+
+// p = q·x over 32 values in one chain (mul, fma, fma, fma).
+INLINE __m256 dot32(const __m256 q[4], const float *x) {
+    __m256 s = _mm256_mul_ps(q[0], _mm256_loadu_ps(x));
+    s = _mm256_fmadd_ps(q[1], _mm256_loadu_ps(x + 8), s);
+    s = _mm256_fmadd_ps(q[2], _mm256_loadu_ps(x + 16), s);
+    return _mm256_fmadd_ps(q[3], _mm256_loadu_ps(x + 24), s);
+}
+
+INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
+                   const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+    const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+    __m256 acc[MAXROWS][4];
+    float add[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) { acc[r][j] = _mm256_setzero_ps(); add[r][j] = 0; }
+    for (size_t b = 0; b < k / 32; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * bytes;
+            prefetch_ahead(p, rowBytes, bytes);
+            __m256 q[4];
+            decode32(type, p, q);
+            const __m256 d = _mm256_set1_ps(half(p));
+            const float mn = type == BK_Q4_1 ? half(p + 2) : 0;
+            for (int r = 0; r < MR; r++) {
+                acc[r][j] = _mm256_fmadd_ps(d, dot32(q, x + r * k + b * 32), acc[r][j]);
+                if (type == BK_Q4_1) add[r][j] = fmaf(mn, xs[r * sums + b], add[r][j]);
+            }
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]) + add[r][j];
+}
+
+// Q4_K/Q5_K sub-block s (0..7) as four float vectors (values 0..7, ..., 24..31): the low (s
+// even) or high (s odd) nibbles of qs bytes 32(s/2) ..., plus for Q5_K bit s of qh[l] as bit 4.
+// Q4_K widens straight from memory and masks 32-bit lanes; Q5_K builds bytes first (one pass
+// of byte-wide operations for 32 values) and widens after: on 2048x8192 that took Q5_K from
+// 1.71 to 1.43 ms, while the same change made Q4_K slower (1.02 -> 1.09 ms).
+INLINE void k45_sub(const uint32_t type, const uint8_t *p, int s, __m256 q[4]) {
+    if (type == BK_Q4_K) {
+        const __m256i low = _mm256_set1_epi32(15);
+        for (int c = 0; c < 4; c++) {
+            __m256i v = u8x8(p + 16 + 32 * (s / 2) + 8 * c);
+            q[c] = f32(s & 1 ? _mm256_srli_epi32(v, 4) : _mm256_and_si256(v, low));
+        }
+        return;
+    }
+    const __m256i nibble = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 48 + 32 * (s / 2)));
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
+    __m256i v = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(qs, 4) : qs, nibble);
+    __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, s), one);  // 16-bit shift; the mask keeps each byte's own bit s
+    v = _mm256_or_si256(v, _mm256_slli_epi16(bit, 4));
+    for (int c = 0; c < 4; c++) {
+        __m128i h = c < 2 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1);
+        if (c & 1) h = _mm_unpackhi_epi64(h, h);
+        q[c] = f32(_mm256_cvtepu8_epi32(h));
+    }
+}
+
+INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
+                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+    const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
+    __m256 acc[MAXROWS][4], macc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) { acc[r][j] = _mm256_setzero_ps(); macc[r][j] = _mm256_setzero_ps(); }
+    for (size_t b = 0; b < k / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * bytes;
+            prefetch_ahead(p, rowBytes, bytes);
+            uint8_t sc8[8], mn8[8];
+            bk_k4_scales(p + 4, sc8, mn8);
+            __m256 scale = _mm256_mul_ps(_mm256_set1_ps(half(p)), f32(u8x8(sc8)));
+            __m256 mins = _mm256_mul_ps(_mm256_set1_ps(half(p + 2)), f32(u8x8(mn8)));
+            float scales[8];
+            _mm256_storeu_ps(scales, scale);
+            for (int r = 0; r < MR; r++)
+                macc[r][j] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs + r * sums + b * 8), macc[r][j]);
+            for (int s = 0; s < 8; s++) {
+                __m256 q[4];
+                k45_sub(type, p, s, q);
+                const __m256 ds = _mm256_set1_ps(scales[s]);
+                for (int r = 0; r < MR; r++)
+                    acc[r][j] = _mm256_fmadd_ps(ds, dot32(q, x + r * k + b * 256 + 32 * s), acc[r][j]);
+            }
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]) - hsum256(macc[r][j]);
+}
+
+// Q6_K quarter e (0..3) of half hf as 32 signed bytes q - 32 (values 128hf + 32e ...), built
+// with byte-wide operations: ql supplies the low nibble (low nibbles for e < 2, high for e >= 2,
+// of bytes 0..31 for even e, 32..63 for odd), qh bits 2e, 2e+1 the top two bits. Widening
+// after the bit work instead of before took 2048x8192 from 1.95 to 1.45 ms.
+INLINE __m256i q6k_quarter(const uint8_t *p, int hf, int e) {
+    const __m256i nibble = _mm256_set1_epi8(15), top2 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
+    __m256i ql = _mm256_loadu_si256((const __m256i *)(p + 64 * hf + (e & 1 ? 32 : 0)));
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * hf));
+    ql = _mm256_and_si256(e < 2 ? ql : _mm256_srli_epi16(ql, 4), nibble);
+    switch (e) {  // bits 2e, 2e+1 to bits 4, 5 (16-bit shifts; the mask drops what crosses bytes)
+    case 0: qh = _mm256_slli_epi16(qh, 4); break;
+    case 1: qh = _mm256_slli_epi16(qh, 2); break;
+    case 2: break;
+    default: qh = _mm256_srli_epi16(qh, 2); break;
+    }
+    return _mm256_sub_epi8(_mm256_or_si256(ql, _mm256_and_si256(qh, top2)), bias);
+}
+
+// 8-byte piece c (0..3) of 32 signed bytes, widened to 8 floats.
+INLINE __m256 piece_i8(__m256i v, int c) {
+    __m128i h = c < 2 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1);
+    if (c & 1) h = _mm_unpackhi_epi64(h, h);
+    return f32(_mm256_cvtepi8_epi32(h));
+}
+
+INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
+                   const int MR, const int NR) {
+    __m256 acc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = _mm256_setzero_ps();
+    for (size_t b = 0; b < k / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
+            prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
+            const __m256 d = _mm256_set1_ps(half(p + 208));
+            float scales[16];  // d · sc_0..15
+            _mm256_storeu_ps(scales, _mm256_mul_ps(d, f32(i8x8(p + 192))));
+            _mm256_storeu_ps(scales + 8, _mm256_mul_ps(d, f32(i8x8(p + 200))));
+            for (int hf = 0; hf < 2; hf++) {
+                for (int e = 0; e < 4; e++) {
+                    const __m256i v = q6k_quarter(p, hf, e);
+                    for (int cc = 0; cc < 2; cc++) {  // the 16-value sub-block 8hf + 2e + cc
+                        const __m256 q0 = piece_i8(v, 2 * cc), q1 = piece_i8(v, 2 * cc + 1);
+                        const __m256 ds = _mm256_set1_ps(scales[8 * hf + 2 * e + cc]);
+                        for (int r = 0; r < MR; r++) {
+                            const float *xr = x + r * k + b * 256 + 128 * hf + 32 * e + 16 * cc;
+                            __m256 s = _mm256_mul_ps(q0, _mm256_loadu_ps(xr));
+                            s = _mm256_fmadd_ps(q1, _mm256_loadu_ps(xr + 8), s);
+                            acc[r][j] = _mm256_fmadd_ps(ds, s, acc[r][j]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]);
+}
+
+INLINE __m256 wide8(const uint32_t type, const uint8_t *row, size_t i) {
+    if (type == BK_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * i)));
+    if (type == BK_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * i))), 16));
+    return _mm256_loadu_ps((const float *)(row + 4 * i));
+}
+
+INLINE float scalar_weight(const uint32_t type, const uint8_t *row, size_t i) {
+    if (type == BK_F16) return half(row + 2 * i);
+    if (type == BK_BF16) return bk_bf16_to_float(bk_u16(row + 2 * i));
+    float v;
+    memcpy(&v, row + 4 * i, 4);
+    return v;
+}
+
+INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y,
+                  size_t ldy, const int MR, const int NR) {
+    __m256 acc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = _mm256_setzero_ps();
+    const size_t vec = k / 8 * 8;
+    for (size_t i = 0; i < vec; i += 8) {
+        for (int j = 0; j < NR; j++) {
+            const size_t size = type == BK_F32 ? 4 : 2;
+            prefetch_ahead(w + j * rowBytes + i * size, rowBytes, 8 * size);
+            const __m256 wv = wide8(type, w + j * rowBytes, i);
+            for (int r = 0; r < MR; r++) acc[r][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * k + i), acc[r][j]);
+        }
+    }
+    for (int r = 0; r < MR; r++) {
+        for (int j = 0; j < NR; j++) {
+            float s = hsum256(acc[r][j]);
+            for (size_t i = vec; i < k; i++) s = fmaf(scalar_weight(type, w + j * rowBytes, i), x[r * k + i], s);
+            y[r * ldy + j] = s;
+        }
+    }
+}
+
+INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
+                 size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+    switch (type) {
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR); break;
+    case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR); break;
+    case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR); break;
+    default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR); break;
+    }
+}
+
+// Output rows in groups of four; activation rows in tiles of 4, 2 or 1 (see avx512.c).
+INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
+                    size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
+    const size_t sums = k / 32;
+    for (size_t o = n0; o < n1; o += 4) {
+        const size_t group = n1 - o < 4 ? n1 - o : 4;
+        const uint8_t *wo = w + o * rowBytes;
+        for (size_t r = 0; r < m;) {
+            const float *xr = x + r * k, *xsr = xs + r * sums;
+            float *yr = y + r * ldy + o;
+            size_t left = m - r;
+            if (left >= 4) {
+                for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 1);
+                r += 4;
+            } else if (left >= 2) {
+                size_t j = 0;
+                for (; j + 2 <= group; j += 2) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 2);
+                for (; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 1);
+                r += 2;
+            } else {
+                if (group == 4) tile(type, xr, k, xsr, sums, wo, rowBytes, yr, ldy, 1, 4);
+                else for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 1, 1);
+                r += 1;
+            }
+        }
+    }
+}
+
+static void activation_sums(const float *x, size_t m, size_t k, float *xs) {
+    for (size_t r = 0; r < m; r++) {
+        for (size_t j = 0; j < k / 32; j++) {
+            const float *p = x + r * k + 32 * j;
+            __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)),
+                                     _mm256_add_ps(_mm256_loadu_ps(p + 16), _mm256_loadu_ps(p + 24)));
+            xs[r * (k / 32) + j] = hsum256(s);
+        }
+    }
+}
+
+#define PRODUCT(name, type)                                                                              \
+    __attribute__((noinline)) static void name(const float *x, size_t m, size_t k, const float *xs, const uint8_t *w, size_t rowBytes, \
+                     size_t n0, size_t n1, float *y, size_t ldy) {                                          \
+        product(type, x, m, k, xs, w, rowBytes, n0, n1, y, ldy);                                           \
+    }
+PRODUCT(product_f32, BK_F32)
+PRODUCT(product_f16, BK_F16)
+PRODUCT(product_bf16, BK_BF16)
+PRODUCT(product_q8_0, BK_Q8_0)
+PRODUCT(product_q4_0, BK_Q4_0)
+PRODUCT(product_q4_1, BK_Q4_1)
+PRODUCT(product_q4_k, BK_Q4_K)
+PRODUCT(product_q5_k, BK_Q5_K)
+PRODUCT(product_q6_k, BK_Q6_K)
+
+void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
+                    size_t n0, size_t n1, float *y, size_t ldy, float *xsum) {
+    if (type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum);
+    switch (type) {
+    case BK_F32: product_f32(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_F16: product_f16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_BF16: product_bf16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q8_0: product_q8_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q4_0: product_q4_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_K: product_q5_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q6_K: product_q6_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dequantization: the reference's operations lane by lane (mul, then add or sub; no fma).
+
+static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y) {
+    switch (type) {
+    case BK_F32: memcpy(y, row, k * 4); break;
+    case BK_F16:
+    case BK_BF16: {
+        size_t i = 0;
+        for (; i + 8 <= k; i += 8) _mm256_storeu_ps(y + i, wide8(type, row, i));
+        for (; i < k; i++) y[i] = scalar_weight(type, row, i);
+        break;
+    }
+    case BK_Q8_0:
+    case BK_Q4_0:
+    case BK_Q4_1: {
+        const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+        for (size_t b = 0; b < k / 32; b++, y += 32) {
+            const uint8_t *p = row + b * bytes;
+            __m256 q[4];
+            decode32(type, p, q);
+            const __m256 d = _mm256_set1_ps(half(p));
+            for (int c = 0; c < 4; c++) {
+                __m256 v = _mm256_mul_ps(d, q[c]);
+                if (type == BK_Q4_1) v = _mm256_add_ps(v, _mm256_set1_ps(half(p + 2)));
+                _mm256_storeu_ps(y + 8 * c, v);
+            }
+        }
+        break;
+    }
+    case BK_Q4_K:
+    case BK_Q5_K: {
+        const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
+        for (size_t b = 0; b < k / 256; b++, y += 256) {
+            const uint8_t *p = row + b * bytes;
+            float d = half(p), dmin = half(p + 2);
+            uint8_t sc[8], mn[8];
+            bk_k4_scales(p + 4, sc, mn);
+            for (int s = 0; s < 8; s++) {
+                __m256 q[4];
+                k45_sub(type, p, s, q);
+                const __m256 ds = _mm256_set1_ps(d * (float)sc[s]), ms = _mm256_set1_ps(dmin * (float)mn[s]);
+                for (int c = 0; c < 4; c++) _mm256_storeu_ps(y + 32 * s + 8 * c, _mm256_sub_ps(_mm256_mul_ps(ds, q[c]), ms));
+            }
+        }
+        break;
+    }
+    case BK_Q6_K:
+        for (size_t b = 0; b < k / 256; b++, y += 256) {
+            const uint8_t *p = row + b * BK_Q6_K_BYTES;
+            const __m256 d = _mm256_set1_ps(half(p + 208));
+            float scales[16];  // d · sc, rounded as the reference rounds it
+            _mm256_storeu_ps(scales, _mm256_mul_ps(d, f32(i8x8(p + 192))));
+            _mm256_storeu_ps(scales + 8, _mm256_mul_ps(d, f32(i8x8(p + 200))));
+            for (int hf = 0; hf < 2; hf++)
+                for (int e = 0; e < 4; e++) {
+                    const __m256i v = q6k_quarter(p, hf, e);
+                    for (int c = 0; c < 4; c++) {
+                        const __m256 ds = _mm256_set1_ps(scales[8 * hf + 2 * e + c / 2]);
+                        _mm256_storeu_ps(y + 128 * hf + 32 * e + 8 * c, _mm256_mul_ps(ds, piece_i8(v, c)));
+                    }
+                }
+        }
+        break;
+    }
+}
+
+void bk_avx2_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
+                        float *out) {
+    for (size_t r = r0; r < r1; r++) dequantize_row(type, w + r * rowBytes, k, out + (r - r0) * k);
+}
+
+#pragma clang attribute pop
+#endif

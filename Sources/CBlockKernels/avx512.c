@@ -1,0 +1,424 @@
+// The AVX-512 level (F/BW/VL/DQ, compiled for it with a target attribute on every function of
+// this file): products of m <= 16 activation rows with rows of ggml blocks, and vectorised
+// dequantization. Runs only where dispatch.c found the features. Leaves out integer (q8) dot
+// products. The per-block formulas follow ggml-quants.c `dequantize_row_*`.
+#include "internal.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+
+#pragma STDC FP_CONTRACT OFF
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), apply_to = function)
+
+#define INLINE static inline __attribute__((always_inline))
+
+enum { MAXROWS = 8 };  // activation rows sharing one decoded block (8 accumulators + block in 32 zmm)
+
+INLINE float hsum256(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+INLINE float hsum512(__m512 v) {
+    return hsum256(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
+// Asks for the same block four rows later (the next group of output rows). Without it the
+// hardware prefetchers fell behind the interleaved row streams: Q4_1 2048x8192 from DRAM ran at
+// 6.0 GB/s on one core, 11.4 with it (the same as from cache); 8 rows ahead was no better and a
+// fixed 1-2 KiB ahead was worse.
+INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes, size_t bytes) {
+    const char *a = (const char *)p + 4 * rowBytes;
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_T0);
+}
+
+INLINE float half(const uint8_t *p) { return _cvtsh_ss(bk_u16(p)); }
+
+// 16 bytes widened to 16 int32 lanes.
+INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+INLINE __m512i i8x16(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+INLINE __m512 f32(__m512i v) { return _mm512_cvtepi32_ps(v); }
+
+// 16-byte lane L (0..3) of 64 bytes, widened to 16 floats.
+INLINE __m128i lane(__m512i v, int L) {
+    switch (L) {
+    case 0: return _mm512_castsi512_si128(v);
+    case 1: return _mm512_extracti32x4_epi32(v, 1);
+    case 2: return _mm512_extracti32x4_epi32(v, 2);
+    default: return _mm512_extracti32x4_epi32(v, 3);
+    }
+}
+INLINE __m512 lane_i8(__m512i v, int L) { return f32(_mm512_cvtepi8_epi32(lane(v, L))); }
+
+
+// 16-bit shift counts: `a` in the low 32 bytes' words, `b` in the high 32 bytes'.
+INLINE __m512i counts(short a, short b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(a)), _mm256_set1_epi16(b), 1);
+}
+
+// Q4_K/Q5_K sub-blocks 2g (q[0], q[1]: values 0..15, 16..31) and 2g+1 (q[2], q[3]) as floats.
+// Here the bit work on widened 32-bit lanes beat doing it on bytes and widening afterwards
+// (Q5_K 2048x8192: 1.18 ms against 1.25 ms): the byte version needs three lane extractions
+// per 64 values and the shuffle unit was the bottleneck.
+INLINE void k45_pair(const uint32_t type, const uint8_t *p, int g, __m512 q[4]) {
+    const __m512i low = _mm512_set1_epi32(15), bit4 = _mm512_set1_epi32(16);
+    const uint8_t *qs = (type == BK_Q4_K ? p + 16 : p + 48) + 32 * g;
+    __m512i v0 = u8x16(qs), v1 = u8x16(qs + 16);
+    __m512i a0 = _mm512_and_si512(v0, low), a1 = _mm512_and_si512(v1, low);
+    __m512i b0 = _mm512_srli_epi32(v0, 4), b1 = _mm512_srli_epi32(v1, 4);
+    if (type == BK_Q5_K) {  // bit 2g of qh[l] is bit 4 of sub-block 2g's value l; bit 2g+1 of 2g+1's
+        __m512i h0 = u8x16(p + 16), h1 = u8x16(p + 32);
+        a0 = _mm512_or_si512(a0, _mm512_and_si512(_mm512_slli_epi32(_mm512_srli_epi32(h0, 2 * g), 4), bit4));
+        a1 = _mm512_or_si512(a1, _mm512_and_si512(_mm512_slli_epi32(_mm512_srli_epi32(h1, 2 * g), 4), bit4));
+        b0 = _mm512_or_si512(b0, _mm512_and_si512(_mm512_slli_epi32(_mm512_srli_epi32(h0, 2 * g + 1), 4), bit4));
+        b1 = _mm512_or_si512(b1, _mm512_and_si512(_mm512_slli_epi32(_mm512_srli_epi32(h1, 2 * g + 1), 4), bit4));
+    }
+    q[0] = f32(a0); q[1] = f32(a1); q[2] = f32(b0); q[3] = f32(b1);
+}
+
+// Q6_K half hf (128 values) as signed bytes q - 32: lo = [values 0..31 | 32..63], hi = [64..95 | 96..127],
+// so 16-value sub-block c of the half (0..7) is lane c % 4 of (c < 4 ? lo : hi). Byte-wide bit
+// work (64 values per instruction) instead of on widened lanes: 2048x8192 went 1.56 -> 1.46 ms.
+INLINE void q6k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
+    const __m512i nibble = _mm512_set1_epi8(15), top2 = _mm512_set1_epi8(0x30), bias = _mm512_set1_epi8(32);
+    __m512i ql = _mm512_loadu_si512((const void *)(p + 64 * hf));
+    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * hf)));
+    __m512i hA = _mm512_and_si512(_mm512_sllv_epi16(qh, counts(4, 2)), top2);  // qh bits 0-1 | 2-3 -> bits 4-5
+    __m512i hB = _mm512_and_si512(_mm512_srlv_epi16(qh, counts(0, 2)), top2);  // qh bits 4-5 | 6-7 -> bits 4-5
+    *lo = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(ql, nibble), hA), bias);
+    *hi = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble), hB), bias);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Products. A tile is MR activation rows x NR weight rows (compile-time constants once inlined);
+// every (row, output) pair owns one accumulator and sees the same operations in the same order
+// whatever the tile, so results do not depend on m or on how [n0, n1) is split.
+
+// Q8_0, Q4_0, Q4_1: per 32-value block, p = q[0:16]·x[0:16] + q[16:32]·x[16:32] (mul, fma),
+// acc += d·p; Q4_1 adds m·sum(x_block) to a scalar beside it.
+INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
+                   const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+    const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+    const __m512i low = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
+    __m512 acc[MAXROWS][4];
+    float add[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) { acc[r][j] = _mm512_setzero_ps(); add[r][j] = 0; }
+    for (size_t b = 0; b < k / 32; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * bytes;
+            prefetch_ahead(p, rowBytes, bytes);
+            __m512 q0, q1;
+            float mn = 0;
+            if (type == BK_Q8_0) {
+                q0 = f32(i8x16(p + 2));
+                q1 = f32(i8x16(p + 18));
+            } else if (type == BK_Q4_0) {
+                __m512i v = u8x16(p + 2);
+                q0 = f32(_mm512_sub_epi32(_mm512_and_si512(v, low), eight));
+                q1 = f32(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight));
+            } else {
+                __m512i v = u8x16(p + 4);
+                q0 = f32(_mm512_and_si512(v, low));
+                q1 = f32(_mm512_srli_epi32(v, 4));
+                mn = half(p + 2);
+            }
+            const __m512 d = _mm512_set1_ps(half(p));
+            for (int r = 0; r < MR; r++) {
+                const float *xr = x + r * k + b * 32;
+                __m512 s = _mm512_mul_ps(q0, _mm512_loadu_ps(xr));
+                s = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xr + 16), s);
+                acc[r][j] = _mm512_fmadd_ps(d, s, acc[r][j]);
+                if (type == BK_Q4_1) add[r][j] = fmaf(mn, xs[r * sums + b], add[r][j]);
+            }
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) + add[r][j];
+}
+
+// Q4_K, Q5_K: per 32-value sub-block s, acc += (d·sc_s)·(q_s·x_s); the mins go to a second
+// accumulator, macc += (dmin·m_0..7)·sums(x_0..7) per super-block, and y = sum(acc) - sum(macc).
+INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
+                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+    const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
+    __m512 acc[MAXROWS][4];
+    __m256 macc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) { acc[r][j] = _mm512_setzero_ps(); macc[r][j] = _mm256_setzero_ps(); }
+    for (size_t b = 0; b < k / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * bytes;
+            prefetch_ahead(p, rowBytes, bytes);
+            uint8_t sc8[8], mn8[8];
+            bk_k4_scales(p + 4, sc8, mn8);
+            __m256 scale = _mm256_mul_ps(_mm256_set1_ps(half(p)),
+                                         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc8))));
+            __m256 mins = _mm256_mul_ps(_mm256_set1_ps(half(p + 2)),
+                                        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn8))));
+            float scales[8];
+            _mm256_storeu_ps(scales, scale);
+            for (int r = 0; r < MR; r++)
+                macc[r][j] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs + r * sums + b * 8), macc[r][j]);
+            for (int g = 0; g < 4; g++) {
+                __m512 q[4];
+                k45_pair(type, p, g, q);
+                const __m512 qa0 = q[0], qa1 = q[1], qb0 = q[2], qb1 = q[3];
+                const __m512 da = _mm512_set1_ps(scales[2 * g]), db = _mm512_set1_ps(scales[2 * g + 1]);
+                for (int r = 0; r < MR; r++) {
+                    const float *xr = x + r * k + b * 256 + 64 * g;
+                    __m512 s = _mm512_mul_ps(qa0, _mm512_loadu_ps(xr));
+                    s = _mm512_fmadd_ps(qa1, _mm512_loadu_ps(xr + 16), s);
+                    acc[r][j] = _mm512_fmadd_ps(da, s, acc[r][j]);
+                    s = _mm512_mul_ps(qb0, _mm512_loadu_ps(xr + 32));
+                    s = _mm512_fmadd_ps(qb1, _mm512_loadu_ps(xr + 48), s);
+                    acc[r][j] = _mm512_fmadd_ps(db, s, acc[r][j]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
+}
+
+// Q6_K: per 16-value sub-block s, acc += (d·sc_s)·((q_s - 32)·x_s).
+INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
+                   const int MR, const int NR) {
+    __m512 acc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = _mm512_setzero_ps();
+    for (size_t b = 0; b < k / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
+            prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
+            const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(half(p + 208)), f32(i8x16(p + 192)));
+            float scales[16];  // d · sc_0..15
+            _mm512_storeu_ps(scales, scale);
+            for (int hf = 0; hf < 2; hf++) {
+                __m512i v[2];
+                q6k_half(p, hf, &v[0], &v[1]);
+                for (int c = 0; c < 8; c++) {  // sub-block 8hf + c: values 128hf + 16c ...
+                    const __m512 q = lane_i8(v[c / 4], c % 4), ds = _mm512_set1_ps(scales[8 * hf + c]);
+                    for (int r = 0; r < MR; r++) {
+                        __m512 s = _mm512_mul_ps(q, _mm512_loadu_ps(x + r * k + b * 256 + 128 * hf + 16 * c));
+                        acc[r][j] = _mm512_fmadd_ps(ds, s, acc[r][j]);
+                    }
+                }
+            }
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]);
+}
+
+// F32, F16, BF16: acc += w[i:i+16]·x[i:i+16]; a scalar tail for k % 16.
+INLINE __m512 wide16(const uint32_t type, const uint8_t *row, size_t i) {
+    if (type == BK_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i)));
+    if (type == BK_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + 2 * i))), 16));
+    return _mm512_loadu_ps((const float *)(row + 4 * i));
+}
+
+INLINE float scalar_weight(const uint32_t type, const uint8_t *row, size_t i) {
+    if (type == BK_F16) return half(row + 2 * i);
+    if (type == BK_BF16) return bk_bf16_to_float(bk_u16(row + 2 * i));
+    float v;
+    memcpy(&v, row + 4 * i, 4);
+    return v;
+}
+
+INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y,
+                  size_t ldy, const int MR, const int NR) {
+    __m512 acc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = _mm512_setzero_ps();
+    const size_t vec = k / 16 * 16;
+    for (size_t i = 0; i < vec; i += 16) {
+        for (int j = 0; j < NR; j++) {
+            const size_t size = type == BK_F32 ? 4 : 2;
+            prefetch_ahead(w + j * rowBytes + i * size, rowBytes, 16 * size);
+            const __m512 wv = wide16(type, w + j * rowBytes, i);
+            for (int r = 0; r < MR; r++) acc[r][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + r * k + i), acc[r][j]);
+        }
+    }
+    for (int r = 0; r < MR; r++) {
+        for (int j = 0; j < NR; j++) {
+            float s = hsum512(acc[r][j]);
+            for (size_t i = vec; i < k; i++) s = fmaf(scalar_weight(type, w + j * rowBytes, i), x[r * k + i], s);
+            y[r * ldy + j] = s;
+        }
+    }
+}
+
+INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
+                 size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+    switch (type) {
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR); break;
+    case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR); break;
+    case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR); break;
+    default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR); break;
+    }
+}
+
+// Output rows go in groups of four; within a group the activation rows go in tiles of 8, 4, 2
+// or 1, and each tile covers the group with NR = 4, 2 or 1 weight rows at a time, so the group's
+// weight rows stay in L1 while every tile passes over them.
+INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
+                    size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
+    const size_t sums = k / 32;
+    for (size_t o = n0; o < n1; o += 4) {
+        const size_t group = n1 - o < 4 ? n1 - o : 4;
+        const uint8_t *wo = w + o * rowBytes;
+        for (size_t r = 0; r < m;) {
+            const float *xr = x + r * k, *xsr = xs + r * sums;
+            float *yr = y + r * ldy + o;
+            size_t left = m - r;
+            if (left >= 8) {
+                for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 8, 1);
+                r += 8;
+            } else if (left >= 4) {
+                for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 1);
+                r += 4;
+            } else if (left >= 2) {
+                size_t j = 0;
+                for (; j + 2 <= group; j += 2) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 2);
+                for (; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 1);
+                r += 2;
+            } else {
+                if (group == 4) tile(type, xr, k, xsr, sums, wo, rowBytes, yr, ldy, 1, 4);
+                else for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 1, 1);
+                r += 1;
+            }
+        }
+    }
+}
+
+// Sums of each 32 activations, per row (the Q4_1 and K-quant min terms).
+static void activation_sums(const float *x, size_t m, size_t k, float *xs) {
+    for (size_t r = 0; r < m; r++) {
+        for (size_t j = 0; j < k / 32; j++) {
+            const float *p = x + r * k + 32 * j;
+            xs[r * (k / 32) + j] = hsum512(_mm512_add_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16)));
+        }
+    }
+}
+
+// One copy of the driver per type, so each instantiates only its own tiles.
+#define PRODUCT(name, type)                                                                              \
+    __attribute__((noinline)) static void name(const float *x, size_t m, size_t k, const float *xs, const uint8_t *w, size_t rowBytes, \
+                     size_t n0, size_t n1, float *y, size_t ldy) {                                          \
+        product(type, x, m, k, xs, w, rowBytes, n0, n1, y, ldy);                                           \
+    }
+PRODUCT(product_f32, BK_F32)
+PRODUCT(product_f16, BK_F16)
+PRODUCT(product_bf16, BK_BF16)
+PRODUCT(product_q8_0, BK_Q8_0)
+PRODUCT(product_q4_0, BK_Q4_0)
+PRODUCT(product_q4_1, BK_Q4_1)
+PRODUCT(product_q4_k, BK_Q4_K)
+PRODUCT(product_q5_k, BK_Q5_K)
+PRODUCT(product_q6_k, BK_Q6_K)
+
+void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
+                      size_t n0, size_t n1, float *y, size_t ldy, float *xsum) {
+    if (type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum);
+    switch (type) {
+    case BK_F32: product_f32(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_F16: product_f16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_BF16: product_bf16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q8_0: product_q8_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q4_0: product_q4_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_K: product_q5_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q6_K: product_q6_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dequantization: the reference's operations lane by lane (mul, then add or sub; no fma).
+
+INLINE void store2(float *y, __m512 a, __m512 b) { _mm512_storeu_ps(y, a); _mm512_storeu_ps(y + 16, b); }
+
+static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y) {
+    const __m512i low = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
+    switch (type) {
+    case BK_F32: memcpy(y, row, k * 4); break;
+    case BK_F16:
+    case BK_BF16: {
+        size_t i = 0;
+        for (; i + 16 <= k; i += 16) _mm512_storeu_ps(y + i, wide16(type, row, i));
+        for (; i < k; i++) y[i] = scalar_weight(type, row, i);
+        break;
+    }
+    case BK_Q8_0:
+        for (size_t b = 0; b < k / 32; b++, y += 32) {
+            const uint8_t *p = row + b * BK_Q8_0_BYTES;
+            __m512 d = _mm512_set1_ps(half(p));
+            store2(y, _mm512_mul_ps(d, f32(i8x16(p + 2))), _mm512_mul_ps(d, f32(i8x16(p + 18))));
+        }
+        break;
+    case BK_Q4_0:
+        for (size_t b = 0; b < k / 32; b++, y += 32) {
+            const uint8_t *p = row + b * BK_Q4_0_BYTES;
+            __m512 d = _mm512_set1_ps(half(p));
+            __m512i v = u8x16(p + 2);
+            store2(y, _mm512_mul_ps(d, f32(_mm512_sub_epi32(_mm512_and_si512(v, low), eight))),
+                   _mm512_mul_ps(d, f32(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight))));
+        }
+        break;
+    case BK_Q4_1:
+        for (size_t b = 0; b < k / 32; b++, y += 32) {
+            const uint8_t *p = row + b * BK_Q4_1_BYTES;
+            __m512 d = _mm512_set1_ps(half(p)), mn = _mm512_set1_ps(half(p + 2));
+            __m512i v = u8x16(p + 4);
+            store2(y, _mm512_add_ps(_mm512_mul_ps(d, f32(_mm512_and_si512(v, low))), mn),
+                   _mm512_add_ps(_mm512_mul_ps(d, f32(_mm512_srli_epi32(v, 4))), mn));
+        }
+        break;
+    case BK_Q4_K:
+    case BK_Q5_K: {
+        const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
+        for (size_t b = 0; b < k / 256; b++, y += 256) {
+            const uint8_t *p = row + b * bytes;
+            float d = half(p), dmin = half(p + 2);
+            uint8_t sc[8], mn[8];
+            bk_k4_scales(p + 4, sc, mn);
+            for (int g = 0; g < 4; g++) {
+                __m512 d1 = _mm512_set1_ps(d * (float)sc[2 * g]), m1 = _mm512_set1_ps(dmin * (float)mn[2 * g]);
+                __m512 d2 = _mm512_set1_ps(d * (float)sc[2 * g + 1]), m2 = _mm512_set1_ps(dmin * (float)mn[2 * g + 1]);
+                __m512 q[4];
+                k45_pair(type, p, g, q);
+                store2(y + 64 * g, _mm512_sub_ps(_mm512_mul_ps(d1, q[0]), m1), _mm512_sub_ps(_mm512_mul_ps(d1, q[1]), m1));
+                store2(y + 64 * g + 32, _mm512_sub_ps(_mm512_mul_ps(d2, q[2]), m2), _mm512_sub_ps(_mm512_mul_ps(d2, q[3]), m2));
+            }
+        }
+        break;
+    }
+    case BK_Q6_K:
+        for (size_t b = 0; b < k / 256; b++, y += 256) {
+            const uint8_t *p = row + b * BK_Q6_K_BYTES;
+            const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(half(p + 208)), f32(i8x16(p + 192)));
+            float scales[16];  // d · sc, rounded as the reference rounds it
+            _mm512_storeu_ps(scales, scale);
+            for (int hf = 0; hf < 2; hf++) {
+                __m512i v[2];
+                q6k_half(p, hf, &v[0], &v[1]);
+                for (int c = 0; c < 8; c++)
+                    _mm512_storeu_ps(y + 128 * hf + 16 * c, _mm512_mul_ps(_mm512_set1_ps(scales[8 * hf + c]), lane_i8(v[c / 4], c % 4)));
+            }
+        }
+        break;
+    }
+}
+
+void bk_avx512_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
+                          float *out) {
+    for (size_t r = r0; r < r1; r++) dequantize_row(type, w + r * rowBytes, k, out + (r - r0) * k);
+}
+
+#pragma clang attribute pop
+#endif

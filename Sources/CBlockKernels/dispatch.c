@@ -1,0 +1,135 @@
+// The public entry points: checks type and shape, picks the feature level once per process
+// (__builtin_cpu_supports) or as bk_set_level says, and hands the work to that level's file.
+// The kernels themselves live in portable.c, avx2.c and avx512.c.
+// Level selection follows the usual ifunc-style pattern: detect once, call through a switch.
+#include "CBlockKernels.h"
+#include "internal.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+static int detect_best(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+        return BK_LEVEL_PORTABLE;
+    if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+          && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")))
+        return BK_LEVEL_AVX2;
+    if (!__builtin_cpu_supports("avx512vnni")) return BK_LEVEL_AVX512;
+    return BK_LEVEL_AVX512_VNNI;
+#else
+    return BK_LEVEL_PORTABLE;
+#endif
+}
+
+// -1 until first use; both words are written with a value every thread would compute alike.
+static _Atomic int best_level = -1;
+static _Atomic int chosen_level = -1;
+
+int bk_best_level(void) {
+    int level = atomic_load_explicit(&best_level, memory_order_relaxed);
+    if (level < 0) {
+        level = detect_best();
+        atomic_store_explicit(&best_level, level, memory_order_relaxed);
+    }
+    return level;
+}
+
+int bk_level_supported(int level) { return level >= 0 && level <= bk_best_level(); }
+
+int bk_active_level(void) {
+    int level = atomic_load_explicit(&chosen_level, memory_order_relaxed);
+    return level < 0 ? bk_best_level() : level;
+}
+
+int bk_set_level(int level) {
+    if (!bk_level_supported(level)) return 0;
+    atomic_store_explicit(&chosen_level, level, memory_order_relaxed);
+    return 1;
+}
+
+const char *bk_level_name(int level) {
+    switch (level) {
+    case BK_LEVEL_PORTABLE: return "portable";
+    case BK_LEVEL_AVX2: return "avx2";
+    case BK_LEVEL_AVX512: return "avx512";
+    case BK_LEVEL_AVX512_VNNI: return "avx512vnni";
+    default: return "?";
+    }
+}
+
+int bk_type_supported(uint32_t type) {
+    switch (type) {
+    case BK_F32: case BK_F16: case BK_BF16: case BK_Q8_0: case BK_Q4_0: case BK_Q4_1:
+    case BK_Q4_K: case BK_Q5_K: case BK_Q6_K:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static size_t block_values(uint32_t type) {
+    switch (type) {
+    case BK_F32: case BK_F16: case BK_BF16: return 1;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: return 32;
+    default: return 256;
+    }
+}
+
+// Only Q4_1 and the K-quants with a min use the per-32 activation sums.
+static int needs_xsum(uint32_t type) { return type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K; }
+
+int bk_matmul_nt_at(int level, uint32_t type, const float *x, size_t m, size_t k, const void *w,
+                    size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
+    if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
+    if (!bk_type_supported(type)) return BK_ERROR_TYPE;
+    if (k == 0 || k % block_values(type) != 0) return BK_ERROR_SHAPE;
+    if (m == 0 || n1 <= n0) return BK_OK;
+    float stack[BK_XSUM_STACK];
+    float *xsum = stack;
+    size_t sums = needs_xsum(type) ? m * (k / 32) : 0;
+    if (sums > BK_XSUM_STACK) {
+        xsum = malloc(sums * sizeof(float));
+        if (!xsum) return BK_ERROR_MEMORY;
+    }
+    const uint8_t *wb = (const uint8_t *)w;
+    switch (level) {
+#if defined(__x86_64__)
+    case BK_LEVEL_AVX2: bk_avx2_matmul(type, x, m, k, wb, rowBytes, n0, n1, y, ldy, xsum); break;
+    case BK_LEVEL_AVX512:
+    case BK_LEVEL_AVX512_VNNI: bk_avx512_matmul(type, x, m, k, wb, rowBytes, n0, n1, y, ldy, xsum); break;
+#endif
+    default: bk_portable_matmul(type, x, m, k, wb, rowBytes, n0, n1, y, ldy, xsum); break;
+    }
+    if (xsum != stack) free(xsum);
+    return BK_OK;
+}
+
+int bk_dequantize_rows_at(int level, uint32_t type, const void *w, size_t rowBytes, size_t r0, size_t r1,
+                          size_t k, float *out) {
+    if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
+    if (!bk_type_supported(type)) return BK_ERROR_TYPE;
+    if (k == 0 || k % block_values(type) != 0) return BK_ERROR_SHAPE;
+    if (r1 <= r0) return BK_OK;
+    const uint8_t *wb = (const uint8_t *)w;
+    switch (level) {
+#if defined(__x86_64__)
+    case BK_LEVEL_AVX2: bk_avx2_dequantize(type, wb, rowBytes, r0, r1, k, out); break;
+    case BK_LEVEL_AVX512:
+    case BK_LEVEL_AVX512_VNNI: bk_avx512_dequantize(type, wb, rowBytes, r0, r1, k, out); break;
+#endif
+    default: bk_portable_dequantize(type, wb, rowBytes, r0, r1, k, out); break;
+    }
+    return BK_OK;
+}
+
+int bk_matmul_nt(uint32_t type, const float *x, size_t m, size_t k, const void *w, size_t rowBytes,
+                 size_t n0, size_t n1, float *y, size_t ldy) {
+    return bk_matmul_nt_at(bk_active_level(), type, x, m, k, w, rowBytes, n0, n1, y, ldy);
+}
+
+int bk_dequantize_rows(uint32_t type, const void *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
+                       float *out) {
+    return bk_dequantize_rows_at(bk_active_level(), type, w, rowBytes, r0, r1, k, out);
+}

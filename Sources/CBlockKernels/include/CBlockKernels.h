@@ -1,0 +1,96 @@
+// Matrix products and dequantization computed straight from ggml's block formats (F32, F16,
+// BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K), compiled per x86-64 feature level in this one
+// target and chosen at run time. Threads, the GGUF file and every other ggml type are left to
+// the caller. Block layouts follow ggml-common.h; the reference values are ModelAssets'
+// `Dequantize.run` (ggml-quants.c `dequantize_row_*`).
+#ifndef CBLOCKKERNELS_H
+#define CBLOCKKERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Feature levels, lowest first. Each level's code is compiled into every build with
+/// function-level target attributes; a level runs only where the CPU has its features.
+enum {
+    /// Plain C with compiler vector extensions: any CPU, any architecture.
+    BK_LEVEL_PORTABLE = 0,
+    /// AVX2 + FMA + F16C (Haswell, Zen 1 and later).
+    BK_LEVEL_AVX2 = 1,
+    /// AVX-512 F/BW/VL/DQ (Skylake-X, Zen 4 and later).
+    BK_LEVEL_AVX512 = 2,
+    /// AVX-512 as above plus VNNI: only the q8-activation products differ from BK_LEVEL_AVX512.
+    BK_LEVEL_AVX512_VNNI = 3,
+    BK_LEVEL_COUNT = 4
+};
+
+/// Return codes of the products and conversions.
+enum {
+    BK_OK = 0,
+    /// The ggml type id is not one of the nine this target computes with (see bk_type_supported).
+    BK_ERROR_TYPE = -1,
+    /// k is not a whole number of the type's blocks.
+    BK_ERROR_SHAPE = -2,
+    /// The level asked for is one this CPU lacks (the *_at functions).
+    BK_ERROR_LEVEL = -3,
+    /// Scratch for the activation sums (m * k / 32 floats beyond 16 KiB) could not be allocated.
+    BK_ERROR_MEMORY = -4
+};
+
+/// The highest level this CPU runs (checked once with __builtin_cpu_supports).
+int bk_best_level(void);
+
+/// 1 when this CPU runs `level`, else 0.
+int bk_level_supported(int level);
+
+/// The level bk_matmul_nt, bk_dequantize_rows and the q8 functions use: bk_best_level()
+/// unless bk_set_level chose another.
+int bk_active_level(void);
+
+/// Makes every later call use `level` (process-wide; for benchmarks and tools that compare
+/// levels). Returns 1 when the CPU runs it; otherwise returns 0 and changes nothing.
+int bk_set_level(int level);
+
+/// "portable", "avx2", "avx512", "avx512vnni"; "?" for other values.
+const char *bk_level_name(int level);
+
+/// 1 when bk_matmul_nt and bk_dequantize_rows accept this ggml type id (GGMLType raw value).
+int bk_type_supported(uint32_t type);
+
+/// y[r*ldy + o] = sum over i < k of x[r*k + i] * W[o, i], for r < m and n0 <= o < n1.
+///
+/// W is a matrix of ggml blocks of `type`: row o starts at (const char *)w + o*rowBytes and
+/// holds k values (k a multiple of the block size: 1 for F32/F16/BF16, 32 for Q8_0/Q4_0/Q4_1,
+/// 256 for Q4_K/Q5_K/Q6_K). x is m rows of k floats; accumulation is in float32. Only outputs
+/// in [n0, n1) are written, so threads may share y by splitting [0, n) into ranges.
+///
+/// Made for small m (decoding m = 1, batched decoding and speculative verification up to
+/// about 16): each weight block is read once per group of rows. Every output's operations
+/// are the same whatever m, n0, n1 and the thread split, so a pass over m rows gives exactly
+/// the bits of m one-row passes. Levels differ from each other in summation order.
+/// Single-threaded. Returns BK_OK, or BK_ERROR_TYPE, BK_ERROR_SHAPE, BK_ERROR_MEMORY with
+/// nothing written.
+int bk_matmul_nt(uint32_t type, const float *x, size_t m, size_t k, const void *w, size_t rowBytes,
+                 size_t n0, size_t n1, float *y, size_t ldy);
+
+/// out[(r - r0)*k + i] = W[r, i] as float32 for rows r0 <= r < r1 (layout as in bk_matmul_nt),
+/// bit for bit the values of the reference dequantization. For panels that sgemm multiplies
+/// when m is large (prefill, training). Single-threaded. Returns as bk_matmul_nt.
+int bk_dequantize_rows(uint32_t type, const void *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
+                       float *out);
+
+/// As bk_matmul_nt and bk_dequantize_rows at an explicit level (tests compare levels without
+/// changing the process-wide one). A level the CPU lacks returns BK_ERROR_LEVEL.
+int bk_matmul_nt_at(int level, uint32_t type, const float *x, size_t m, size_t k, const void *w,
+                    size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy);
+int bk_dequantize_rows_at(int level, uint32_t type, const void *w, size_t rowBytes, size_t r0, size_t r1,
+                          size_t k, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,86 @@
+// What the per-level kernel files share: ggml type ids and block geometry, the fp16 -> float
+// conversion for scales, and each level's entry points. Nothing here is public API.
+// Type ids and block sizes follow ggml.h (`enum ggml_type`) and ggml-common.h (block_q*).
+#ifndef CBLOCKKERNELS_INTERNAL_H
+#define CBLOCKKERNELS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    BK_F32 = 0, BK_F16 = 1, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q8_0 = 8,
+    BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14, BK_BF16 = 30
+};
+
+// Bytes per block (values per block: 1 for the float types, 32 for Q*_0/Q4_1, 256 for K-quants).
+enum {
+    BK_Q8_0_BYTES = 34,   // fp16 d, 32 int8
+    BK_Q4_0_BYTES = 18,   // fp16 d, 16 bytes of nibbles
+    BK_Q4_1_BYTES = 20,   // fp16 d, fp16 m, 16 bytes of nibbles
+    BK_Q4_K_BYTES = 144,  // fp16 d, fp16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
+    BK_Q5_K_BYTES = 176,  // as Q4_K plus 32 bytes of fifth bits (qh) before the nibbles
+    BK_Q6_K_BYTES = 210   // 128 bytes ql, 64 bytes qh, 16 int8 scales, fp16 d (last)
+};
+
+// Activation sums per 32 values (the Q4_1 and K-quant min terms) live in a stack buffer of
+// this many floats when m * k / 32 fits, else in one malloc per call.
+enum { BK_XSUM_STACK = 4096 };
+
+static inline uint16_t bk_u16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline uint32_t bk_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+// IEEE half -> float, exact for every input (subnormals included). A NaN keeps its payload and
+// comes out quiet, as F16C's vcvtph2ps makes it, so every level gives the same bits.
+static inline float bk_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (mant << 13);
+    } else {
+        float f = (float)mant * 0x1p-24f;  // zero or subnormal: exact in float
+        memcpy(&bits, &f, 4);
+        bits |= sign;
+    }
+    float out;
+    memcpy(&out, &bits, 4);
+    return out;
+}
+
+static inline float bk_bf16_to_float(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float out;
+    memcpy(&out, &bits, 4);
+    return out;
+}
+
+// The 8 six-bit scales and 8 six-bit mins of a Q4_K/Q5_K super-block, unpacked to bytes
+// (`get_scale_min_k4` for all j at once, on 32-bit words).
+static inline void bk_k4_scales(const uint8_t *packed, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t a = bk_u32(packed), b = bk_u32(packed + 4), c = bk_u32(packed + 8);
+    uint32_t s03 = a & 0x3f3f3f3fu, m03 = b & 0x3f3f3f3fu;
+    uint32_t s47 = (c & 0x0f0f0f0fu) | (((a >> 6) & 0x03030303u) << 4);
+    uint32_t m47 = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
+    memcpy(sc, &s03, 4); memcpy(sc + 4, &s47, 4);
+    memcpy(mn, &m03, 4); memcpy(mn + 4, &m47, 4);
+}
+
+// Each level's work, called by dispatch.c once type and shape are checked (k a whole number of
+// blocks, m >= 1, n0 < n1). `xsum` holds m * k / 32 floats of scratch.
+void bk_portable_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
+                        size_t n0, size_t n1, float *y, size_t ldy, float *xsum);
+void bk_portable_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
+                            float *out);
+#if defined(__x86_64__)
+void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
+                    size_t n0, size_t n1, float *y, size_t ldy, float *xsum);
+void bk_avx2_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
+                        float *out);
+void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
+                      size_t n0, size_t n1, float *y, size_t ldy, float *xsum);
+void bk_avx512_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
+                          float *out);
+#endif
+
+#endif

@@ -1,0 +1,224 @@
+// Micro-benchmark of CBlockKernels' bk_matmul_nt on SmolLM2-135M's and a 1B model's matrix
+// shapes, per ggml type and feature level: m = 1 time, GB/s of weight bytes, GFLOP/s on 1 and 2
+// threads, m = 4 and m = 8 cost relative to m = 1, beside the machine's streaming-read bandwidth.
+// Weights are random blocks (timing does not depend on values); whole-model runs are left out.
+import ArgumentParser
+import Autograd
+import CBlockKernels
+import Foundation
+import ModelAssets
+
+enum Shape: String, CaseIterable, ExpressibleByArgument {
+    case attention = "576x576", keyValue = "576x192", gateUp = "576x1536", down = "1536x576", head = "576x49152"
+    case large = "2048x8192"
+
+    /// (k inputs, n outputs): a weight matrix of n rows of k values.
+    var kn: (k: Int, n: Int) {
+        let parts = rawValue.split(separator: "x").map { Int($0)! }
+        return (parts[0], parts[1])
+    }
+}
+
+enum TypeName: String, CaseIterable, ExpressibleByArgument {
+    case f32, f16, bf16, q8_0, q4_0, q4_1, q4_K, q5_K, q6_K
+    var type: GGMLType {
+        switch self {
+        case .f32: .f32
+        case .f16: .f16
+        case .bf16: .bf16
+        case .q8_0: .q8_0
+        case .q4_0: .q4_0
+        case .q4_1: .q4_1
+        case .q4_K: .q4_K
+        case .q5_K: .q5_K
+        case .q6_K: .q6_K
+        }
+    }
+}
+
+struct BenchKernels: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench-kernels",
+        abstract: "Time block-format matrix-vector products (bk_matmul_nt) per type, CPU level and shape.")
+
+    @Option(parsing: .upToNextOption, help: "Types to time (default: all nine).") var types: [TypeName] = TypeName.allCases
+    @Option(parsing: .upToNextOption, help: "Weight shapes as k x n (default: all).") var shapes: [Shape] = Shape.allCases
+    @Option(parsing: .upToNextOption, help: "Levels to time, 0 portable ... 3 avx512vnni (default: every level this CPU runs).")
+    var levels: [Int32] = []
+    @Option(help: "Milliseconds of timed calls per figure (each figure is the fastest call).") var budget = 150.0
+    @Option(help: "MiB of distinct weight copies the cold figures cycle through (more than the last-level cache).")
+    var coldMegabytes = 256
+    @Flag(help: "Skip the cold (weights from DRAM) figures.") var hotOnly = false
+
+    func validate() throws {
+        for level in levels where bk_level_supported(level) == 0 {
+            throw ValidationError("level \(level) is not run by this CPU (best: \(bk_best_level())); pick from 0...\(bk_best_level())")
+        }
+        guard budget > 0, coldMegabytes > 0 else { throw ValidationError("--budget and --cold-megabytes must be positive") }
+    }
+
+    func run() throws {
+        let levels = self.levels.isEmpty ? Array(0...bk_best_level()) : self.levels
+        let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+            .split(separator: "\n").first { $0.hasPrefix("model name") }.map { $0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces) }
+        print("CPU: \(cpu ?? "unknown"), \(ProcessInfo.processInfo.activeProcessorCount) cores; best level \(name(bk_best_level()))")
+        let read1 = streamingRead(threads: 1), read2 = streamingRead(threads: 2)
+        print(String(format: "memory: streaming read of 512 MiB: %.1f GB/s on 1 thread, %.1f GB/s on 2", read1, read2))
+        print("hot: one matrix called repeatedly (cache-resident when it fits); cold: each call reads another copy among \(coldMegabytes) MiB.")
+        print("times are the fastest call of ~\(Int(budget)) ms of calls; GB/s counts weight bytes; m4, m8: time of 4 / 8 rows over 1 row.")
+        print("")
+        let header = "type  level      k x n        MiB | hot 1T: us    GB/s GFLOP/s  m4   m8 | hot 2T: us    GB/s  m4   m8 | cold 1T: us   GB/s | cold 2T: us   GB/s  m4   m8"
+        print(header)
+        for typeName in types {
+            let type = typeName.type
+            for shape in shapes {
+                let (k, n) = shape.kn
+                let (blockSize, typeSize) = type.blockGeometry
+                guard k % blockSize == 0 else {
+                    print(pad(type.name, 6) + "n/a        " + pad(shape.rawValue, 12) + " k = \(k) is not a multiple of the \(blockSize)-value block")
+                    continue
+                }
+                let rowBytes = k / blockSize * typeSize
+                let matrixBytes = n * rowBytes
+                let copies = hotOnly ? 1 : max(2, coldMegabytes << 20 / matrixBytes)
+                let pool = WeightPool(type: type, rowBytes: rowBytes, rows: n, copies: copies)
+                defer { pool.deallocate() }
+                let x = UnsafeMutablePointer<Float>.allocate(capacity: 8 * k)
+                defer { x.deallocate() }
+                for i in 0..<(8 * k) { x[i] = Float(i % 17) / 17 - 0.5 }
+                let y = UnsafeMutablePointer<Float>.allocate(capacity: 8 * n)
+                defer { y.deallocate() }
+                for level in levels {
+                    func time(m: Int, threads: Int, cold: Bool) -> Double {
+                        measure(level: level, type: type, x: x, m: m, k: k, pool: pool, n: n, y: y, threads: threads, cold: cold)
+                    }
+                    let h1 = time(m: 1, threads: 1, cold: false), h1m4 = time(m: 4, threads: 1, cold: false), h1m8 = time(m: 8, threads: 1, cold: false)
+                    let h2 = time(m: 1, threads: 2, cold: false), h2m4 = time(m: 4, threads: 2, cold: false), h2m8 = time(m: 8, threads: 2, cold: false)
+                    let gb = Double(matrixBytes) / 1e9, flop = 2 * Double(n * k)
+                    var line = pad(type.name, 6) + pad(name(level), 11) + pad(shape.rawValue, 10)
+                        + String(format: "%7.2f |", Double(matrixBytes) / 1_048_576)
+                        + String(format: " %9.1f %7.1f %7.1f %4.2f %4.2f |", h1 * 1e6, gb / h1, flop / h1 / 1e9, h1m4 / h1, h1m8 / h1)
+                        + String(format: " %9.1f %7.1f %4.2f %4.2f |", h2 * 1e6, gb / h2, h2m4 / h2, h2m8 / h2)
+                    if !hotOnly {
+                        let c1 = time(m: 1, threads: 1, cold: true), c2 = time(m: 1, threads: 2, cold: true)
+                        let c2m4 = time(m: 4, threads: 2, cold: true), c2m8 = time(m: 8, threads: 2, cold: true)
+                        line += String(format: " %10.1f %6.1f | %10.1f %6.1f %4.2f %4.2f", c1 * 1e6, gb / c1, c2 * 1e6, gb / c2, c2m4 / c2, c2m8 / c2)
+                    }
+                    print(line)
+                }
+            }
+        }
+    }
+
+    func name(_ level: Int32) -> String { String(cString: bk_level_name(level)) }
+
+    func pad(_ s: String, _ width: Int) -> String { s.count >= width ? s + " " : s + String(repeating: " ", count: width - s.count) }
+
+    /// The fastest of ~`budget` ms of calls: output rows split into 4 chunks per thread (whole
+    /// groups of 4 rows) over the worker pool; cold calls walk through the pool's copies.
+    func measure(level: Int32, type: GGMLType, x: UnsafePointer<Float>, m: Int, k: Int, pool: WeightPool, n: Int,
+                 y: UnsafeMutablePointer<Float>, threads: Int, cold: Bool) -> Double {
+        let chunks = threads == 1 ? 1 : min(4 * threads, (n + 3) / 4)
+        let grain = ((n + chunks - 1) / chunks + 3) / 4 * 4
+        var copy = 0
+        func call() {
+            let w = pool.copy(cold ? copy : 0)
+            copy = (copy + 1) % pool.copies
+            withThreads(threads) {
+                WorkerPool.forEach(chunks) { c in
+                    let n0 = min(n, c * grain), n1 = min(n, n0 + grain)
+                    let rc = bk_matmul_nt_at(level, type.rawValue, x, m, k, w, pool.rowBytes, n0, n1, y, n)
+                    precondition(rc == 0, "[bench-kernels] bk_matmul_nt_at returned \(rc) for \(type) k=\(k)")
+                }
+            }
+        }
+        call()
+        var best = Double.infinity, spent = 0.0, calls = 0
+        while (spent < budget / 1000 || calls < 5) && calls < 100_000 {
+            let start = DispatchTime.now().uptimeNanoseconds
+            call()
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            best = min(best, seconds)
+            spent += seconds
+            calls += 1
+        }
+        return best
+    }
+
+    /// GB/s of a streaming read over 512 MiB (XOR of 64-byte vectors), split over `threads`, best of 5.
+    func streamingRead(threads: Int) -> Double {
+        let bytes = 512 << 20
+        let words = UnsafeMutablePointer<SIMD16<UInt32>>.allocate(capacity: bytes / 64)
+        defer { words.deallocate() }
+        for i in 0..<(bytes / 64) { words[i] = SIMD16(repeating: UInt32(truncatingIfNeeded: i)) }
+        let chunks = 16, per = bytes / 64 / chunks
+        var best = Double.infinity
+        var sink = SIMD16<UInt32>()
+        for _ in 0..<5 {
+            var partial = [SIMD16<UInt32>](repeating: .zero, count: chunks)
+            let start = DispatchTime.now().uptimeNanoseconds
+            partial.withUnsafeMutableBufferPointer { out in
+                withThreads(threads) {
+                    WorkerPool.forEach(chunks) { c in
+                        var a = SIMD16<UInt32>(), b = SIMD16<UInt32>()
+                        var i = c * per
+                        while i < (c + 1) * per {
+                            a ^= words[i]
+                            b ^= words[i + 1]
+                            i += 2
+                        }
+                        out[c] = a ^ b
+                    }
+                }
+            }
+            best = min(best, Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+            for p in partial { sink ^= p }
+        }
+        if sink == SIMD16(repeating: 1) { print("") }  // keeps the reads
+        return Double(bytes) / best / 1e9
+    }
+}
+
+/// `copies` back-to-back copies of one random weight matrix of `type` (finite fp16 scales).
+final class WeightPool {
+    let rowBytes: Int, copies: Int, matrixBytes: Int
+    let base: UnsafeMutableRawPointer
+
+    init(type: GGMLType, rowBytes: Int, rows: Int, copies: Int) {
+        self.rowBytes = rowBytes
+        self.copies = copies
+        matrixBytes = rowBytes * rows
+        base = UnsafeMutableRawPointer.allocate(byteCount: matrixBytes * copies, alignment: 64)
+        var state: UInt64 = 0x2545_F491_4F6C_DD1D
+        let first = base.assumingMemoryBound(to: UInt8.self)
+        for i in 0..<matrixBytes {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            first[i] = UInt8(truncatingIfNeeded: state)
+        }
+        // moderate finite values where the type has fp16 (or float) fields
+        let (_, typeSize) = type.blockGeometry
+        let halfAt: [Int] = switch type {
+        case .q8_0, .q4_0: [0]
+        case .q4_1, .q4_K, .q5_K: [0, 2]
+        case .q6_K: [208]
+        case .f16, .bf16: [0]
+        default: []
+        }
+        let moderate: UInt16 = type == .bf16 ? 0x3C00 : 0x2C00  // 2^-7 in bf16, 2^-4 in f16
+        for block in 0..<(matrixBytes / typeSize) {
+            let p = base + block * typeSize
+            if type == .f32 {
+                p.storeBytes(of: Float(block % 13) / 13 - 0.5, as: Float.self)
+            } else {
+                for f in halfAt { p.storeBytes(of: moderate | UInt16(block % 97), toByteOffset: f, as: UInt16.self) }
+            }
+        }
+        for c in 1..<copies { (base + c * matrixBytes).copyMemory(from: base, byteCount: matrixBytes) }
+    }
+
+    func copy(_ index: Int) -> UnsafeRawPointer { UnsafeRawPointer(base + index * matrixBytes) }
+
+    func deallocate() { base.deallocate() }
+}
+
+BenchKernels.main()

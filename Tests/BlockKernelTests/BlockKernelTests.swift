@@ -1,0 +1,273 @@
+// CBlockKernels against ModelAssets' reference dequantization, at every feature level this CPU
+// runs: dequantize_rows bit for bit, matmul_nt against a float64 dot of the reference rows,
+// and a multi-row pass against single-row passes bit for bit. Weights are seeded random bytes
+// with finite fp16 scales; shapes are awkward on purpose. Timing lives in bench-kernels.
+import CBlockKernels
+import Foundation
+import XCTest
+@testable import ModelAssets
+
+final class BlockKernelTests: XCTestCase {
+    static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K]
+    static let rowCounts = [1, 2, 3, 5, 8, 16]
+    /// Allowed |kernel - float64 reference| relative to sum_i |x_i * w_i|. Float accumulation over
+    /// these k (at most 1,280 values) stays below ~1e-7; the Q4_1/K-quant min terms are exact
+    /// mathematical rearrangements (d·Σqx + m·Σx) of the rounded reference weights.
+    static let tolerance = 1e-6
+
+    /// The levels to test, printing the ones this CPU cannot run.
+    static let levels: [Int32] = {
+        let best = bk_best_level()
+        for level in (best + 1)..<Int32(BK_LEVEL_COUNT) {
+            print("BlockKernelTests: level \(String(cString: bk_level_name(level))) not tested: this CPU lacks its features")
+        }
+        return Array(0...best)
+    }()
+
+    static func levelName(_ level: Int32) -> String { String(cString: bk_level_name(level)) }
+
+    // MARK: seeded weights
+
+    struct SplitMix64 {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476B_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        /// Uniform in [-1, 1).
+        mutating func float() -> Float { Float(next() >> 40) / Float(1 << 23) - 1 }
+        /// A finite half with exponent field 5...20 (magnitudes 2^-10 ..< 2^6), random sign and mantissa.
+        mutating func half() -> UInt16 {
+            let r = next()
+            return UInt16(r & 0x8000) | UInt16(5 + (r >> 16) % 16) << 10 | UInt16((r >> 32) & 0x3FF)
+        }
+    }
+
+    /// `rows` rows of `k` values of `type`, laid out as a GGUF tensor: random bytes, then every
+    /// fp16 scale field (and every F16/BF16/F32 value) overwritten with a finite value.
+    static func weights(_ type: GGMLType, rows: Int, k: Int, seed: UInt64) -> (bytes: [UInt8], rowBytes: Int) {
+        let (blockSize, typeSize) = type.blockGeometry
+        let rowBytes = k / blockSize * typeSize
+        var rng = SplitMix64(state: seed)
+        var bytes = (0..<(rows * rowBytes)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+        func put16(_ v: UInt16, _ at: Int) { bytes[at] = UInt8(v & 0xFF); bytes[at + 1] = UInt8(v >> 8) }
+        let halfFields: [Int] = switch type {
+        case .q8_0, .q4_0: [0]
+        case .q4_1, .q4_K, .q5_K: [0, 2]
+        case .q6_K: [208]
+        default: []
+        }
+        for block in 0..<(rows * rowBytes / typeSize) {
+            let at = block * typeSize
+            switch type {
+            case .f32:
+                let bits = rng.float().bitPattern
+                for b in 0..<4 { bytes[at + b] = UInt8((bits >> (8 * b)) & 0xFF) }
+            case .f16:
+                put16(rng.half(), at)
+            case .bf16:  // exponent 120...135: magnitudes 2^-7 ..< 2^9
+                let r = rng.next()
+                put16(UInt16(r & 0x8000) | UInt16(120 + (r >> 16) % 16) << 7 | UInt16((r >> 32) & 0x7F), at)
+            default:
+                for f in halfFields { put16(rng.half(), at + f) }
+            }
+        }
+        return (bytes, rowBytes)
+    }
+
+    static func activations(rows: Int, k: Int, seed: UInt64) -> [Float] {
+        var rng = SplitMix64(state: seed)
+        return (0..<(rows * k)).map { _ in rng.float() }
+    }
+
+    /// Rows r0..<r1 through the Swift reference (`Dequantize.run`), row by row.
+    static func reference(_ type: GGMLType, _ bytes: [UInt8], rowBytes: Int, rows: Range<Int>, k: Int) -> [Float] {
+        var out = [Float](repeating: .nan, count: rows.count * k)
+        bytes.withUnsafeBytes { raw in
+            out.withUnsafeMutableBufferPointer { o in
+                for (i, r) in rows.enumerated() {
+                    let row = UnsafeRawBufferPointer(rebasing: raw[(r * rowBytes)..<((r + 1) * rowBytes)])
+                    Dequantize.run(type, raw: row, count: k, into: o.baseAddress! + i * k)
+                }
+            }
+        }
+        return out
+    }
+
+    /// (k values, description) per type: one block and several blocks; odd lengths for the float types.
+    static func lengths(_ type: GGMLType) -> [Int] {
+        switch type.blockGeometry.blockSize {
+        case 1: [1, 15, 37, 576]
+        case 32: [32, 736]
+        default: [256, 1280]
+        }
+    }
+
+    func matmul(level: Int32, _ type: GGMLType, x: [Float], m: Int, k: Int, w: [UInt8], rowBytes: Int,
+                n0: Int, n1: Int, into y: inout [Float], ldy: Int) -> Int32 {
+        x.withUnsafeBufferPointer { xp in
+            w.withUnsafeBytes { wp in
+                y.withUnsafeMutableBufferPointer { yp in
+                    bk_matmul_nt_at(level, type.rawValue, xp.baseAddress, m, k, wp.baseAddress, rowBytes, n0, n1,
+                                    yp.baseAddress, ldy)
+                }
+            }
+        }
+    }
+
+    // MARK: tests
+
+    func testDequantizeRowsEqualsReferenceBitForBit() {
+        for type in Self.types {
+            for k in Self.lengths(type) {
+                let n = 7
+                let (w, rowBytes) = Self.weights(type, rows: n, k: k, seed: UInt64(k) &* 31 &+ UInt64(type.rawValue))
+                let rows = 2..<n
+                let expected = Self.reference(type, w, rowBytes: rowBytes, rows: rows, k: k)
+                for level in Self.levels {
+                    var out = [Float](repeating: .nan, count: rows.count * k)
+                    let rc = w.withUnsafeBytes { wp in
+                        out.withUnsafeMutableBufferPointer {
+                            bk_dequantize_rows_at(level, type.rawValue, wp.baseAddress, rowBytes, rows.lowerBound, rows.upperBound,
+                                                  k, $0.baseAddress)
+                        }
+                    }
+                    XCTAssertEqual(rc, Int32(BK_OK))
+                    let mismatches = zip(out, expected).filter { $0.bitPattern != $1.bitPattern }.count
+                    XCTAssertEqual(mismatches, 0, "\(type) k=\(k) at \(Self.levelName(level)): \(mismatches) values differ from Dequantize.run")
+                }
+            }
+        }
+    }
+
+    /// Every half bit pattern (zeros, subnormals, infinities, NaNs) at every level. NaNs are
+    /// compared as NaN only: the reference's conversion quiets signalling NaNs or not depending
+    /// on how ModelAssets was compiled (F16C or not); the kernels always quiet them.
+    func testDequantizeEveryHalfBitPattern() {
+        let k = 65536
+        let bytes = (0..<k).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
+        let expected = Self.reference(.f16, bytes, rowBytes: 2 * k, rows: 0..<1, k: k)
+        for level in Self.levels {
+            var out = [Float](repeating: 0, count: k)
+            let rc = bytes.withUnsafeBytes { wp in
+                out.withUnsafeMutableBufferPointer { bk_dequantize_rows_at(level, GGMLType.f16.rawValue, wp.baseAddress, 2 * k, 0, 1, k, $0.baseAddress) }
+            }
+            XCTAssertEqual(rc, Int32(BK_OK))
+            let differ = (0..<k).filter { expected[$0].isNaN ? !out[$0].isNaN : out[$0].bitPattern != expected[$0].bitPattern }
+            XCTAssertEqual(differ.count, 0, "at \(Self.levelName(level)), first differing pattern 0x\(String(differ.first ?? 0, radix: 16))")
+        }
+    }
+
+    func testMatmulMatchesFloat64DotOfReferenceRows() {
+        var worst = 0.0
+        for type in Self.types {
+            for k in Self.lengths(type) {
+                let n = 11, n0 = 2  // n - n0 = 9: not a multiple of any tile's row count
+                let (w, rowBytes) = Self.weights(type, rows: n, k: k, seed: UInt64(k) &* 7 &+ UInt64(type.rawValue))
+                let ref = Self.reference(type, w, rowBytes: rowBytes, rows: 0..<n, k: k)
+                for m in Self.rowCounts {
+                    let x = Self.activations(rows: m, k: k, seed: UInt64(m * 1000 + k))
+                    for level in Self.levels {
+                        var y = [Float](repeating: .nan, count: m * n)
+                        let rc = matmul(level: level, type, x: x, m: m, k: k, w: w, rowBytes: rowBytes, n0: n0, n1: n, into: &y, ldy: n)
+                        XCTAssertEqual(rc, Int32(BK_OK))
+                        var failures = 0
+                        for r in 0..<m {
+                            for o in 0..<n0 where !y[r * n + o].isNaN { failures += 1 }  // outside [n0, n1): untouched
+                            for o in n0..<n {
+                                var dot = 0.0, magnitude = 0.0
+                                for i in 0..<k {
+                                    let p = Double(x[r * k + i]) * Double(ref[o * k + i])
+                                    dot += p
+                                    magnitude += abs(p)
+                                }
+                                let error = abs(Double(y[r * n + o]) - dot)
+                                if magnitude > 0 { worst = max(worst, error / magnitude) }
+                                if !(error <= Self.tolerance * magnitude) { failures += 1 }
+                            }
+                        }
+                        XCTAssertEqual(failures, 0, "\(type) k=\(k) m=\(m) at \(Self.levelName(level)): \(failures) outputs off")
+                    }
+                }
+            }
+        }
+        print("BlockKernelTests: worst |kernel - float64 reference| / sum|x*w| = \(worst) (bound \(Self.tolerance))")
+    }
+
+    func testMultiRowPassEqualsSingleRowPassesBitForBit() {
+        for type in Self.types {
+            let k = Self.lengths(type).last!, n = 13
+            let (w, rowBytes) = Self.weights(type, rows: n, k: k, seed: 99 &+ UInt64(type.rawValue))
+            for level in Self.levels {
+                for m in Self.rowCounts where m > 1 {
+                    let x = Self.activations(rows: m, k: k, seed: UInt64(m))
+                    var together = [Float](repeating: .nan, count: m * n)
+                    _ = matmul(level: level, type, x: x, m: m, k: k, w: w, rowBytes: rowBytes, n0: 1, n1: n, into: &together, ldy: n)
+                    var alone = [Float](repeating: .nan, count: m * n)
+                    for r in 0..<m {
+                        let row = Array(x[(r * k)..<((r + 1) * k)])
+                        var y = [Float](repeating: .nan, count: n)
+                        // the output range in two pieces, as two threads would split it
+                        _ = matmul(level: level, type, x: row, m: 1, k: k, w: w, rowBytes: rowBytes, n0: 1, n1: 6, into: &y, ldy: n)
+                        _ = matmul(level: level, type, x: row, m: 1, k: k, w: w, rowBytes: rowBytes, n0: 6, n1: n, into: &y, ldy: n)
+                        for o in 1..<n { alone[r * n + o] = y[o] }
+                    }
+                    let differ = (0..<(m * n)).filter { $0 % n != 0 && together[$0].bitPattern != alone[$0].bitPattern }.count
+                    XCTAssertEqual(differ, 0, "\(type) m=\(m) at \(Self.levelName(level)): \(differ) outputs differ from one-row passes")
+                }
+            }
+        }
+    }
+
+    /// m * k / 32 beyond the 4,096 floats of stack scratch: the sums come from malloc.
+    func testLargeActivationSumsUseHeapScratch() {
+        let type = GGMLType.q4_1, m = 16, k = 32 * 264, n = 3
+        let (w, rowBytes) = Self.weights(type, rows: n, k: k, seed: 5)
+        let ref = Self.reference(type, w, rowBytes: rowBytes, rows: 0..<n, k: k)
+        let x = Self.activations(rows: m, k: k, seed: 6)
+        for level in Self.levels {
+            var y = [Float](repeating: .nan, count: m * n)
+            XCTAssertEqual(matmul(level: level, type, x: x, m: m, k: k, w: w, rowBytes: rowBytes, n0: 0, n1: n, into: &y, ldy: n),
+                           Int32(BK_OK))
+            for r in 0..<m {
+                for o in 0..<n {
+                    var dot = 0.0, magnitude = 0.0
+                    for i in 0..<k {
+                        let p = Double(x[r * k + i]) * Double(ref[o * k + i])
+                        dot += p
+                        magnitude += abs(p)
+                    }
+                    XCTAssertLessThanOrEqual(abs(Double(y[r * n + o]) - dot), 1e-5 * magnitude, "row \(r) output \(o) at \(Self.levelName(level))")
+                }
+            }
+        }
+    }
+
+    func testRefusesUnsupportedTypesShapesAndLevels() {
+        let x = [Float](repeating: 1, count: 64), w = [UInt8](repeating: 0, count: 64)
+        var y = [Float](repeating: 0, count: 4)
+        let q5_0 = matmul(level: 0, .q5_0, x: x, m: 1, k: 32, w: w, rowBytes: 22, n0: 0, n1: 1, into: &y, ldy: 1)
+        XCTAssertEqual(q5_0, Int32(BK_ERROR_TYPE))
+        let partialBlock = matmul(level: 0, .q4_0, x: x, m: 1, k: 48, w: w, rowBytes: 18, n0: 0, n1: 1, into: &y, ldy: 1)
+        XCTAssertEqual(partialBlock, Int32(BK_ERROR_SHAPE))
+        let beyond = matmul(level: bk_best_level() + 1, .f32, x: x, m: 1, k: 4, w: w, rowBytes: 16, n0: 0, n1: 1, into: &y, ldy: 1)
+        XCTAssertEqual(beyond, Int32(BK_ERROR_LEVEL))
+        XCTAssertEqual(bk_type_supported(GGMLType.q6_K.rawValue), 1)
+        XCTAssertEqual(bk_type_supported(GGMLType.q5_0.rawValue), 0)
+        for type in GGMLType.allCases {  // the kernels take exactly the types the reference dequantizes
+            XCTAssertEqual(bk_type_supported(type.rawValue) == 1, type.isDequantizable, "\(type)")
+        }
+    }
+
+    func testLevelControl() {
+        let active = bk_active_level()
+        XCTAssertEqual(bk_set_level(-1), 0)
+        XCTAssertEqual(bk_set_level(bk_best_level() + 1), 0)
+        XCTAssertEqual(bk_active_level(), active, "a refused level leaves the active one alone")
+        XCTAssertEqual(bk_level_supported(Int32(BK_LEVEL_PORTABLE)), 1)
+        print("BlockKernelTests: best level here is \(Self.levelName(bk_best_level()))")
+    }
+}
