@@ -28,6 +28,8 @@ public enum ModelAssetsError: LocalizedError, Equatable, Sendable {
     case invalidConfig(path: String, field: String, reason: String)
     /// Values that cannot be stored as the requested tensor type (row length, non-finite values, ...).
     case cannotQuantize(tensor: String, type: String, reason: String)
+    /// A streamed GGUF whose tensors did not receive the bytes their descriptors declared.
+    case incompleteWrite(path: String, tensor: String, written: Int, expected: Int)
 
     public var errorDescription: String? {
         switch self {
@@ -66,6 +68,8 @@ public enum ModelAssetsError: LocalizedError, Equatable, Sendable {
             return "\(path): config field '\(field)': \(reason)."
         case let .cannotQuantize(tensor, type, reason):
             return "tensor '\(tensor)' cannot be stored as \(type): \(reason)."
+        case let .incompleteWrite(path, tensor, written, expected):
+            return "\(path): tensor '\(tensor)' was given \(written) bytes but its descriptor declares \(expected); write each tensor's bytes completely, in the declared order. The file was not created."
         }
     }
 }
