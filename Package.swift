@@ -93,6 +93,10 @@ let package = Package(
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
+            name: "make-model",
+            dependencies: ["ModelAssets", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .executableTarget(
             name: "bench-speculative",
             dependencies: ["CLISupport", "Inference", "Training", "DataSchema", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
