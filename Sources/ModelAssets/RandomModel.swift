@@ -271,9 +271,10 @@ public enum RandomModel {
     static let valuesPerStep = 1 << 23
 
     /// Writes the model to `path` (temporary file renamed into place when complete), reporting
-    /// progress after every piece written.
+    /// progress after every piece written. An error thrown by `progress` (a stop request) stops
+    /// the writing, removes the temporary file and is rethrown.
     @discardableResult
-    public static func write(_ options: Options, to path: String, progress: (Progress) -> Void = { _ in }) throws -> Summary {
+    public static func write(_ options: Options, to path: String, progress: (Progress) throws -> Void = { _ in }) throws -> Summary {
         let plan = try plan(config: options.config, type: options.type)
         try checkTokenizer(options)
         let writer = try GGUFStreamWriter(
@@ -302,7 +303,7 @@ public enum RandomModel {
                         }
                     }
                     start = end
-                    progress(Progress(tensorIndex: index, tensorCount: plan.count, tensor: t, tensorDone: start == rows,
+                    try progress(Progress(tensorIndex: index, tensorCount: plan.count, tensor: t, tensorDone: start == rows,
                                       bytesWritten: writer.bytesWritten, fileSize: writer.fileSize))
                 }
             }

@@ -5,6 +5,9 @@
 import ArgumentParser
 import Foundation
 import ModelAssets
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension PublishedShape: ExpressibleByArgument {}
 
@@ -31,6 +34,19 @@ enum Vocabulary: String, CaseIterable, ExpressibleByArgument {
 }
 
 func printErr(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+
+/// SIGINT / SIGTERM ask the writer to stop at its next progress report, so that the temporary
+/// file (gigabytes) is removed; a second signal exits at once.
+nonisolated(unsafe) private var stopRequests: sig_atomic_t = 0
+
+func installStopHandler() {
+    let handler: @convention(c) (Int32) -> Void = { sig in
+        stopRequests += 1
+        if stopRequests > 1 { _exit(128 + sig) }
+    }
+    signal(SIGINT, handler)
+    signal(SIGTERM, handler)
+}
 
 struct MakeModel: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -122,7 +138,12 @@ struct MakeModel: ParsableCommand {
         }
         let width = String(plan.count).count
         func mb(_ bytes: Int) -> String { String(format: "%.1f", Double(bytes) / 1e6) }
+        installStopHandler()
         let summary = try RandomModel.write(options, to: output) { p in
+            if stopRequests > 0 {
+                printErr("make-model: stopped by a signal; \(output) was not written")
+                throw ExitCode(130)
+            }
             guard p.tensorDone else { return }
             let index = String(p.tensorIndex + 1).leftPadded(to: width)
             let note = p.tensor.fallbackFrom.map { " (fallback from \($0.name))" } ?? ""

@@ -74,7 +74,7 @@ final class RandomModelTests: XCTestCase {
     }
 
     private func write(_ config: ModelConfig, _ type: GGMLType, seed: UInt64 = 0, declaresHeadDim: Bool = false,
-                       name: String = "m.gguf", progress: (RandomModel.Progress) -> Void = { _ in }) throws -> (String, RandomModel.Summary) {
+                       name: String = "m.gguf", progress: (RandomModel.Progress) throws -> Void = { _ in }) throws -> (String, RandomModel.Summary) {
         let tokenizer = try RandomModel.tokenizerMetadata(from: Self.tokenizerFile(), vocabularySize: config.vocabSize)
         let options = RandomModel.Options(config: config, type: type, seed: seed, name: "tiny", tokenizer: tokenizer,
                                           declaresHeadDim: declaresHeadDim, threads: 2)
@@ -217,6 +217,18 @@ final class RandomModelTests: XCTestCase {
         XCTAssertEqual(events.filter(\.tensorDone).map(\.tensor.name), summary.tensors.map(\.name))
         XCTAssertEqual(events.last?.bytesWritten, summary.fileSize)
         XCTAssertEqual(zip(events, events.dropFirst()).allSatisfy { $0.bytesWritten <= $1.bytesWritten }, true)
+    }
+
+    func testAStopRequestFromProgressLeavesNoFile() throws {
+        struct Stop: Error {}
+        let path = dir.appendingPathComponent("stopped.gguf").path
+        var calls = 0
+        XCTAssertThrowsError(try write(try Self.tinyLlama(), .q4_K, name: "stopped.gguf") { _ in
+            calls += 1
+            if calls == 3 { throw Stop() }
+        }) { XCTAssertTrue($0 is Stop, "\($0)") }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir.path), [], "the temporary file is removed")
     }
 
     func testGeneratorIsSeededNormalWithTheRequestedStd() {
