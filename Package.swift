@@ -106,6 +106,10 @@ let package = Package(
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
+            name: "make-model",
+            dependencies: ["ModelAssets", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .executableTarget(
             name: "bench-speculative",
             dependencies: ["CLISupport", "Inference", "ModelDefinition", "DataSchema", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],

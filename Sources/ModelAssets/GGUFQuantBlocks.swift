@@ -1,5 +1,5 @@
 // ggml's quantized block layouts, written down as structs (their byte sizes and field offsets
-// are tested), and their dequantization to Float. Quantizing to these formats is left out.
+// are tested), and their dequantization to Float. Quantizing to them is in GGUFQuantize.swift.
 // Follows ggml-quants.c `dequantize_row_*` and gguf-py quants.py, value for value.
 
 typealias Bytes4 = (UInt8, UInt8, UInt8, UInt8)

@@ -1,6 +1,8 @@
 // Writing GGUF files (version 3 by default, 2 on request): metadata of every value type,
 // F32/F16/BF16 tensors from Float, or pre-encoded blocks of any ggml type; data aligned to
-// `general.alignment`. Quantizing is left out. Follows gguf-py `GGUFWriter`'s layout.
+// `general.alignment`. Whole files in memory here; files too big for that go through
+// GGUFStreamWriter, which shares the header code. Quantizing is in GGUFQuantize.swift.
+// Follows gguf-py `GGUFWriter`'s layout.
 import Foundation
 
 public struct GGUFWriter: Sendable {
@@ -59,17 +61,10 @@ public struct GGUFWriter: Sendable {
 
     /// Adds a tensor whose bytes are already encoded as `type` (blocks laid out row by row).
     public mutating func addTensor(_ name: String, shape: [Int], type: GGMLType, encoded: [UInt8]) throws {
-        let where_ = "<GGUF being written>"
-        guard !tensorInfos.contains(where: { $0.name == name }) else {
-            throw ModelAssetsError.duplicateTensor(path: where_, tensor: name)
-        }
-        guard (1...GGUFFile.maxDimensions).contains(shape.count), shape.allSatisfy({ $0 >= 1 }) else {
-            throw ModelAssetsError.malformed(path: where_, item: "tensor '\(name)'", reason: "shape \(shape) is not writable")
-        }
-        let info = GGUFTensorInfo(name: name, dimensions: shape.reversed(), type: type, offset: dataSize)
+        let info = try nextInfo(name, shape: shape, type: type)
         guard info.dimensions[0] % type.blockGeometry.blockSize == 0, encoded.count == info.byteCount else {
             throw ModelAssetsError.malformed(
-                path: where_, item: "tensor '\(name)'",
+                path: "<GGUF being written>", item: "tensor '\(name)'",
                 reason: "\(encoded.count) bytes do not encode shape \(shape) as \(type.name) (\(info.byteCount) expected)")
         }
         tensorInfos.append(info)
@@ -79,6 +74,43 @@ public struct GGUFWriter: Sendable {
 
     /// The complete file.
     public func serialized() -> Data {
+        precondition(tensorData.count == tensorInfos.count, "[GGUFWriter] a declared tensor has no data; stream it with GGUFStreamWriter")
+        var out = header()
+        for data in tensorData {
+            out.append(bytes: data)
+            out.pad(toMultipleOf: alignment)
+        }
+        return Data(out.bytes)
+    }
+
+    /// Declares a tensor whose bytes will be streamed (GGUFStreamWriter): checks the name and the
+    /// shape as `addTensor` does and places it after the tensors declared so far.
+    mutating func declareTensor(_ name: String, shape: [Int], type: GGMLType) throws -> GGUFTensorInfo {
+        let info = try nextInfo(name, shape: shape, type: type)
+        guard info.dimensions[0] % type.blockGeometry.blockSize == 0 else {
+            throw ModelAssetsError.cannotQuantize(
+                tensor: name, type: type.name,
+                reason: "rows of \(info.dimensions[0]) values are not a whole number of \(type.blockGeometry.blockSize)-value blocks")
+        }
+        tensorInfos.append(info)
+        dataSize += (info.byteCount + alignment - 1) / alignment * alignment
+        return info
+    }
+
+    /// The descriptor of a new tensor placed after the others; refuses a repeated name or a bad shape.
+    private func nextInfo(_ name: String, shape: [Int], type: GGMLType) throws -> GGUFTensorInfo {
+        guard !tensorInfos.contains(where: { $0.name == name }) else {
+            throw ModelAssetsError.duplicateTensor(path: "<GGUF being written>", tensor: name)
+        }
+        guard (1...GGUFFile.maxDimensions).contains(shape.count), shape.allSatisfy({ $0 >= 1 }) else {
+            throw ModelAssetsError.malformed(path: "<GGUF being written>", item: "tensor '\(name)'", reason: "shape \(shape) is not writable")
+        }
+        return GGUFTensorInfo(name: name, dimensions: shape.reversed(), type: type, offset: dataSize)
+    }
+
+    /// Everything before the data section: magic, version, counts, metadata, tensor descriptors,
+    /// padding to the alignment.
+    func header() -> ByteSink {
         var out = ByteSink()
         out.append(bytes: GGUFFile.magic)
         out.append(version)
@@ -98,11 +130,7 @@ public struct GGUFWriter: Sendable {
             out.append(UInt64(info.offset))
         }
         out.pad(toMultipleOf: alignment)
-        for data in tensorData {
-            out.append(bytes: data)
-            out.pad(toMultipleOf: alignment)
-        }
-        return Data(out.bytes)
+        return out
     }
 
     /// Writes the file atomically (temporary file, fsync, rename).

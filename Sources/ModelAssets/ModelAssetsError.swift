@@ -26,6 +26,10 @@ public enum ModelAssetsError: LocalizedError, Equatable, Sendable {
     case unexpectedTensor(path: String, tensor: String)
     case shapeMismatch(path: String, tensor: String, expected: [Int], found: [Int])
     case invalidConfig(path: String, field: String, reason: String)
+    /// Values that cannot be stored as the requested tensor type (row length, non-finite values, ...).
+    case cannotQuantize(tensor: String, type: String, reason: String)
+    /// A streamed GGUF whose tensors did not receive the bytes their descriptors declared.
+    case incompleteWrite(path: String, tensor: String, written: Int, expected: Int)
 
     public var errorDescription: String? {
         switch self {
@@ -62,6 +66,10 @@ public enum ModelAssetsError: LocalizedError, Equatable, Sendable {
             return "\(path): tensor '\(tensor)' has shape \(found) but the config implies \(expected). The weights do not match the config."
         case let .invalidConfig(path, field, reason):
             return "\(path): config field '\(field)': \(reason)."
+        case let .cannotQuantize(tensor, type, reason):
+            return "tensor '\(tensor)' cannot be stored as \(type): \(reason)."
+        case let .incompleteWrite(path, tensor, written, expected):
+            return "\(path): tensor '\(tensor)' was given \(written) bytes but its descriptor declares \(expected); write each tensor's bytes completely, in the declared order. The file was not created."
         }
     }
 }

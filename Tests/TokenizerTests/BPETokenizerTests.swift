@@ -101,7 +101,7 @@ final class BPETokenizerTests: XCTestCase {
     /// The same vocabulary, merges and token types as GGUF stores them go through `init(data:)`.
     func testInitFromGGUFStyleDataMatchesJSON() throws {
         let json = try Fixtures.smolLM2()
-        let data = try ggufStyleData(from: json)
+        let data = try Self.ggufStyleData(from: json)
         let tok = try BPETokenizer(data: data)
         XCTAssertEqual(tok.vocabularySize, 49152)
         XCTAssertEqual(tok.specialTokenIds, Set(0...16))
@@ -199,7 +199,7 @@ final class BPETokenizerTests: XCTestCase {
             guard case ModelAssetsError.invalidConfig(_, "model.type", _) = error else { return XCTFail("\(error)") }
         }
         // GGUF metadata with an unknown pre-tokenizer name or a malformed merge line.
-        var data = try ggufStyleData(from: Fixtures.smolLM2())
+        var data = try Self.ggufStyleData(from: Fixtures.smolLM2())
         data.preTokenizer = "chameleon"
         XCTAssertThrowsError(try BPETokenizer(data: data)) { error in
             guard case let ModelAssetsError.invalidConfig(_, field, reason) = error else { return XCTFail("\(error)") }
@@ -262,7 +262,7 @@ final class BPETokenizerTests: XCTestCase {
     // MARK: helpers
 
     /// TokenizerData as a GGUF file would carry it (token types 3 for control tokens).
-    func ggufStyleData(from tok: BPETokenizer) throws -> TokenizerData {
+    static func ggufStyleData(from tok: BPETokenizer) throws -> TokenizerData {
         let tokens = try (0..<tok.vocabularySize).map { try XCTUnwrap(tok.tokenString($0)) }
         let root = try XCTUnwrap(Fixtures.json("smollm2/tokenizer.json") as? [String: Any])
         let model = try XCTUnwrap(root["model"] as? [String: Any])

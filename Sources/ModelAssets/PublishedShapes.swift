@@ -1,0 +1,82 @@
+// The shapes of published checkpoints that bigger-model measurements use (make-model writes them
+// with random weights), as validated ModelConfigs. Weights, tokenizers and generation settings
+// are left out. Every number is from the model's Hugging Face config.json, cited per case.
+import Foundation
+
+public enum PublishedShape: String, CaseIterable, Sendable {
+    case llama3_2_1b = "llama-3.2-1b"
+    case llama3_2_3b = "llama-3.2-3b"
+    case qwen2_5_0_5b = "qwen2.5-0.5b"
+    case smollm2_135m = "smollm2-135m"
+
+    /// The Hugging Face repository whose config.json the numbers come from.
+    public var repository: String {
+        switch self {
+        case .llama3_2_1b: "meta-llama/Llama-3.2-1B (same shape: -Instruct)"
+        case .llama3_2_3b: "meta-llama/Llama-3.2-3B (same shape: -Instruct)"
+        case .qwen2_5_0_5b: "Qwen/Qwen2.5-0.5B (same shape: -Instruct)"
+        case .smollm2_135m: "HuggingFaceTB/SmolLM2-135M-Instruct"
+        }
+    }
+
+    /// config.json spells out `head_dim`, so convert_hf_to_gguf.py also writes
+    /// `{arch}.attention.key_length` and `value_length` (Llama 3.2 does; Qwen2.5 and the SmolLM2
+    /// GGUF in assets/ do not).
+    public var declaresHeadDim: Bool {
+        switch self {
+        case .llama3_2_1b, .llama3_2_3b: true
+        case .qwen2_5_0_5b, .smollm2_135m: false
+        }
+    }
+
+    public var config: ModelConfig {
+        // The initializer validates; these literals are valid, so a failure is a bug here.
+        do {
+            switch self {
+            case .llama3_2_1b:
+                // config.json: hidden_size 2048, intermediate_size 8192, num_hidden_layers 16,
+                // num_attention_heads 32, num_key_value_heads 8, head_dim 64, vocab_size 128256,
+                // rope_theta 500000.0, rope_scaling {rope_type llama3, factor 32.0, low_freq_factor 1.0,
+                // high_freq_factor 4.0, original_max_position_embeddings 8192}, rms_norm_eps 1e-05,
+                // tie_word_embeddings true, attention_bias false, max_position_embeddings 131072.
+                return try ModelConfig(
+                    architecture: .llama, hiddenSize: 2048, intermediateSize: 8192, numLayers: 16, numHeads: 32,
+                    numKVHeads: 8, headDim: 64, vocabSize: 128_256, ropeTheta: 500_000, ropeScaling: Self.llama3Scaling,
+                    rmsNormEps: 1e-5, tieWordEmbeddings: true, attentionBias: false, maxPositionEmbeddings: 131_072)
+            case .llama3_2_3b:
+                // config.json: hidden_size 3072, intermediate_size 8192, num_hidden_layers 28,
+                // num_attention_heads 24, num_key_value_heads 8, head_dim 128, vocab_size 128256,
+                // rope_theta 500000.0, rope_scaling as 1B (llama3, factor 32.0, 1.0, 4.0, 8192),
+                // rms_norm_eps 1e-05, tie_word_embeddings true, max_position_embeddings 131072.
+                return try ModelConfig(
+                    architecture: .llama, hiddenSize: 3072, intermediateSize: 8192, numLayers: 28, numHeads: 24,
+                    numKVHeads: 8, headDim: 128, vocabSize: 128_256, ropeTheta: 500_000, ropeScaling: Self.llama3Scaling,
+                    rmsNormEps: 1e-5, tieWordEmbeddings: true, attentionBias: false, maxPositionEmbeddings: 131_072)
+            case .qwen2_5_0_5b:
+                // config.json: model_type qwen2, hidden_size 896, intermediate_size 4864,
+                // num_hidden_layers 24, num_attention_heads 14, num_key_value_heads 2 (head dim
+                // 896 / 14 = 64), vocab_size 151936, rope_theta 1000000.0, rms_norm_eps 1e-06,
+                // tie_word_embeddings true, max_position_embeddings 32768 (use_sliding_window false);
+                // Qwen2 has q/k/v biases.
+                return try ModelConfig(
+                    architecture: .qwen2, hiddenSize: 896, intermediateSize: 4864, numLayers: 24, numHeads: 14,
+                    numKVHeads: 2, headDim: 64, vocabSize: 151_936, ropeTheta: 1_000_000, rmsNormEps: 1e-6,
+                    tieWordEmbeddings: true, attentionBias: true, maxPositionEmbeddings: 32_768)
+            case .smollm2_135m:
+                // config.json: hidden_size 576, intermediate_size 1536, num_hidden_layers 30,
+                // num_attention_heads 9, num_key_value_heads 3 (head dim 64), vocab_size 49152,
+                // rope_theta 100000, rms_norm_eps 1e-05, tie_word_embeddings true,
+                // max_position_embeddings 8192 (as the fetched GGUF's llama.* keys say).
+                return try ModelConfig(
+                    architecture: .llama, hiddenSize: 576, intermediateSize: 1536, numLayers: 30, numHeads: 9,
+                    numKVHeads: 3, headDim: 64, vocabSize: 49_152, ropeTheta: 100_000, rmsNormEps: 1e-5,
+                    tieWordEmbeddings: true, attentionBias: false, maxPositionEmbeddings: 8192)
+            }
+        } catch {
+            preconditionFailure("[PublishedShape] \(rawValue) does not validate: \(error)")
+        }
+    }
+
+    private static let llama3Scaling = RopeScaling(
+        kind: .llama3, factor: 32, lowFrequencyFactor: 1, highFrequencyFactor: 4, originalMaxPositionEmbeddings: 8192)
+}
