@@ -107,7 +107,7 @@ let package = Package(
             swiftSettings: fast),
         .executableTarget(
             name: "make-model",
-            dependencies: ["ModelAssets", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["ModelAssets", "ModelDefinition", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
             name: "bench-speculative",
@@ -119,7 +119,7 @@ let package = Package(
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
         .testTarget(name: "CLISupportTests", dependencies: ["CLISupport"]),
         .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
         .testTarget(
             name: "TrainingTests", dependencies: ["TestSupport", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
@@ -127,6 +127,11 @@ let package = Package(
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Distillation", "Export", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Export", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "BlockKernelTests", dependencies: ["CBlockKernels", "ModelAssets"]),
+        .testTarget(name: "ModelDefinitionTests", dependencies: ["TestSupport", "ModelDefinition", "Inference", "Training", "ModelAssets", "Autograd"]),
+        .executableTarget(
+            name: "bench-decode",
+            dependencies: ["CLISupport", "Inference", "ModelDefinition", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
         .executableTarget(
             name: "bench-kernels",
             dependencies: ["CBlockKernels", "ModelAssets", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),

@@ -59,6 +59,18 @@ public enum BLAS {
         }
     }
 
+    /// One single-threaded OpenBLAS sgemm call, for callers that split the work across their own
+    /// threads (each thread multiplies its own panel; bits independent of the thread count).
+    public static func sgemmOneThread(
+        transA: Bool, transB: Bool, m: Int, n: Int, k: Int, alpha: Float,
+        a: UnsafePointer<Float>, lda: Int, b: UnsafePointer<Float>, ldb: Int,
+        beta: Float, c: UnsafeMutablePointer<Float>, ldc: Int
+    ) {
+        _ = singleThreaded
+        librarySgemm(transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb,
+                     beta: beta, c: c, ldc: ldc)
+    }
+
     /// One OpenBLAS sgemm call as is (the library's own threading, whatever it is set to).
     @inlinable
     public static func librarySgemm(

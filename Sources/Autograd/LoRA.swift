@@ -13,11 +13,21 @@ extension Ops {
         _ x: TensorOf<S>, weight: TensorOf<S>, bias: TensorOf<S>?, a: TensorOf<S>, b: TensorOf<S>,
         scale s: S, loraInput: TensorOf<S>
     ) -> TensorOf<S> {
-        precondition(weight.shape.count == 2, "[LoRALinear] weight must be [out, in], got \(weight.shape)")
-        let outF = weight.shape[0], inF = weight.shape[1]
-        precondition(a.shape.count == 2 && a.shape[1] == inF, "[LoRALinear] A must be [r, in]: A \(a.shape) vs weight \(weight.shape)")
+        loraLinear(x, base: .tensor(weight), bias: bias, a: a, b: b, scale: s, loraInput: loraInput)
+    }
+
+    /// As above over either base: a weight tensor (which may train) or a frozen matrix
+    /// multiplied without a tensor of it (Float only; it never has a gradient).
+    static func loraLinear<S>(
+        _ x: TensorOf<S>, base: LinearBase<S>, bias: TensorOf<S>?, a: TensorOf<S>, b: TensorOf<S>,
+        scale s: S, loraInput: TensorOf<S>
+    ) -> TensorOf<S> {
+        let (outF, inF) = base.dimensions
+        let weight = base.tensor
+        let shapeText = weight.map { "\($0.shape)" } ?? "frozen [\(outF), \(inF)]"
+        precondition(a.shape.count == 2 && a.shape[1] == inF, "[LoRALinear] A must be [r, in]: A \(a.shape) vs weight \(shapeText)")
         let r = a.shape[0]
-        precondition(b.shape == [outF, r], "[LoRALinear] B must be [out, r]: B \(b.shape) vs A \(a.shape), weight \(weight.shape)")
+        precondition(b.shape == [outF, r], "[LoRALinear] B must be [out, r]: B \(b.shape) vs A \(a.shape), weight \(shapeText)")
         precondition(x.shape.last == inF && loraInput.shape == x.shape, "[LoRALinear] input must be [..., \(inF)] (and loraInput alike): x \(x.shape), loraInput \(loraInput.shape)")
         if let bias { precondition(bias.shape == [outF], "[LoRALinear] bias must be [\(outF)], got \(bias.shape)") }
         let rows = inF == 0 ? 0 : x.count / inF
@@ -31,21 +41,18 @@ extension Ops {
             }
             if rows == 0 { return }
             x.data.withUnsafeBufferPointer { xp in
-            weight.data.withUnsafeBufferPointer { wp in
             loraInput.data.withUnsafeBufferPointer { lp in
             a.data.withUnsafeBufferPointer { ap in
             b.data.withUnsafeBufferPointer { bp in
             down.withUnsafeMutableBufferPointer { dp in
-                S.gemm(transA: false, transB: true, m: rows, n: outF, k: inF, alpha: 1,
-                       a: xp.baseAddress!, lda: inF, b: wp.baseAddress!, ldb: inF,
-                       beta: bias == nil ? 0 : 1, c: y, ldc: outF)  // x·Wᵀ (+ b)
+                base.forward(xp.baseAddress!, rows: rows, into: y, accumulate: bias != nil)  // x·Wᵀ (+ b)
                 S.gemm(transA: false, transB: true, m: rows, n: r, k: inF, alpha: s,
                        a: lp.baseAddress!, lda: inF, b: ap.baseAddress!, ldb: inF, beta: 0, c: dp.baseAddress!, ldc: r)  // d
                 S.gemm(transA: false, transB: true, m: rows, n: outF, k: r, alpha: 1,
                        a: dp.baseAddress!, lda: r, b: bp.baseAddress!, ldb: r, beta: 1, c: y, ldc: outF)  // += d·Bᵀ
-            }}}}}}
+            }}}}}
         }
-        var inputs = [x, weight, a, b, loraInput]
+        var inputs = weight.map { [x, $0, a, b, loraInput] } ?? [x, a, b, loraInput]
         if let bias { inputs.append(bias) }
         guard recording(x, weight, bias, a, b, loraInput) else {
             return TensorOf(result: outShape, data: out, inputs: [], backward: nil)
@@ -56,7 +63,6 @@ extension Ops {
             let needG = a.requiresGrad || loraInput.requiresGrad
             var g = [S](repeating: 0, count: needG ? rows * r : 0)  // s·dy·B [N, r]
             x.data.withUnsafeBufferPointer { xp in
-            weight.data.withUnsafeBufferPointer { wp in
             loraInput.data.withUnsafeBufferPointer { lp in
             a.data.withUnsafeBufferPointer { ap in
             b.data.withUnsafeBufferPointer { bp in
@@ -79,10 +85,7 @@ extension Ops {
                     }
                 }
                 if x.requiresGrad {
-                    x.withGrad { dx in  // dx[N, in] += dy·W
-                        S.gemm(transA: false, transB: false, m: rows, n: inF, k: outF, alpha: 1,
-                               a: dyp, lda: outF, b: wp.baseAddress!, ldb: inF, beta: 1, c: dx, ldc: inF)
-                    }
+                    x.withGrad { dx in base.backward(dyp, rows: rows, into: dx) }  // dx[N, in] += dy·W
                 }
                 if loraInput.requiresGrad {
                     loraInput.withGrad { dxd in  // dxd[N, in] += g·A
@@ -90,13 +93,13 @@ extension Ops {
                                a: gp.baseAddress!, lda: r, b: ap.baseAddress!, ldb: inF, beta: 1, c: dxd, ldc: inF)
                     }
                 }
-                if weight.requiresGrad {
+                if let weight, weight.requiresGrad {
                     weight.withGrad { dw in  // dW[out, in] += dyᵀ·x
                         S.gemm(transA: true, transB: false, m: outF, n: inF, k: rows, alpha: 1,
                                a: dyp, lda: outF, b: xp.baseAddress!, ldb: inF, beta: 1, c: dw, ldc: inF)
                     }
                 }
-            }}}}}}}
+            }}}}}}
             if let bias, bias.requiresGrad {
                 bias.withGrad { db in
                     for i in 0..<rows { for j in 0..<outF { db[j] += dyp[i * outF + j] } }
@@ -124,13 +127,18 @@ public final class LoRALinear {
     public init(weight: Tensor, bias: Tensor?, rank: Int, alpha: Float, rng: inout SeededRNG) {
         precondition(weight.shape.count == 2, "[LoRALinear] weight must be [out, in], got \(weight.shape)")
         precondition(rank > 0, "[LoRALinear] rank must be positive, got \(rank) for weight \(weight.shape)")
-        let outF = weight.shape[0], inF = weight.shape[1]
-        let bound = 1 / Float(max(inF, 1)).squareRoot()
         self.weight = weight
         self.bias = bias
-        self.a = Tensor(shape: [rank, inF], data: rng.uniformArray(count: rank * inF, -bound, bound), requiresGrad: true)
-        self.b = Tensor.zeros([outF, rank], requiresGrad: true)
+        (a, b) = Self.initialFactors(inFeatures: weight.shape[1], outFeatures: weight.shape[0], rank: rank, rng: &rng)
         self.scale = alpha / Float(rank)
+    }
+
+    /// Fresh trainable factors: A [r, in] = U(−1/√in, 1/√in) from `rng`, B [out, r] = 0 (the
+    /// same draws whatever holds the frozen weight).
+    public static func initialFactors(inFeatures inF: Int, outFeatures outF: Int, rank: Int, rng: inout SeededRNG) -> (a: Tensor, b: Tensor) {
+        let bound = 1 / Float(max(inF, 1)).squareRoot()
+        return (Tensor(shape: [rank, inF], data: rng.uniformArray(count: rank * inF, -bound, bound), requiresGrad: true),
+                Tensor.zeros([outF, rank], requiresGrad: true))
     }
 
     /// Wraps given adapter matrices (e.g. loaded from a checkpoint); scale = alpha / r.

@@ -58,8 +58,8 @@ public final class DraftModel {
     /// Output-head logits for the chosen rows: hidden [N, D] -> [M, V'] (V' = vocabulary size, or V).
     public func logits(hidden: Tensor, rows: [Int]) -> Tensor {
         let h = gatherRows(hidden, rows)  // [M, D]
-        guard let vocabulary else { return linear(h, weight: model.lmHead) }  // [M, V]
-        return linear(h, weight: gatherRows(model.lmHead, vocabulary))  // [M, V']
+        guard let vocabulary else { return linear(h, weight: model.lmHead!) }  // [M, V]
+        return linear(h, weight: gatherRows(model.lmHead!, vocabulary))  // [M, V']
     }
 
     // MARK: building

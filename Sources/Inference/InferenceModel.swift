@@ -1,6 +1,8 @@
 // The no-grad decoding path: the same Llama computation as Training's LlamaModel, built from the
 // same model definition (BaseWeights, Adapter) and sharing its kernels (RMSNorm, the RoPE table,
-// SwiGLU), on plain Float buffers with a KV cache, LoRA merged into the weights (W + scale·B·A) once at load. Handles
+// SwiGLU), on plain Float buffers with a KV cache. Float32 weights get the adapter merged in
+// (W + scale·B·A) once at load; weights kept as their file stores them are multiplied from the
+// blocks (FrozenMatrix) and the adapter's low-rank path x·Aᵀ·Bᵀ·scale is added per row. Handles
 // several new tokens per call (prompt prefill, and a draft's proposals verified in one pass),
 // one new token for each of several conversations per call (batched decoding: the rows share
 // the weight stream, each keeps its own cache), and rolling a cache back.
@@ -33,37 +35,78 @@ public final class InferenceModel: @unchecked Sendable {
         var wo: Weights  // [D, H*hd]
         var wGateUp: Weights  // [2F, D]: gate rows, then up rows
         var wDown: Weights  // [D, F]
+        /// The adapter's low-rank terms, added per row (stored weights only; float32 ones merge it).
+        var lora: [LowRank] = []
+    }
+
+    /// One projection's adapter term: y[:, offset..<offset+out] += scale·(x·Aᵀ)·Bᵀ, for the
+    /// projection whose input is `input` (0: the normed residual of q/k/v, 1: attention output,
+    /// 2: the normed residual of gate/up, 3: the SwiGLU activation).
+    struct LowRank {
+        let input: Int
+        let offset: Int
+        let a: [Float]  // [r, in]
+        let b: [Float]  // [out, r]
+        let rank: Int
+        let scale: Float
     }
 
     public let config: ModelConfig
     public let precision: WeightPrecision
     let layers: [Layer]
-    let embed: [Float]  // [V, D]
+    let embed: FrozenMatrix  // [V, D]
     let head: Weights  // [V, D]
     let finalNorm: [Float]  // [D]
 
-    /// The base weights with `adapter` (when given) merged into the projections it targets.
+    /// The base weights with `adapter` (when given): merged into the projections it targets
+    /// when they are float32, added per row as its low-rank term when they are stored.
     public init(base: BaseWeights, adapter: Adapter? = nil, precision: WeightPrecision = .float32) {
         let c = base.config
         config = c
         self.precision = precision
-        embed = base.embedding.values
-        head = Weights(base.head.values, precision)
+        embed = base.embedding
+        head = Weights(base.head, precision)
         finalNorm = base.finalNorm
         let qw = c.queryDim, kw = c.keyValueDim
         layers = base.layers.enumerated().map { i, l in
-            func w(_ t: LoRATarget) -> [Float] { adapter?.merged(l.projection(t), layer: i, target: t) ?? l.projection(t).values }
             var bias: [Float]? = nil
             if l.bias(.q) != nil || l.bias(.k) != nil || l.bias(.v) != nil {
                 bias = (l.bias(.q) ?? [Float](repeating: 0, count: qw)) + (l.bias(.k) ?? [Float](repeating: 0, count: kw))
                     + (l.bias(.v) ?? [Float](repeating: 0, count: kw))
             }
-            return Layer(inputNorm: l.inputNorm, postNorm: l.postAttentionNorm,
-                         wqkv: Weights(w(.q) + w(.k) + w(.v), precision), bqkv: bias,
-                         wo: Weights(w(.o), precision),
-                         wGateUp: Weights(w(.gate) + w(.up), precision),
-                         wDown: Weights(w(.down), precision))
+            func stack(_ targets: [LoRATarget]) -> Weights {
+                let ms = targets.map { l.projection($0) }
+                if ms.contains(where: \.isStored) { return .frozen(ms) }
+                return Weights(targets.flatMap { t in adapter?.merged(l.projection(t), layer: i, target: t) ?? l.projection(t).values }, precision)
+            }
+            var layer = Layer(inputNorm: l.inputNorm, postNorm: l.postAttentionNorm, wqkv: stack([.q, .k, .v]), bqkv: bias,
+                              wo: stack([.o]), wGateUp: stack([.gate, .up]), wDown: stack([.down]))
+            if let adapter {
+                let offsets: [LoRATarget: (input: Int, offset: Int, weights: Weights)] = [
+                    .q: (0, 0, layer.wqkv), .k: (0, qw, layer.wqkv), .v: (0, qw + kw, layer.wqkv), .o: (1, 0, layer.wo),
+                    .gate: (2, 0, layer.wGateUp), .up: (2, c.intermediateSize, layer.wGateUp), .down: (3, 0, layer.wDown)]
+                for t in adapter.lora.targets {
+                    guard let (a, b) = adapter.factors(layer: i, target: t), let place = offsets[t], case .frozen = place.weights else { continue }
+                    layer.lora.append(LowRank(input: place.input, offset: place.offset, a: a.data, b: b.data, rank: adapter.lora.rank, scale: adapter.scale))
+                }
+            }
+            return layer
         }
+    }
+
+    /// Bytes of weights this model holds or streams (stored matrices as stored).
+    public var weightBytes: Int {
+        var total = embed.heldBytes + (head.heldBytes(sharing: embed))
+        for l in layers { total += l.wqkv.heldBytes() + l.wo.heldBytes() + l.wGateUp.heldBytes() + l.wDown.heldBytes() }
+        return total
+    }
+
+    /// Bytes a one-token decoding step reads from the weights: every projection and the head
+    /// (the embedding contributes one row).
+    public var bytesPerToken: Int {
+        var total = head.heldBytes() + embed.heldBytes / max(embed.rows, 1)
+        for l in layers { total += l.wqkv.heldBytes() + l.wo.heldBytes() + l.wGateUp.heldBytes() + l.wDown.heldBytes() }
+        return total
     }
 
     /// A loaded model (base and optional adapter) on the KV-cache path.
@@ -184,9 +227,7 @@ public final class InferenceModel: @unchecked Sendable {
         let x = ws.x.ensure(n * D), h = ws.h.ensure(n * D), qkv = ws.qkv.ensure(n * Q), att = ws.att.ensure(n * H * hd)
         let gu = ws.gu.ensure(n * 2 * F), act = ws.act.ensure(n * F), o = ws.o.ensure(n * D)
         let cosT = ws.cos.ensure(max(1, n * half)), sinT = ws.sin.ensure(max(1, n * half))
-        embed.withUnsafeBufferPointer { ep in
-            for (r, t) in tokens.enumerated() { (x + r * D).update(from: ep.baseAddress! + t * D, count: D) }  // [n, D]
-        }
+        for (r, t) in tokens.enumerated() { embed.dequantizeRows(t..<(t + 1), into: x + r * D) }  // [n, D]
         RopeTable.shared.withAngles(base: Float(c.ropeTheta), headDim: hd, positions: maxLength) { ct, st in  // [P, hd/2]
             for r in 0..<n {
                 let at = rowPosition[r] * half
@@ -201,6 +242,7 @@ public final class InferenceModel: @unchecked Sendable {
         for (li, layer) in layers.enumerated() {
             rmsNormRows(x, layer.inputNorm, rows: n, eps: eps, into: h)
             layer.wqkv.matmulNT(h, m: n, n: Q, k: D, qkv)  // [n, Q]
+            addLowRank(layer, input: 0, h, rows: n, into: qkv, width: Q, ws: ws)
             if let b = layer.bqkv {
                 for r in 0..<n { for j in 0..<Q { qkv[r * Q + j] += b[j] } }
             }
@@ -224,18 +266,40 @@ public final class InferenceModel: @unchecked Sendable {
             }
             attention.run(layer: li, qkv: qkv, into: att, ws: ws)  // [n, H*hd]
             layer.wo.matmulNT(att, m: n, n: D, k: H * hd, o)  // [n, D]
+            addLowRank(layer, input: 1, att, rows: n, into: o, width: D, ws: ws)
             for i in 0..<(n * D) { x[i] += o[i] }
             rmsNormRows(x, layer.postNorm, rows: n, eps: eps, into: h)
             layer.wGateUp.matmulNT(h, m: n, n: 2 * F, k: D, gu)  // [n, 2F]
+            addLowRank(layer, input: 2, h, rows: n, into: gu, width: 2 * F, ws: ws)
             for r in 0..<n {  // row by row, so each row's bits do not depend on n
                 let g = gu + r * 2 * F
                 Kernels.swiglu(gate: g, up: g + F, out: act + r * F, count: F)  // SIMD exp, as in training
             }
             layer.wDown.matmulNT(act, m: n, n: D, k: F, o)  // [n, D]
+            addLowRank(layer, input: 3, act, rows: n, into: o, width: D, ws: ws)
             for i in 0..<(n * D) { x[i] += o[i] }
         }
         for s in segments { s.cache.count += s.rows }
         return x
+    }
+
+    /// y[:, offset..<offset+out] += scale·(x·Aᵀ)·Bᵀ for each adapter term of `layer` fed by `input`
+    /// (x [n, in], y [n, width]); row by row, so a row's bits do not depend on the others.
+    func addLowRank(_ layer: Layer, input: Int, _ x: UnsafePointer<Float>, rows n: Int, into y: UnsafeMutablePointer<Float>,
+                    width: Int, ws: Workspace) {
+        for t in layer.lora where t.input == input {
+            let r = t.rank, inDim = t.a.count / r, out = t.b.count / r
+            let down = ws.lora.ensure(r)
+            t.a.withUnsafeBufferPointer { a in
+                t.b.withUnsafeBufferPointer { b in
+                    for row in 0..<n {
+                        let xr = x + row * inDim, yr = y + row * width + t.offset
+                        for j in 0..<r { down[j] = t.scale * simdDot(xr, a.baseAddress! + j * inDim, inDim) }  // [r]
+                        for o in 0..<out { yr[o] += simdDot(UnsafePointer(down), b.baseAddress! + o * r, r) }
+                    }
+                }
+            }
+        }
     }
 
     /// Causal attention of each new row over its own cache (rows 0 ... its position), SIMD over
@@ -417,19 +481,33 @@ extension Float16: StreamedWeight {
     @inline(__always) var float: Float { Float(self) }
 }
 
-/// A weight matrix [n, k] in one of the precisions (the other array empty).
-struct Weights {
-    let f32: [Float]
-    let f16: [Float16]
+/// A weight matrix [n, k]: float32 or float16 values, or frozen matrices kept as their file
+/// stores them whose outputs lie side by side (q|k|v, gate|up).
+enum Weights {
+    case float32([Float])
+    case float16([Float16])
+    case frozen([FrozenMatrix])
 
     init(_ values: [Float], _ precision: InferenceModel.WeightPrecision) {
         switch precision {
-        case .float32:
-            f32 = values
-            f16 = []
-        case .float16:
-            f32 = []
-            f16 = values.map { Float16($0) }
+        case .float32: self = .float32(values)
+        case .float16: self = .float16(values.map { Float16($0) })
+        }
+    }
+
+    /// A whole base matrix: stored ones stay as stored, float32 ones follow `precision`.
+    init(_ m: FrozenMatrix, _ precision: InferenceModel.WeightPrecision) {
+        self = m.isStored ? .frozen([m]) : Weights(m.values, precision)
+    }
+
+    /// Bytes held (a head that is the embedding itself, stored, counts once via `sharing`).
+    func heldBytes(sharing embed: FrozenMatrix? = nil) -> Int {
+        switch self {
+        case .float32(let v): return v.count * 4
+        case .float16(let v): return v.count * 2
+        case .frozen(let ms):
+            if let embed, ms.count == 1, case .stored(let a, _) = ms[0].storage, case .stored(let b, _) = embed.storage, a.bytes == b.bytes { return 0 }
+            return ms.reduce(0) { $0 + $1.heldBytes }
         }
     }
 
@@ -438,35 +516,40 @@ struct Weights {
 
     /// C[m, n] = A[m, k] · selfᵀ. float16 weights stream for up to `streamingRows` input rows
     /// (decoding); for more (a prompt's prefill) they are widened to float32 `widenedRows` weight
-    /// rows at a time and multiplied with sgemm, which is many times faster there.
+    /// rows at a time and multiplied with sgemm, which is many times faster there. Frozen matrices
+    /// multiply from their blocks (FrozenMatrix.multiply), each into its own columns of C.
     func matmulNT(_ a: UnsafePointer<Float>, m: Int, n: Int, k: Int, _ c: UnsafeMutablePointer<Float>) {
-        if f16.isEmpty {
+        switch self {
+        case .float32(let f32):
             f32.withUnsafeBufferPointer { InferenceModel.matmulNT(a, $0.baseAddress!, m: m, n: n, k: k, c) }
-            return
-        }
-        if m > InferenceModel.streamingRows {
-            let block = Self.widenedRows
-            let wide = UnsafeMutablePointer<Float>.allocate(capacity: min(block, n) * k)
-            defer { wide.deallocate() }
+        case .frozen(let ms):
+            precondition(ms.reduce(0) { $0 + $1.rows } == n, "[Weights] frozen matrices give \(ms.map(\.rows)) outputs, expected \(n)")
+            FrozenMatrix.multiply(ms, a, m: m, into: c, ldy: n)
+        case .float16(let f16):
+            if m > InferenceModel.streamingRows {
+                let block = Self.widenedRows
+                let wide = UnsafeMutablePointer<Float>.allocate(capacity: min(block, n) * k)
+                defer { wide.deallocate() }
+                f16.withUnsafeBufferPointer { bp in
+                    var first = 0
+                    while first < n {
+                        let rows = min(block, n - first)
+                        let src = bp.baseAddress! + first * k
+                        for i in 0..<(rows * k) { wide[i] = Float(src[i]) }
+                        BLAS.sgemm(transA: false, transB: true, m: m, n: rows, k: k, alpha: 1, a: a, lda: k, b: wide, ldb: k,
+                                   beta: 0, c: c + first, ldc: n)
+                        first += rows
+                    }
+                }
+                return
+            }
             f16.withUnsafeBufferPointer { bp in
                 var first = 0
-                while first < n {
-                    let rows = min(block, n - first)
-                    let src = bp.baseAddress! + first * k
-                    for i in 0..<(rows * k) { wide[i] = Float(src[i]) }
-                    BLAS.sgemm(transA: false, transB: true, m: m, n: rows, k: k, alpha: 1, a: a, lda: k, b: wide, ldb: k,
-                               beta: 0, c: c + first, ldc: n)
+                while first < m {
+                    let rows = min(InferenceModel.streamingRows, m - first)
+                    InferenceModel.streamingMatmulNT(a + first * k, bp.baseAddress!, m: rows, n: n, k: k, c + first * n)
                     first += rows
                 }
-            }
-            return
-        }
-        f16.withUnsafeBufferPointer { bp in
-            var first = 0
-            while first < m {
-                let rows = min(InferenceModel.streamingRows, m - first)
-                InferenceModel.streamingMatmulNT(a + first * k, bp.baseAddress!, m: rows, n: n, k: k, c + first * n)
-                first += rows
             }
         }
     }
@@ -513,7 +596,7 @@ final class ScratchBuffer {
 final class Workspace {
     let x = ScratchBuffer(), h = ScratchBuffer(), qkv = ScratchBuffer(), att = ScratchBuffer()
     let gu = ScratchBuffer(), act = ScratchBuffer(), o = ScratchBuffer(), hn = ScratchBuffer()
-    let cos = ScratchBuffer(), sin = ScratchBuffer(), scores = ScratchBuffer()
+    let cos = ScratchBuffer(), sin = ScratchBuffer(), scores = ScratchBuffer(), lora = ScratchBuffer()
 }
 
 /// Keys and values of every layer for the tokens seen so far. `count` tokens are valid;

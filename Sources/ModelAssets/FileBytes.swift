@@ -2,6 +2,53 @@
 // bounds-checked little-endian cursor that throws instead of trapping. Big-endian files and
 // streaming reads are left out. Follows gguf.cpp's `gguf_reader`: check the bytes left first.
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A file mapped read-only into memory (mmap, MAP_PRIVATE): the page cache is the only copy, shared
+/// by every process that maps the same file, and pages are read in as they are first touched.
+/// Unmapped when the last reference goes.
+public final class MappedFile: @unchecked Sendable {
+    public let path: String
+    /// The first byte; `count` bytes are readable (nil for an empty file).
+    public let base: UnsafeRawPointer?
+    public let count: Int
+
+    public init(path: String) throws {
+        self.path = path
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw ModelAssetsError.io(path: path, reason: "cannot open: \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw ModelAssetsError.io(path: path, reason: "cannot stat: \(String(cString: strerror(errno)))") }
+        guard (st.st_mode & S_IFMT) == S_IFREG else { throw ModelAssetsError.io(path: path, reason: "is a folder, not a file") }
+        count = Int(st.st_size)
+        if count == 0 {
+            base = nil
+            return
+        }
+        let p = mmap(nil, count, PROT_READ, MAP_PRIVATE, fd, 0)
+        guard let p, p != MAP_FAILED else {
+            throw ModelAssetsError.io(path: path, reason: "cannot map the file: \(String(cString: strerror(errno)))")
+        }
+        base = UnsafeRawPointer(p)
+    }
+
+    deinit {
+        if let base { munmap(UnsafeMutableRawPointer(mutating: base), count) }
+    }
+
+    /// The bytes as Data without a copy; the Data keeps this mapping alive.
+    public var data: Data {
+        guard let base else { return Data() }
+        return Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: count, deallocator: .custom { [self] _, _ in
+            withExtendedLifetime(self) {}
+        })
+    }
+}
 
 enum FileBytes {
     /// The whole file, mapped rather than copied when possible.

@@ -24,16 +24,30 @@ public struct GGUFFile: Sendable {
     public let dataOffset: Int
     private let tensorIndex: [String: Int]
     private let bytes: Data
+    /// The mapping behind `bytes` when the file was opened by path: what stored tensors point into.
+    public let mapping: MappedFile?
 
     /// Opens and validates a GGUF file: header, metadata, tensor descriptors and data bounds.
+    /// The file is memory-mapped, never copied.
     public init(path: String) throws {
-        try self.init(data: FileBytes.read(path: path), path: path)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw ModelAssetsError.io(path: path, reason: "no such file")
+        }
+        if isDirectory.boolValue { throw ModelAssetsError.io(path: path, reason: "is a folder, not a file") }
+        let mapping = try MappedFile(path: path)
+        try self.init(data: mapping.data, path: path, mapping: mapping)
     }
 
     /// Parses GGUF bytes already in memory; `path` names them in errors.
     public init(data: Data, path: String) throws {
+        try self.init(data: data, path: path, mapping: nil)
+    }
+
+    private init(data: Data, path: String, mapping: MappedFile?) throws {
         self.path = path
         self.bytes = data
+        self.mapping = mapping
         let parsed = try data.withUnsafeBytes { raw in
             var parser = GGUFParser(raw, path: path)
             return try parser.parse()
@@ -49,6 +63,16 @@ public struct GGUFFile: Sendable {
 
     public func tensorInfo(named name: String) -> GGUFTensorInfo? {
         tensorIndex[name].map { tensors[$0] }
+    }
+
+    /// A tensor as the file stores it, without a copy: its type, shape and the address of its
+    /// first byte inside the mapping (which `owner` keeps alive). Only for a file opened by path.
+    public func stored(_ name: String) throws -> StoredTensor {
+        guard let info = tensorInfo(named: name) else { throw ModelAssetsError.missingTensor(path: path, tensor: name) }
+        guard let mapping, let base = mapping.base else {
+            throw ModelAssetsError.io(path: path, reason: "the tensors of in-memory GGUF bytes cannot be kept as stored; open the file by path")
+        }
+        return StoredTensor(type: info.type, shape: info.shape, bytes: base + dataOffset + info.offset, byteCount: info.byteCount, owner: mapping)
     }
 
     /// The tensor's stored bytes, exactly as in the file.
@@ -119,6 +143,37 @@ public struct GGUFFile: Sendable {
 
     private func wrongType(_ key: String, _ expected: String) -> ModelAssetsError {
         .malformed(path: path, item: "key '\(key)'", reason: "expected \(expected), found \(metadata[key].map { "\($0.type)" } ?? "nothing")")
+    }
+}
+
+/// A tensor left in its file's encoding (F32, F16, BF16 or ggml blocks): a row-major shape whose
+/// rows are `shape.last` values each, and the bytes, kept alive by `owner` (a mapping).
+public struct StoredTensor: @unchecked Sendable {
+    public let type: GGMLType
+    public let shape: [Int]
+    public let bytes: UnsafeRawPointer
+    public let byteCount: Int
+    public let owner: AnyObject
+
+    public init(type: GGMLType, shape: [Int], bytes: UnsafeRawPointer, byteCount: Int, owner: AnyObject) {
+        self.type = type
+        self.shape = shape
+        self.bytes = bytes
+        self.byteCount = byteCount
+        self.owner = owner
+    }
+
+    /// Bytes per row (a row is `shape.last` values).
+    public var rowBytes: Int {
+        let (block, size) = type.blockGeometry
+        return (shape.last ?? 1) / block * size
+    }
+
+    /// Rows `rows` converted to Float (row-major) into `out`.
+    public func dequantizeRows(_ rows: Range<Int>, into out: UnsafeMutablePointer<Float>) {
+        let k = shape.last ?? 1
+        Dequantize.run(type, raw: UnsafeRawBufferPointer(start: bytes + rows.lowerBound * rowBytes, count: rows.count * rowBytes),
+                       count: rows.count * k, into: out)
     }
 }
 

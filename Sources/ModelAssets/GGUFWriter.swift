@@ -53,8 +53,11 @@ public struct GGUFWriter: Sendable {
             sink.bytes.reserveCapacity(2 * tensor.data.count)
             for v in tensor.data { sink.append(HalfFloat.bf16(from: v)) }
         default:
-            throw ModelAssetsError.unsupportedTensorType(
-                path: "<GGUF being written>", tensor: name, type: type.name, supported: ["F32", "F16", "BF16"])
+            // block types: our quantizer (round to nearest; refuses rows not made of whole blocks)
+            let k = tensor.shape.last ?? 1
+            let encoded = try Quantize.run(type, rows: k == 0 ? 0 : tensor.data.count / k, k: k, values: tensor.data, tensor: name)
+            try addTensor(name, shape: tensor.shape, type: type, encoded: encoded)
+            return
         }
         try addTensor(name, shape: tensor.shape, type: type, encoded: sink.bytes)
     }

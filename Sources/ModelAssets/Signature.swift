@@ -19,6 +19,12 @@ public enum BaseModelSignature {
     /// The architecture label is omitted: llama and mistral with equal weights compute the same
     /// function, and `attentionBias` already captures what distinguishes qwen2.
     public static func compute(config: ModelConfig, tensors: [String: HostTensor]) -> String {
+        compute(config: config, names: Array(tensors.keys)) { tensors[$0]! }
+    }
+
+    /// The same digest with the tensors fetched one at a time by name (a stored base dequantizes
+    /// each, hashes it and lets it go, so no float32 copy of the whole model ever exists).
+    public static func compute(config: ModelConfig, names: [String], tensor: (String) -> HostTensor) -> String {
         var hasher = SHA256()
         var header = ByteSink()
         func string(_ s: String) {
@@ -40,11 +46,11 @@ public enum BaseModelSignature {
         real(scaling?.lowFrequencyFactor)
         real(scaling?.highFrequencyFactor)
         int(scaling?.originalMaxPositionEmbeddings ?? 0)
-        int(tensors.count)
+        int(names.count)
         hasher.update(data: header.bytes)
 
-        for name in tensors.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-            let t = tensors[name]!
+        for name in names.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            let t = tensor(name)
             header = ByteSink()
             string(name)
             int(t.shape.count)

@@ -25,8 +25,12 @@ public struct BaseModel {
         return s
     }
 
-    public static func load(path: String) throws -> BaseModel {
-        let file = try ModelLoader.load(path: path)
+    /// Loads the base at `path` (a .gguf file or a Hugging Face folder). With `.stored`, a GGUF's
+    /// matrices stay in their blocks, memory-mapped; `.float32` dequantizes everything (the
+    /// reference path). The signature is computed from the float32 values either way (cached
+    /// per file for big models, see SignatureCache).
+    public static func load(path: String, storage: BaseWeightStorage = .float32) throws -> BaseModel {
+        let file = try ModelLoader.load(path: path, storage: storage)
         let tokenizer: BPETokenizer
         switch file.tokenizer {
         case .gguf(let data):
@@ -40,7 +44,7 @@ public struct BaseModel {
         guard tokenizer.vocabularySize <= file.config.vocabSize else {
             throw ModelError.invalidConfig("\(path): the tokenizer has \(tokenizer.vocabularySize) tokens but the model's vocabulary is \(file.config.vocabSize)")
         }
-        return BaseModel(file: file, weights: try BaseWeights(config: file.config, tensors: file.tensors), signature: file.signature(), tokenizer: tokenizer,
+        return BaseModel(file: file, weights: try BaseWeights(file: file), signature: SignatureCache.signature(of: file), tokenizer: tokenizer,
                          template: ChatTemplate.detect(from: tokenizer.chatTemplate))
     }
 

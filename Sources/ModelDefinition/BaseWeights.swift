@@ -1,25 +1,71 @@
-// The frozen base weights as one value that both executors read: Training wraps them in
-// Autograd tensors, Inference streams them in its KV-cache pass. Laid out by the tensor table
-// (embedding, head, final norm; per layer two norms and seven projections with optional q/k/v
-// biases), Hugging Face row order, checked against the config when built. Float32 storage.
+// The frozen base weights as one value that both executors read: Training multiplies by them
+// (as Autograd tensors, or panel by panel from the file's blocks), Inference streams them in its
+// KV-cache pass. Laid out by the tensor table (embedding, head, final norm; per layer two norms
+// and seven projections with optional q/k/v biases), Hugging Face row order, checked against the
+// config when built. Matrices are float32 or kept as the file stores them; norms and biases float32.
 //
 // Dimensions: V vocab, D hidden, F feed-forward; projection shapes in TensorTable.dimensions.
 import ModelAssets
 
-/// One frozen weight matrix [rows, columns], row-major (a projection, the embedding or the head).
-public struct FrozenMatrix: Sendable {
+/// One frozen weight matrix [rows, columns] (a projection, the embedding or the head), in
+/// Hugging Face row order, held either as float32 values or as its file stores it (GGUF blocks,
+/// F16, BF16 in a memory-mapped file: never copied whole; see FrozenMatrixKernels.swift).
+public struct FrozenMatrix: @unchecked Sendable {
+    public enum Storage {
+        case float32([Float])  // [rows, columns]
+        /// The file's encoding; stored row `rowOrder?[r] ?? r` is Hugging Face row r.
+        case stored(StoredTensor, rowOrder: [Int32]?)
+    }
+
     public let rows: Int
     public let columns: Int
-    public let values: [Float]  // [rows, columns]
+    public let storage: Storage
 
     public init(rows: Int, columns: Int, values: [Float]) {
         precondition(rows * columns == values.count, "[FrozenMatrix] \(rows)x\(columns) does not hold \(values.count) values")
         self.rows = rows
         self.columns = columns
-        self.values = values
+        storage = .float32(values)
+    }
+
+    /// A matrix left as stored. `rowOrder[r]` is the stored row that is Hugging Face row r
+    /// (llama.cpp's q/k RoPE permutation is kept in the file and undone on output).
+    public init(stored: StoredTensor, rowOrder: [Int32]? = nil) {
+        precondition(stored.shape.count == 2, "[FrozenMatrix] stored tensor of shape \(stored.shape) is not a matrix")
+        rows = stored.shape[0]
+        columns = stored.shape[1]
+        precondition(rowOrder == nil || rowOrder!.count == rows, "[FrozenMatrix] row order of \(rowOrder!.count) for \(rows) rows")
+        storage = .stored(stored, rowOrder: rowOrder)
     }
 
     public var shape: [Int] { [rows, columns] }
+
+    /// Whether the matrix is kept in its file's encoding.
+    public var isStored: Bool {
+        if case .stored = storage { return true }
+        return false
+    }
+
+    /// Bytes the matrix occupies as held (float32 values, or its stored blocks).
+    public var heldBytes: Int {
+        switch storage {
+        case .float32(let v): v.count * 4
+        case .stored(let t, _): t.byteCount
+        }
+    }
+
+    /// Every value as float32, Hugging Face row order: the values themselves for float32
+    /// storage, a full dequantized copy for stored matrices (exports, the float32 reference path).
+    public var values: [Float] {
+        switch storage {
+        case .float32(let v): return v
+        case .stored:
+            return [Float](unsafeUninitializedCapacity: rows * columns) { buf, n in
+                dequantizeRows(0..<rows, into: buf.baseAddress!)
+                n = rows * columns
+            }
+        }
+    }
 }
 
 /// The weights of one decoder layer.
@@ -50,7 +96,16 @@ public final class BaseWeights: @unchecked Sendable {
 
     /// Builds the weights from Hugging Face-named tensors, refusing a missing tensor or a wrong
     /// shape (named in the error) and configurations neither executor implements.
-    public init(config: ModelConfig, tensors: [String: HostTensor]) throws {
+    public convenience init(config: ModelConfig, tensors: [String: HostTensor]) throws {
+        try self.init(config: config, tensors: tensors, matrices: [:])
+    }
+
+    /// The weights of a loaded file: its stored matrices as they are, the rest float32.
+    public convenience init(file: BaseModelFile) throws {
+        try self.init(config: file.config, tensors: file.tensors, matrices: file.matrices)
+    }
+
+    init(config: ModelConfig, tensors: [String: HostTensor], matrices: [String: FrozenMatrix]) throws {
         if let scaling = config.ropeScaling {
             throw ModelError.invalidConfig("this model uses \(scaling.kind.rawValue) RoPE scaling, which the toolkit does not implement yet; use a model without rope_scaling (Llama-2/3.0, Mistral, Qwen2, SmolLM2)")
         }
@@ -61,7 +116,11 @@ public final class BaseWeights: @unchecked Sendable {
             return t
         }
         func matrix(_ name: String, rows: Int, columns: Int) throws -> FrozenMatrix {
-            FrozenMatrix(rows: rows, columns: columns, values: try tensor(name, [rows, columns]).data)
+            if let m = matrices[name] {
+                guard m.shape == [rows, columns] else { throw ModelError.wrongShape(name: name, expected: [rows, columns], got: m.shape) }
+                return m
+            }
+            return FrozenMatrix(rows: rows, columns: columns, values: try tensor(name, [rows, columns]).data)
         }
         let D = config.hiddenSize, V = config.vocabSize
         embedding = try matrix(TensorTable.embedding, rows: V, columns: D)

@@ -52,7 +52,8 @@ public enum ModelExport {
     }
 
     /// A GGUF writer holding the model: metadata, then tensors in layer order. Matrices are stored
-    /// as `matrixType` (F32, F16 or BF16), 1-D tensors always as F32 (as llama.cpp does).
+    /// as `matrixType` (F32, F16, BF16 or a block type our quantizer writes), 1-D tensors always as
+    /// F32 (as llama.cpp does).
     /// Shapes are checked against the config first.
     public static func ggufWriter(config: ModelConfig, tensors: [String: HostTensor], tokenizer: TokenizerData?,
                                   matrixType: GGMLType = .f32, extraMetadata: [(String, GGUFValue)] = []) throws -> GGUFWriter {

@@ -16,43 +16,67 @@ public enum TokenizerSource: Sendable, Equatable {
     case huggingFace(folder: String, tokenizerJSON: String?)
 }
 
+/// How the frozen base weights are held once loaded.
+public enum BaseWeightStorage: String, Sendable, CaseIterable, Codable {
+    /// As the file stores them: GGUF blocks (and F16/BF16) memory-mapped, never copied whole.
+    case stored
+    /// Dequantized to float32 at load: the reference path.
+    case float32
+}
+
 /// A loaded base model: config, every weight in Hugging Face naming and layout, tokenizer source.
 public struct BaseModelFile: Sendable {
     public let path: String
     public let format: BaseModelFormat
     public let config: ModelConfig
-    /// Keyed by Hugging Face names (`model.layers.0.self_attn.q_proj.weight`, ...).
+    /// Float32 tensors keyed by Hugging Face names (`model.layers.0.self_attn.q_proj.weight`, ...):
+    /// every tensor when loaded as float32, the vectors (norms, biases) when matrices are stored.
     public let tensors: [String: HostTensor]
+    /// Matrices kept as the file stores them (empty when loaded as float32).
+    public let matrices: [String: FrozenMatrix]
     public let tokenizer: TokenizerSource
 
-    public init(path: String, format: BaseModelFormat, config: ModelConfig, tensors: [String: HostTensor], tokenizer: TokenizerSource) {
+    public init(path: String, format: BaseModelFormat, config: ModelConfig, tensors: [String: HostTensor],
+                matrices: [String: FrozenMatrix] = [:], tokenizer: TokenizerSource) {
         self.path = path
         self.format = format
         self.config = config
         self.tensors = tensors
+        self.matrices = matrices
         self.tokenizer = tokenizer
     }
 
+    public var storage: BaseWeightStorage { matrices.isEmpty ? .float32 : .stored }
+
+    /// Every tensor as float32 in Hugging Face layout, one at a time (stored matrices dequantized).
+    public func tensor(_ name: String) -> HostTensor {
+        if let t = tensors[name] { return t }
+        let m = matrices[name]!
+        return HostTensor(shape: m.shape, data: m.values)
+    }
+
     /// The base model signature (lowercase hex SHA-256); see `BaseModelSignature`. Costs one
-    /// pass over the weights, so compute it once.
+    /// pass over the weights (stored matrices dequantized one at a time), so compute it once.
     public func signature() -> String {
-        BaseModelSignature.compute(config: config, tensors: tensors)
+        BaseModelSignature.compute(config: config, names: Array(tensors.keys) + Array(matrices.keys), tensor: tensor)
     }
 }
 
 public enum ModelLoader {
-    /// Loads a `.gguf` file or a Hugging Face folder (config.json + safetensors).
-    public static func load(path: String) throws -> BaseModelFile {
+    /// Loads a `.gguf` file or a Hugging Face folder (config.json + safetensors). `storage`
+    /// `.stored` keeps a GGUF's matrices in their blocks, memory-mapped (a Hugging Face folder
+    /// loads as float32 either way for now).
+    public static func load(path: String, storage: BaseWeightStorage = .float32) throws -> BaseModelFile {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw ModelAssetsError.io(path: path, reason: "no such file or folder")
         }
-        return isDirectory.boolValue ? try loadHuggingFace(folder: path) : try loadGGUF(path: path)
+        return isDirectory.boolValue ? try loadHuggingFace(folder: path) : try loadGGUF(path: path, storage: storage)
     }
 
     // MARK: GGUF
 
-    public static func loadGGUF(path: String) throws -> BaseModelFile {
+    public static func loadGGUF(path: String, storage: BaseWeightStorage = .float32) throws -> BaseModelFile {
         let file = try GGUFFile(path: path)
         let config = try ModelConfig.fromGGUF(file, hasOutputTensor: file.tensorInfo(named: "output.weight") != nil)
         var pairs: [(gguf: String, hf: String)] = []
@@ -74,6 +98,23 @@ public enum ModelLoader {
         try TensorTable.check(renames.map { ($0.hf, file.tensorInfo(named: $0.gguf)!.shape) }, config: config, path: path)
 
         let permuted = config.architecture != .qwen2
+        if storage == .stored {
+            // Matrices stay in the mapping; q/k rows stay in llama.cpp's order, undone on output.
+            var tensors: [String: HostTensor] = [:], matrices: [String: FrozenMatrix] = [:]
+            for r in renames {
+                let info = file.tensorInfo(named: r.gguf)!
+                guard info.shape.count == 2 else {
+                    var t = try file.dequantize(r.gguf)
+                    if permuted, let heads = TensorTable.ropeHeads(forHuggingFace: r.hf, config: config) { t = RoPELayout.unpermuteFromGGUF(t, heads: heads) }
+                    tensors[r.hf] = t
+                    continue
+                }
+                let order = permuted ? TensorTable.ropeHeads(forHuggingFace: r.hf, config: config).map { RoPELayout.storedRows(rows: info.shape[0], heads: $0) } : nil
+                matrices[r.hf] = FrozenMatrix(stored: try file.stored(r.gguf), rowOrder: order)
+            }
+            return BaseModelFile(path: path, format: .gguf, config: config, tensors: tensors, matrices: matrices,
+                                 tokenizer: .gguf(try TokenizerData(gguf: file)))
+        }
         let slots = ResultSlots<HostTensor>(count: renames.count)
         // Largest first, so the embedding does not start last on a busy core.
         let order = renames.indices.sorted { file.tensorInfo(named: renames[$0].gguf)!.elementCount > file.tensorInfo(named: renames[$1].gguf)!.elementCount }
@@ -143,6 +184,20 @@ public enum RoPELayout {
     /// GGUF -> Hugging Face, the inverse of `permuteForGGUF`.
     public static func unpermuteFromGGUF(_ t: HostTensor, heads: Int) -> HostTensor {
         remap(t, heads: heads) { h, d, i, s in (h * d + 2 * i + s, h * d + s * d / 2 + i) }
+    }
+
+    /// For a GGUF q/k matrix of `rows` rows: the stored row that holds each Hugging Face row
+    /// (`storedRows[r]` is Hugging Face row r's row in the file).
+    public static func storedRows(rows: Int, heads: Int) -> [Int32] {
+        precondition(heads > 0 && rows % heads == 0 && (rows / heads) % 2 == 0, "[RoPELayout] \(rows) rows do not split into \(heads) heads of even size")
+        let d = rows / heads
+        var out = [Int32](repeating: 0, count: rows)
+        for h in 0..<heads {
+            for i in 0..<(d / 2) {
+                for s in 0..<2 { out[h * d + s * d / 2 + i] = Int32(h * d + 2 * i + s) }
+            }
+        }
+        return out
     }
 
     /// Copies row `from` to row `to` for every (head, pair, half); rows are the first dimension.

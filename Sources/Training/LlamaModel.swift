@@ -10,29 +10,46 @@ import Autograd
 import ModelAssets
 import ModelDefinition
 
-/// One linear projection: frozen weight, optionally with a LoRA adapter on top.
+/// One linear projection: frozen weight, optionally with a LoRA adapter on top. The weight is a
+/// tensor (the float32 path, and a draft's trained weights) or a matrix kept as its file stores
+/// it, multiplied a panel at a time (the stored path; never copied whole).
 public final class Projection {
-    public let weight: Tensor  // [out, in], frozen
+    public let weight: Tensor?  // [out, in], frozen unless a draft trains it
+    public let stored: FrozenMatrix?  // [out, in], when the base is kept as stored
     public let bias: Tensor?  // [out], frozen
-    public let lora: LoRALinear?
+    public let lora: LoRALinear?  // float32 path
+    public let loraFactors: (a: Tensor, b: Tensor, scale: Float, dropout: Float)?  // stored path
 
     init(weight: Tensor, bias: Tensor?, lora: LoRALinear?) {
         self.weight = weight
+        stored = nil
         self.bias = bias
         self.lora = lora
+        loraFactors = lora.map { ($0.a, $0.b, $0.scale, $0.dropout) }
+    }
+
+    init(stored: FrozenMatrix, bias: Tensor?, lora: (a: Tensor, b: Tensor, scale: Float, dropout: Float)?) {
+        weight = nil
+        self.stored = stored
+        self.bias = bias
+        self.lora = nil
+        loraFactors = lora
     }
 
     /// [N, in] -> [N, out]
     func callAsFunction(_ x: Tensor, rng: inout SeededRNG, training: Bool) -> Tensor {
-        guard let lora else { return linear(x, weight: weight, bias: bias) }
+        if let stored {
+            guard let f = loraFactors else { return linear(x, frozen: stored, bias: bias) }
+            let xd = training && f.dropout > 0 ? dropout(x, p: f.dropout, rng: &rng) : x
+            return loraLinear(x, frozen: stored, bias: bias, a: f.a, b: f.b, scale: f.scale, loraInput: xd)
+        }
+        guard let lora else { return linear(x, weight: weight!, bias: bias) }
         if training && lora.dropout > 0 { return lora(x, rng: &rng) }
         return lora(x)
     }
 
-    /// The weight with the adapter merged in ([out, in]), for inference and `fuse`.
-    public func mergedWeight() -> [Float] {
-        lora?.fused().data ?? weight.data
-    }
+    /// The LoRA factors A [r, in] and B [out, r], whichever path holds them.
+    var loraTensors: (a: Tensor, b: Tensor)? { loraFactors.map { ($0.a, $0.b) } }
 }
 
 public final class LlamaBlock {
@@ -77,9 +94,9 @@ public final class LlamaBlock {
         var all = [inputNorm, postAttentionNorm]
         for t in LoRATarget.allCases {
             let p = projection(t)
-            all.append(p.weight)
+            if let w = p.weight { all.append(w) }
             if let b = p.bias { all.append(b) }
-            if let l = p.lora { all += [l.a, l.b] }
+            if let l = p.loraTensors { all += [l.a, l.b] }
         }
         return all.filter(\.requiresGrad)
     }
@@ -150,8 +167,12 @@ import Foundation
 /// LoRA A and B are the only tensors that require gradients.
 public final class LlamaModel {
     public let config: ModelConfig
-    public let embedTokens: Tensor  // [V, D]
-    public let lmHead: Tensor  // [V, D]; the same tensor as embedTokens when tied
+    public let embedTokens: Tensor?  // [V, D]; nil when kept as stored (`frozenEmbedding`)
+    public let lmHead: Tensor?  // [V, D]; the same tensor as embedTokens when tied; nil when stored
+    /// The embedding and head when the base is kept as its file stores them.
+    let storedEmbedding: FrozenMatrix?, storedHead: FrozenMatrix?
+    /// The frozen weights the model was built on.
+    let base: BaseWeights
     public let finalNorm: Tensor  // [D]
     public let blocks: [LlamaBlock]
     public let lora: LoRAConfig?
@@ -166,6 +187,9 @@ public final class LlamaModel {
         self.config = config
         self.lora = lora
         self.trainsBase = trainBase
+        base = weights
+        // A stored base stays stored (a panel at a time); a trained draft needs tensors.
+        let keep = !trainBase
         if trainBase && lora != nil {
             throw TrainingError.invalidConfig("a model is trained either in full or with LoRA, not both")
         }
@@ -176,15 +200,35 @@ public final class LlamaModel {
             named.append((name, t))
             return t
         }
-        embedTokens = tensor(TensorTable.embedding, shape: weights.embedding.shape, weights.embedding.values, embedding: true)
-        lmHead = weights.untiedHead.map { tensor(TensorTable.head, shape: $0.shape, $0.values, embedding: true) } ?? embedTokens
+        if keep && weights.embedding.isStored {
+            (embedTokens, storedEmbedding) = (nil, weights.embedding)
+        } else {
+            (embedTokens, storedEmbedding) = (tensor(TensorTable.embedding, shape: weights.embedding.shape, weights.embedding.values, embedding: true), nil)
+        }
+        if let head = weights.untiedHead {
+            if keep && head.isStored {
+                (lmHead, storedHead) = (nil, head)
+            } else {
+                (lmHead, storedHead) = (tensor(TensorTable.head, shape: head.shape, head.values, embedding: true), nil)
+            }
+        } else {
+            (lmHead, storedHead) = (embedTokens, storedEmbedding)
+        }
         finalNorm = tensor(TensorTable.finalNorm, shape: [weights.finalNorm.count], weights.finalNorm)
         var blocks: [LlamaBlock] = []
         for (i, layer) in weights.layers.enumerated() {
             func proj(_ t: LoRATarget) -> Projection {
                 let m = layer.projection(t)
-                let w = tensor(TensorTable.weight(layer: i, target: t), shape: m.shape, m.values)
                 let b = layer.bias(t).map { tensor(TensorTable.bias(layer: i, target: t), shape: [$0.count], $0) }
+                if keep && m.isStored {
+                    var factors: (a: Tensor, b: Tensor, scale: Float, dropout: Float)? = nil
+                    if let lora, lora.targets.contains(t) {
+                        let (a, bb) = LoRALinear.initialFactors(inFeatures: m.columns, outFeatures: m.rows, rank: lora.rank, rng: &rng)
+                        factors = (a, bb, lora.scale, lora.dropout)
+                    }
+                    return Projection(stored: m, bias: b, lora: factors)
+                }
+                let w = tensor(TensorTable.weight(layer: i, target: t), shape: m.shape, m.values)
                 var adapter: LoRALinear? = nil
                 if let lora, lora.targets.contains(t) {
                     adapter = LoRALinear(weight: w, bias: b, rank: lora.rank, alpha: lora.alpha, rng: &rng)
@@ -219,26 +263,29 @@ public final class LlamaModel {
     /// With `trainBase`: the trainable weights under their Hugging Face names, in a fixed order.
     public let baseParameters: [(name: String, tensor: Tensor)]
 
-    /// Every weight under its Hugging Face name (`lm_head.weight` only when untied), in table order.
+    /// Every weight held as a tensor under its Hugging Face name (`lm_head.weight` only when
+    /// untied), in table order; matrices kept as stored are left out.
     public var namedWeights: [(name: String, tensor: Tensor)] {
-        var out: [(String, Tensor)] = [(TensorTable.embedding, embedTokens)]
+        var out: [(String, Tensor)] = embedTokens.map { [(TensorTable.embedding, $0)] } ?? []
         for (i, b) in blocks.enumerated() {
             out.append((TensorTable.inputNorm(layer: i), b.inputNorm))
             out.append((TensorTable.postAttentionNorm(layer: i), b.postAttentionNorm))
             for t in LoRATarget.allCases {
                 let proj = b.projection(t)
-                out.append((TensorTable.weight(layer: i, target: t), proj.weight))
+                if let w = proj.weight { out.append((TensorTable.weight(layer: i, target: t), w)) }
                 if let bias = proj.bias { out.append((TensorTable.bias(layer: i, target: t), bias)) }
             }
         }
         out.append((TensorTable.finalNorm, finalNorm))
-        if !config.tieWordEmbeddings { out.append((TensorTable.head, lmHead)) }
+        if !config.tieWordEmbeddings, let lmHead { out.append((TensorTable.head, lmHead)) }
         return out
     }
 
-    /// The weights as the model definition's frozen weights (current values; arrays shared).
+    /// The weights as the model definition's frozen weights: the ones the model was built on,
+    /// or, for a model that trains its base (a draft), their current values (arrays shared).
     public func frozenWeights() throws -> BaseWeights {
-        try BaseWeights(config: config, tensors: Dictionary(uniqueKeysWithValues: namedWeights.map {
+        guard trainsBase else { return base }
+        return try BaseWeights(config: config, tensors: Dictionary(uniqueKeysWithValues: namedWeights.map {
             ($0.name, HostTensor(shape: $0.tensor.shape, data: $0.tensor.data))
         }))
     }
@@ -257,7 +304,7 @@ public final class LlamaModel {
         var out: [(String, Tensor)] = []
         for (i, block) in blocks.enumerated() {
             for t in lora.targets {
-                guard let l = block.projection(t).lora else { continue }
+                guard let l = block.projection(t).loraTensors else { continue }
                 out.append((TensorTable.loraA(layer: i, target: t), l.a))
                 out.append((TensorTable.loraB(layer: i, target: t), l.b))
             }
@@ -272,7 +319,7 @@ public final class LlamaModel {
 
     /// Final hidden states after the last RMSNorm. ids [N] -> [N, D].
     public func hiddenStates(ids: [Int], layout: ForwardLayout, rng: inout SeededRNG, training: Bool) -> Tensor {
-        var x = embedding(embedTokens, ids: ids)  // [N, D]
+        var x = embedTokens.map { embedding($0, ids: ids) } ?? embedding(storedEmbedding!, ids: ids)  // [N, D]
         for block in blocks {
             if activationCheckpointing && training {
                 // The recompute replays the block's dropout from the same generator state.
@@ -294,7 +341,7 @@ public final class LlamaModel {
     /// Output-head logits for the chosen rows only: hidden [N, D] -> [M, V].
     public func logits(hidden: Tensor, rows: [Int]? = nil) -> Tensor {
         let h = rows.map { gatherRows(hidden, $0) } ?? hidden  // [M, D]
-        return linear(h, weight: lmHead)  // [M, V]
+        return lmHead.map { linear(h, weight: $0) } ?? linear(h, frozen: storedHead!)  // [M, V]
     }
 
     /// Mean next-token cross-entropy over the positions where `lossMask` is true.
@@ -305,6 +352,8 @@ public final class LlamaModel {
         let rows = lossMask.indices.filter { lossMask[$0] }
         let kept = rows.map { targets[$0] }
         // Output head and cross-entropy in one op, in chunks: the [M, V] logits never exist.
-        return linearCrossEntropy(hidden: gatherRows(hidden, rows), weight: lmHead, targets: kept)
+        let h = gatherRows(hidden, rows)  // [M, D]
+        if let lmHead { return linearCrossEntropy(hidden: h, weight: lmHead, targets: kept) }
+        return linearCrossEntropy(hidden: h, frozen: storedHead!, targets: kept)
     }
 }

@@ -5,6 +5,7 @@
 import ArgumentParser
 import Foundation
 import ModelAssets
+import ModelDefinition
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -3,6 +3,7 @@
 // reading a Qwen2-shaped file back, seeded determinism, the padded vocabulary tokenizing as the
 // original, and the published shapes' parameter counts.
 import Foundation
+import ModelDefinition
 import XCTest
 @testable import ModelAssets
 
@@ -116,7 +117,7 @@ final class RandomModelTests: XCTestCase {
         XCTAssertEqual(file.tensorInfo(named: "blk.1.attn_k.weight")?.shape, [128, 256])
         XCTAssertEqual(file.tensorInfo(named: "blk.1.ffn_norm.weight")?.type, .f32)
         XCTAssertEqual(try file.dequantize("blk.0.attn_norm.weight").data, [Float](repeating: 1, count: 256))
-        XCTAssertEqual(summary.parameterCount, ModelLoader.expectedShapes(for: config).values.reduce(0) { $0 + $1.reduce(1, *) })
+        XCTAssertEqual(summary.parameterCount, TensorTable.shapes(for: config).values.reduce(0) { $0 + $1.reduce(1, *) })
         XCTAssertEqual(summary.fileSize, try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
 
         var readBack = try ModelConfig.fromGGUF(file, hasOutputTensor: false)
@@ -282,7 +283,7 @@ final class RandomModelTests: XCTestCase {
     func testPaddedVocabularyTokenizesLikeTheOriginal() throws {
         let original = try BPETokenizer(data: Self.tinyTokenizer())
         let (path, _) = try write(try Self.tinyLlama(vocab: 320), .q8_0)
-        let padded = try BPETokenizer(data: ModelLoader.tokenizerData(from: GGUFFile(path: path)))
+        let padded = try BPETokenizer(data: TokenizerData(gguf: GGUFFile(path: path)))
         XCTAssertEqual(padded.vocabularySize, 320)
         for text in ["the inner sea", " then on and on<|im_end|>", "héllo wörld 123 \n\t", "[PAD300] [PAD266]"] {
             XCTAssertEqual(padded.encode(text), original.encode(text), text)
@@ -301,12 +302,12 @@ final class RandomModelTests: XCTestCase {
             throw XCTSkip("the SmolLM2 GGUF is not fetched (scripts/fetch-model.sh or ADAPTER_BASE_MODEL); the tiny-vocabulary padding test still runs")
         }
         let source = try GGUFFile(path: path)
-        let original = try BPETokenizer(data: ModelLoader.tokenizerData(from: source))
+        let original = try BPETokenizer(data: TokenizerData(gguf: source))
         var w = GGUFWriter()
         for (k, v) in try RandomModel.tokenizerMetadata(from: source, vocabularySize: 128_256) { try w.set(k, v) }
         let paddedFile = try GGUFFile(data: w.serialized(), path: "padded.gguf")
         XCTAssertEqual(paddedFile.metadataKeys, source.metadataKeys.filter { $0.hasPrefix("tokenizer.") })
-        let padded = try BPETokenizer(data: ModelLoader.tokenizerData(from: paddedFile))
+        let padded = try BPETokenizer(data: TokenizerData(gguf: paddedFile))
         XCTAssertEqual(padded.vocabularySize, 128_256)
         XCTAssertEqual(padded.specialTokenIds, original.specialTokenIds)
         for text in ["Hello, world! How are you today?", "<|im_start|>user\nWhat is 2+2?<|im_end|>\n", "def f(x):\n    return x ** 2  # 42"] {
@@ -318,7 +319,7 @@ final class RandomModelTests: XCTestCase {
 
     func testPublishedShapesHaveTheirPublishedParameterCounts() {
         func parameters(_ shape: PublishedShape) -> Int {
-            ModelLoader.expectedShapes(for: shape.config).values.reduce(0) { $0 + $1.reduce(1, *) }
+            TensorTable.shapes(for: shape.config).values.reduce(0) { $0 + $1.reduce(1, *) }
         }
         // Model cards: Llama 3.2 1B "1.23B", 3B "3.21B", Qwen2.5-0.5B "0.49B"; SmolLM2-135M 134,515,008 (transformers' count).
         XCTAssertEqual(parameters(.llama3_2_1b), 1_235_814_400)

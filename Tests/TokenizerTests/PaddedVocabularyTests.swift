@@ -3,6 +3,7 @@
 // published vocabularies, read back the way the toolkit reads a base model's tokenizer, must give
 // the reference tokenizer's golden ids. No model file needed (SmolLM2's tokenizer.json fixture).
 import Foundation
+import ModelDefinition
 import XCTest
 @testable import ModelAssets
 
@@ -16,7 +17,7 @@ final class PaddedVocabularyTests: XCTestCase {
             var padded = GGUFWriter()
             for (k, v) in try RandomModel.tokenizerMetadata(from: sourceFile, vocabularySize: size) { try padded.set(k, v) }
             let file = try GGUFFile(data: padded.serialized(), path: "padded.gguf")
-            let readBack = try ModelLoader.tokenizerData(from: file)
+            let readBack = try TokenizerData(gguf: file)
             XCTAssertEqual(Array(readBack.tokens.prefix(49152)), data.tokens)
             XCTAssertEqual(readBack.tokens[49152], "[PAD49152]")
             XCTAssertEqual(readBack.tokenTypes?.last, RandomModel.unusedTokenType)

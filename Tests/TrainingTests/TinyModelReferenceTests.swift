@@ -72,8 +72,8 @@ final class TinyModelReferenceTests: XCTestCase {
                 assertClose(t.grad ?? [], g, rel: 2e-4, "\(name) gradient of \(pname)")
             }
             // frozen weights never get a gradient
-            XCTAssertNil(model.embedTokens.grad)
-            XCTAssertNil(model.blocks[0].q.weight.grad)
+            XCTAssertNil(model.embedTokens!.grad)
+            XCTAssertNil(model.blocks[0].q.weight!.grad)
         } }
     }
 

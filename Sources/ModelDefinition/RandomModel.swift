@@ -4,6 +4,7 @@
 // rows a K-quant cannot hold, and a tokenizer copied from another GGUF, padded to the published
 // vocabulary. Trained weights are left out. Follows convert_hf_to_gguf.py and llama-quant.cpp.
 import Foundation
+import ModelAssets
 
 public enum RandomModel {
     /// What to write. `config.vocabSize` is the vocabulary written; `tokenizer` holds `tokenizer.*`
@@ -91,11 +92,11 @@ public enum RandomModel {
             out.append(PlannedTensor(name: "rope_freqs.weight", shape: [config.headDim / 2], type: .f32, role: .ropeFrequencies))
         }
         let permuted = config.architecture != .qwen2
-        let shapes = ModelLoader.expectedShapes(for: config)
-        for hf in shapes.keys.sorted(by: ModelLoader.sortedTensorOrder) {
+        let shapes = TensorTable.shapes(for: config)
+        for hf in shapes.keys.sorted(by: TensorTable.order) {
             let shape = shapes[hf]!
-            let name = ModelLoader.ggufName(forHuggingFace: hf)!
-            let heads = permuted ? ModelLoader.ropeHeads(forHuggingFace: hf, config: config) : nil
+            let name = TensorTable.ggufName(forHuggingFace: hf)!
+            let heads = permuted ? TensorTable.ropeHeads(forHuggingFace: hf, config: config) : nil
             if shape.count == 1 {
                 let role: Role = hf.hasSuffix(".bias") ? .bias : .norm
                 out.append(PlannedTensor(name: name, shape: shape, type: .f32, role: role, ropeHeads: heads))
@@ -167,7 +168,7 @@ public enum RandomModel {
     /// becomes `[PAD<i>]` of type unused (scores, if any, -1000). The tokenizer must be one this
     /// package reads (byte-level BPE).
     public static func tokenizerMetadata(from file: GGUFFile, vocabularySize: Int) throws -> [(String, GGUFValue)] {
-        _ = try ModelLoader.tokenizerData(from: file)
+        _ = try TokenizerData(gguf: file)
         let tokens = try file.stringArray("tokenizer.ggml.tokens")
         guard vocabularySize >= tokens.count else {
             throw ModelAssetsError.invalidConfig(

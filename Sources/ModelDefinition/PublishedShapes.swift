@@ -2,6 +2,7 @@
 // with random weights), as validated ModelConfigs. Weights, tokenizers and generation settings
 // are left out. Every number is from the model's Hugging Face config.json, cited per case.
 import Foundation
+import ModelAssets
 
 public enum PublishedShape: String, CaseIterable, Sendable {
     case llama3_2_1b = "llama-3.2-1b"

@@ -1,0 +1,166 @@
+// Multiplying by a frozen matrix whatever holds it, so both executors read one type: few input
+// rows (decoding, batched steps, verify passes) stream the stored blocks through CBlockKernels'
+// per-CPU-level products; many rows (prefill, training) unpack a panel of rows at a time into a
+// cache-sized buffer and multiply it with sgemm, so no float32 copy of the matrix ever exists.
+// Outputs are in Hugging Face row order (a stored q/k matrix's llama.cpp order is undone here).
+//
+// Dimensions: m input rows, k = columns (in), n = rows (out), P panel rows.
+import Autograd
+import CBlockKernels
+import ModelAssets
+
+extension FrozenMatrix {
+    /// Input rows up to which the block kernels stream the weights (beyond, panels + sgemm win).
+    public static let streamingRows = 16
+
+    /// Output rows per parallel chunk of a streamed product.
+    static let streamChunk = 64
+
+    /// Rows of a panel: about 1 MiB of float32, a multiple of 16.
+    func panelRows() -> Int { Swift.max(16, Swift.min(rows, (1 << 18) / Swift.max(columns, 1) / 16 * 16)) }
+
+    /// Hugging Face rows `r` as float32 ([r.count, columns], row-major) into `out`. Float32
+    /// storage copies; stored rows are dequantized (bit for bit the reference dequantization).
+    public func dequantizeRows(_ r: Range<Int>, into out: UnsafeMutablePointer<Float>) {
+        precondition(r.lowerBound >= 0 && r.upperBound <= rows, "[FrozenMatrix] rows \(r) of \(rows)")
+        switch storage {
+        case .float32(let v):
+            v.withUnsafeBufferPointer { (out).update(from: $0.baseAddress! + r.lowerBound * columns, count: r.count * columns) }
+        case .stored(let t, let order):
+            guard let order else {
+                Self.unpack(t, r.lowerBound..<r.upperBound, columns, out)
+                return
+            }
+            for (i, row) in r.enumerated() {
+                let s = Int(order[row])
+                Self.unpack(t, s..<(s + 1), columns, out + i * columns)
+            }
+        }
+    }
+
+    static func unpack(_ t: StoredTensor, _ r: Range<Int>, _ k: Int, _ out: UnsafeMutablePointer<Float>) {
+        let rc = bk_dequantize_rows(t.type.rawValue, t.bytes, t.rowBytes, r.lowerBound, r.upperBound, k, out)
+        if rc != 0 { t.dequantizeRows(r, into: out) }  // a type the kernels do not cover: the Swift reference
+    }
+
+    /// y[i·ldy + o] = Σ_c x[i·k + c]·W[o, c] for every input row i < m and output row o < rows
+    /// (Hugging Face order). Both cores; bits independent of the thread count and of m for
+    /// m ≤ `streamingRows` (each output's operations are fixed).
+    public func multiply(_ x: UnsafePointer<Float>, m: Int, into y: UnsafeMutablePointer<Float>, ldy: Int) {
+        if m == 0 || rows == 0 { return }
+        if case .stored(let t, _) = storage, m <= Self.streamingRows, bk_type_supported(t.type.rawValue) != 0 {
+            Self.multiply([self], x, m: m, into: y, ldy: ldy)
+            return
+        }
+        if case .float32(let v) = storage {
+            v.withUnsafeBufferPointer { w in
+                BLAS.sgemm(transA: false, transB: true, m: m, n: rows, k: columns, alpha: 1, a: x, lda: columns,
+                           b: w.baseAddress!, ldb: columns, beta: 0, c: y, ldc: ldy)
+            }
+            return
+        }
+        // panels: unpack P rows, then y[:, p0..<p1] = x · panelᵀ
+        let p = panelRows()
+        let panel = UnsafeMutablePointer<Float>.allocate(capacity: p * columns)
+        defer { panel.deallocate() }
+        var p0 = 0
+        while p0 < rows {
+            let p1 = Swift.min(rows, p0 + p)
+            unpackParallel(p0..<p1, into: panel)
+            BLAS.sgemm(transA: false, transB: true, m: m, n: p1 - p0, k: columns, alpha: 1, a: x, lda: columns,
+                       b: panel, ldb: columns, beta: 0, c: y + p0, ldc: ldy)
+            p0 = p1
+        }
+    }
+
+    /// dx[i·ldx + c] += Σ_o dy[i·ldDy + o]·W[o, c]: the input gradient of `multiply`, a panel of
+    /// rows at a time (training's backward through a frozen weight; no gradient for W itself).
+    public func multiplyAccumulate(_ dy: UnsafePointer<Float>, m: Int, ldDy: Int, into dx: UnsafeMutablePointer<Float>, ldx: Int) {
+        if m == 0 || rows == 0 { return }
+        if case .float32(let v) = storage {
+            v.withUnsafeBufferPointer { w in
+                BLAS.sgemm(transA: false, transB: false, m: m, n: columns, k: rows, alpha: 1, a: dy, lda: ldDy,
+                           b: w.baseAddress!, ldb: columns, beta: 1, c: dx, ldc: ldx)
+            }
+            return
+        }
+        let p = panelRows()
+        let panel = UnsafeMutablePointer<Float>.allocate(capacity: p * columns)
+        defer { panel.deallocate() }
+        var p0 = 0
+        while p0 < rows {
+            let p1 = Swift.min(rows, p0 + p)
+            unpackParallel(p0..<p1, into: panel)
+            BLAS.sgemm(transA: false, transB: false, m: m, n: columns, k: p1 - p0, alpha: 1, a: dy + p0, lda: ldDy,
+                       b: panel, ldb: columns, beta: 1, c: dx, ldc: ldx)
+            p0 = p1
+        }
+    }
+
+    /// Rows `r` unpacked on every core, 16 rows per chunk.
+    func unpackParallel(_ r: Range<Int>, into out: UnsafeMutablePointer<Float>) {
+        let chunk = 16, chunks = (r.count + chunk - 1) / chunk
+        WorkerPool.forEach(chunks) { c in
+            let a = r.lowerBound + c * chunk, b = Swift.min(r.upperBound, a + chunk)
+            dequantizeRows(a..<b, into: out + (a - r.lowerBound) * columns)
+        }
+    }
+
+    /// Several matrices with the same input, their outputs side by side in y (q|k|v, gate|up):
+    /// y[i·ldy + offset_j + o] = Σ_c x[i·k + c]·W_j[o, c]. Streamed products run as one parallel
+    /// loop over every matrix's chunks (one synchronisation instead of one per matrix).
+    public static func multiply(_ matrices: [FrozenMatrix], _ x: UnsafePointer<Float>, m: Int,
+                                into y: UnsafeMutablePointer<Float>, ldy: Int) {
+        let streamed = m <= streamingRows && matrices.allSatisfy {
+            if case .stored(let t, _) = $0.storage { return bk_type_supported(t.type.rawValue) != 0 }
+            return false
+        }
+        guard streamed else {
+            var offset = 0
+            for w in matrices {
+                w.multiply(x, m: m, into: y + offset, ldy: ldy)
+                offset += w.rows
+            }
+            return
+        }
+        // chunk c of matrix j: rows [n0, n1) written at y + offset_j (or a scratch row block when
+        // the matrix's rows are in llama.cpp's order, scattered afterwards)
+        var plan: [(matrix: Int, n0: Int, n1: Int)] = []
+        var offsets: [Int] = [], scratch: [UnsafeMutablePointer<Float>?] = []
+        var offset = 0
+        for (j, w) in matrices.enumerated() {
+            offsets.append(offset)
+            offset += w.rows
+            var n0 = 0
+            while n0 < w.rows {
+                plan.append((j, n0, Swift.min(w.rows, n0 + streamChunk)))
+                n0 += streamChunk
+            }
+            if case .stored(_, let order?) = w.storage { _ = order; scratch.append(.allocate(capacity: m * w.rows)) } else { scratch.append(nil) }
+        }
+        defer { for p in scratch { p?.deallocate() } }
+        plan.withUnsafeBufferPointer { plan in
+            WorkerPool.forEach(plan.count) { c in
+                let (j, n0, n1) = plan[c]
+                guard case .stored(let t, _) = matrices[j].storage else { return }
+                let (out, ld) = scratch[j].map { ($0, matrices[j].rows) } ?? (y + offsets[j], ldy)
+                let rc = bk_matmul_nt(t.type.rawValue, x, m, matrices[j].columns, t.bytes, t.rowBytes, n0, n1, out, ld)
+                precondition(rc == 0, "[FrozenMatrix] bk_matmul_nt returned \(rc) for \(t.type) \(matrices[j].shape)")
+            }
+        }
+        for (j, w) in matrices.enumerated() {
+            guard let tmp = scratch[j], case .stored(_, let order?) = w.storage else { continue }
+            order.withUnsafeBufferPointer { o in
+                for i in 0..<m {
+                    let src = tmp + i * w.rows, dst = y + i * ldy + offsets[j]
+                    for r in 0..<w.rows { dst[r] = src[Int(o[r])] }
+                }
+            }
+        }
+    }
+}
+
+/// The training path multiplies by a stored base weight through Autograd's frozen ops.
+extension FrozenMatrix: FrozenLinearWeight {
+    public func unpackRows(_ r: Range<Int>, into out: UnsafeMutablePointer<Float>) { unpackParallel(r, into: out) }
+}

@@ -1,0 +1,129 @@
+// bench-decode: the toolkit's side of the decoding benchmark beside llama.cpp's llama-bench
+// (scripts/bench-decode.sh runs both on the same GGUF): prefill tokens/s of a P-token prompt,
+// greedy decoding tokens/s of G one-token steps from an empty context (as llama-bench's tg),
+// load time, peak RSS, the weight bytes one decoding step reads and the fraction of this
+// machine's measured memory bandwidth that makes. Thin: flags, Inference, print/JSON.
+import ArgumentParser
+import Autograd
+import CLISupport
+import Foundation
+import Inference
+import ModelDefinition
+
+struct BenchDecode: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench-decode",
+        abstract: "Measure prefill and decoding speed, load time and peak memory on a base model (the llama-bench comparison).")
+
+    @OptionGroup var model: BaseModelOptions
+
+    @Option(help: "Prompt tokens for the prefill measurement (llama-bench -p).")
+    var promptTokens: Int = 256
+
+    @Option(help: "One-token decoding steps from an empty context (llama-bench -n).")
+    var genTokens: Int = 128
+
+    @Option(help: "Repeats of each measurement; the mean and the best are reported.")
+    var repeats: Int = 3
+
+    @Option(help: "Threads (cores) to use.")
+    var threads: Int = ProcessInfo.processInfo.activeProcessorCount
+
+    @Option(help: "Write the figures as JSON to this file.")
+    var out: String?
+
+    func validate() throws {
+        guard promptTokens >= 1, genTokens >= 1, repeats >= 1 else { throw ValidationError("--prompt-tokens, --gen-tokens and --repeats must be at least 1") }
+        guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
+    }
+
+    func run() throws {
+        try withThreads(threads) { try measure() }
+    }
+
+    func measure() throws {
+        let t0 = monotonicSeconds()
+        let base = try model.load()
+        let engine = InferenceModel(base: base.weights)
+        let loadSeconds = monotonicSeconds() - t0
+        let V = base.config.vocabSize
+        let prompt = (0..<promptTokens).map { ($0 * 7919 + 13) % V }
+        var logits: [Float] = []
+        // warm-up: pages of a mapped file come in on first touch
+        _ = engine.forward(Array(prompt.prefix(8)), cache: engine.makeCache(capacity: 16))
+        var prefill: [Double] = [], decode: [Double] = []
+        for _ in 0..<repeats {
+            let cache = engine.makeCache(capacity: promptTokens + 1)
+            let s = monotonicSeconds()
+            engine.forward(prompt, cache: cache, into: &logits)
+            prefill.append(Double(promptTokens) / (monotonicSeconds() - s))
+        }
+        for _ in 0..<repeats {
+            let cache = engine.makeCache(capacity: genTokens + 1)
+            var token = 1
+            let s = monotonicSeconds()
+            for _ in 0..<genTokens {
+                engine.forward([token], cache: cache, into: &logits)
+                token = Self.argmax(logits)
+            }
+            decode.append(Double(genTokens) / (monotonicSeconds() - s))
+        }
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let rss = Double(usage.ru_maxrss) / 1024  // before the bandwidth probe allocates its buffer
+        let bandwidth = Self.memoryBandwidth()
+        let bytes = engine.bytesPerToken
+        let meanDecode = decode.reduce(0, +) / Double(decode.count)
+        let streamed = Double(bytes) * meanDecode / 1e9
+        let result: [String: Any] = [
+            "model": base.path, "base_weights": model.baseWeights.rawValue, "activations": "float32", "threads": threads,
+            "prompt_tokens": promptTokens, "gen_tokens": genTokens,
+            "prefill_tokens_per_s": prefill.reduce(0, +) / Double(prefill.count), "prefill_tokens_per_s_best": prefill.max()!,
+            "decode_tokens_per_s": meanDecode, "decode_tokens_per_s_best": decode.max()!,
+            "peak_rss_mb": rss, "load_seconds": loadSeconds, "bytes_per_token": bytes, "weight_bytes": engine.weightBytes,
+            "bandwidth_gb_s": bandwidth, "streamed_gb_s": streamed, "fraction_of_bandwidth": streamed / bandwidth,
+        ]
+        FileHandle.standardError.write(Data(String(format: "%@ (%@ weights, %d threads): prefill %.1f tokens/s (best %.1f), decode %.1f tokens/s (best %.1f); load %.2fs; peak RSS %.0f MB; %.1f MB read per token = %.1f GB/s, %.0f%% of the measured %.1f GB/s\n",
+                                                   base.path, model.baseWeights.rawValue, threads, result["prefill_tokens_per_s"] as! Double, prefill.max()!,
+                                                   meanDecode, decode.max()!, loadSeconds, rss, Double(bytes) / 1e6, streamed, 100 * streamed / bandwidth, bandwidth).utf8))
+        if let out {
+            let data = try JSONSerialization.data(withJSONObject: result, options: [.prettyPrinted, .sortedKeys])
+            try data.write(to: URL(fileURLWithPath: out))
+        }
+    }
+
+    static func argmax(_ v: [Float]) -> Int {
+        var best = 0
+        for i in 1..<v.count where v[i] > v[best] { best = i }
+        return best
+    }
+
+    /// GB/s of summing a 512 MiB buffer on every core (best of 3): the memory-bound ceiling a
+    /// decoding step that streams its weights can approach.
+    static func memoryBandwidth() -> Double {
+        let count = 128 << 20  // floats
+        let buffer = UnsafeMutablePointer<Float>.allocate(capacity: count)
+        defer { buffer.deallocate() }
+        buffer.initialize(repeating: 1, count: count)
+        let chunks = 64, per = count / chunks
+        var best = 0.0
+        let sums = UnsafeMutablePointer<Float>.allocate(capacity: chunks)
+        defer { sums.deallocate() }
+        for _ in 0..<3 {
+            let s = monotonicSeconds()
+            WorkerPool.forEach(chunks) { c in
+                var acc = SIMD16<Float>()
+                var p = UnsafeRawPointer(buffer + c * per)
+                for _ in 0..<(per / 16) {
+                    acc += p.loadUnaligned(as: SIMD16<Float>.self)
+                    p += 64
+                }
+                sums[c] = acc.sum()
+            }
+            best = max(best, Double(count * 4) / (monotonicSeconds() - s) / 1e9)
+        }
+        return best
+    }
+}
+
+BenchDecode.main()

@@ -1,0 +1,157 @@
+// The frozen base kept as its file stores it gives the float32 path's numbers: tiny models written
+// in every matrix type we can encode, loaded both ways, agree on the signature, on prefill and
+// decoding logits (with and without an adapter, which the stored path adds per row instead of
+// merging), and hold less; a multi-row pass equals single-row steps bit for bit. On the real
+// SmolLM2 (when fetched): logits within 1e-5 relative and the same greedy text.
+import Autograd
+import Foundation
+import Inference
+import ModelAssets
+import ModelDefinition
+import TestSupport
+import Training
+import XCTest
+
+final class StoredWeightsTests: XCTestCase {
+    /// max |a - b| / max |b|
+    func relative(_ a: [Float], _ b: [Float]) -> Float {
+        precondition(a.count == b.count)
+        var d: Float = 0, m: Float = 0
+        for i in a.indices { d = max(d, abs(a[i] - b[i])); m = max(m, abs(b[i])) }
+        return d / max(m, 1e-12)
+    }
+
+    /// A tiny base (hidden 256, so rows are whole K-quant blocks) written with its matrices as `type`.
+    func tinyModel(_ type: GGMLType, in dir: String) throws -> String {
+        let tok = TinyAssets.tokenizer()
+        let cfg = try ModelConfig(architecture: .llama, hiddenSize: 256, intermediateSize: 512, numLayers: 2, numHeads: 4, numKVHeads: 2,
+                                  headDim: 64, vocabSize: tok.tokens.count, ropeTheta: 10000, rmsNormEps: 1e-5, tieWordEmbeddings: true,
+                                  attentionBias: false, maxPositionEmbeddings: 512)
+        var rng = SeededRNG(seed: 3)
+        var tensors: [String: HostTensor] = [:]
+        for (name, shape) in TensorTable.shapes(for: cfg) {
+            let n = shape.reduce(1, *)
+            tensors[name] = HostTensor(shape: shape, data: (0..<n).map { _ in shape.count == 1 ? 1 + 0.1 * Float.random(in: -1...1, using: &rng) : 0.08 * Float.random(in: -1...1, using: &rng) })
+        }
+        let path = dir + "/tiny-\(type.name).gguf"
+        try ModelExport.writeGGUF(config: cfg, tensors: tensors, tokenizer: tok, to: path, matrixType: type)
+        return path
+    }
+
+    static let matrixTypes: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K]
+
+    /// A random adapter on all seven targets with B ≠ 0.
+    func randomAdapter(_ base: BaseModel) throws -> Adapter {
+        let lora = LoRAConfig(rank: 4, alpha: 8)
+        var rng = SeededRNG(seed: 11)
+        let tensors = TensorTable.loraTensors(config: base.config, lora: lora).map { name, shape in
+            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.1 * Float.random(in: -1...1, using: &rng) }))
+        }
+        return Adapter(source: "random", lora: lora, baseConfig: base.config, baseSignature: base.signature, tensors: tensors)
+    }
+
+    func testStoredMatchesFloat32ForEveryMatrixType() throws {
+        let dir = TinyAssets.tempDir()
+        for type in Self.matrixTypes {
+            let path = try tinyModel(type, in: dir)
+            let f32 = try BaseModel.load(path: path, storage: .float32)
+            let stored = try BaseModel.load(path: path, storage: .stored)
+            XCTAssertEqual(stored.signature, f32.signature, "\(type): one signature whatever the storage")
+            XCTAssertTrue(stored.weights.layers[0].projection(.q).isStored && stored.weights.embedding.isStored)
+            XCTAssertFalse(f32.weights.layers[0].projection(.q).isStored)
+            let ids = f32.tokenizer.encode("<|im_start|>user\nsay the things in order<|im_end|>\n<|im_start|>assistant\n")
+            for adapter in [nil, try randomAdapter(f32)] {
+                let a = InferenceModel(base: f32.weights, adapter: adapter), b = InferenceModel(base: stored.weights, adapter: adapter)
+                let ca = a.makeCache(), cb = b.makeCache()
+                let la = a.forward(ids, cache: ca, allLogits: true), lb = b.forward(ids, cache: cb, allLogits: true)
+                XCTAssertLessThan(relative(lb, la), 1e-5, "\(type) prefill, adapter \(adapter != nil)")
+                for t in [5, 17, 2] {
+                    let sa = a.forward([t], cache: ca), sb = b.forward([t], cache: cb)
+                    XCTAssertLessThan(relative(sb, sa), 1e-5, "\(type) decode step, adapter \(adapter != nil)")
+                }
+            }
+            if type != .f32 { XCTAssertLessThan(InferenceModel(base: stored.weights).weightBytes, InferenceModel(base: f32.weights).weightBytes) }
+        }
+    }
+
+    /// Training from the blocks: the loss and every LoRA gradient of the stored path equal the
+    /// float32 path's (the same frozen values, multiplied a panel at a time), and the losses of a
+    /// few AdamW steps stay within 1e-4; the stored model holds no float32 copy of any matrix.
+    func testTrainingFromStoredWeightsMatchesFloat32() throws {
+        let dir = TinyAssets.tempDir()
+        for type in [GGMLType.f16, .q8_0, .q4_K, .q6_K] {
+            let path = try tinyModel(type, in: dir)
+            let f32 = try BaseModel.load(path: path, storage: .float32), stored = try BaseModel.load(path: path, storage: .stored)
+            let lora = LoRAConfig(rank: 4, alpha: 8, targets: [.q, .v, .o, .down])
+            var r1 = SeededRNG(seed: 5), r2 = SeededRNG(seed: 5)
+            let a = try LlamaModel(weights: f32.weights, lora: lora, rng: &r1), b = try LlamaModel(weights: stored.weights, lora: lora, rng: &r2)
+            XCTAssertTrue(b.namedWeights.allSatisfy { $0.tensor.shape.count == 1 }, "\(type): only norms are tensors on the stored path")
+            for (pa, pb) in zip(a.loraParameters, b.loraParameters) {
+                XCTAssertEqual(pa.name, pb.name)
+                XCTAssertEqual(pa.tensor.data, pb.tensor.data, "same initial adapter")
+                for i in 0..<pa.tensor.count where pa.name.hasSuffix("lora_B.weight") { let v = 0.01 * Float(i % 5 + 1); pa.tensor.data[i] = v; pb.tensor.data[i] = v }
+            }
+            let ids = [1, 40, 41, 42, 2, 43, 44, 45, 46, 3, 60, 61]
+            let targets = Array(ids.dropFirst()) + [2]
+            let mask = ids.indices.map { $0 % 3 != 0 }
+            let layout = ForwardLayout.rows(batch: 2, length: 6)
+            var optA = AdamW(parameterSizes: a.loraParameters.map(\.tensor.count), weightDecay: 0)
+            var optB = AdamW(parameterSizes: b.loraParameters.map(\.tensor.count), weightDecay: 0)
+            for step in 0..<3 {
+                var ra = SeededRNG(seed: 9), rb = SeededRNG(seed: 9)
+                let la = a.loss(inputs: ids, targets: targets, lossMask: mask, layout: layout, rng: &ra, training: true)
+                let lb = b.loss(inputs: ids, targets: targets, lossMask: mask, layout: layout, rng: &rb, training: true)
+                XCTAssertEqual(lb.data[0], la.data[0], accuracy: 1e-4 * abs(la.data[0]), "\(type) step \(step) loss")
+                for p in a.loraParameters { p.tensor.grad = nil }
+                for p in b.loraParameters { p.tensor.grad = nil }
+                la.backward()
+                lb.backward()
+                for (pa, pb) in zip(a.loraParameters, b.loraParameters) {
+                    let ga = pa.tensor.grad!, gb = pb.tensor.grad!
+                    // (later steps: AdamW's m/√v turns rounding-size differences of near-zero
+                    // gradients into lr-size steps, so only the losses are compared there)
+                    if step == 0 { XCTAssertLessThan(relative(gb, ga), 1e-4, "\(type) gradient of \(pa.name)") }
+                }
+                optA.update(a.loraParameters.map(\.tensor), lr: 1e-2)
+                optB.update(b.loraParameters.map(\.tensor), lr: 1e-2)
+            }
+        }
+    }
+
+    func testStoredBatchedRowsEqualSingleRowSteps() throws {
+        let dir = TinyAssets.tempDir()
+        let base = try BaseModel.load(path: try tinyModel(.f16, in: dir), storage: .stored)
+        let model = InferenceModel(base: base.weights, adapter: try randomAdapter(base))
+        let prompts = [[3, 9, 12], [7, 7, 30, 2], [40]]
+        var single: [[Float]] = []
+        for p in prompts {
+            let c = model.makeCache()
+            _ = model.forward(Array(p.dropLast()).isEmpty ? [p[0]] : Array(p.dropLast()), cache: c)
+            single.append(model.forward([p.last!], cache: c))
+        }
+        let caches = prompts.map { _ in model.makeCache() }
+        for (p, c) in zip(prompts, caches) { _ = model.forward(Array(p.dropLast()).isEmpty ? [p[0]] : Array(p.dropLast()), cache: c) }
+        var batched: [Float] = []
+        model.forward(batch: prompts.map { $0.last! }, caches: caches, into: &batched)
+        let V = base.config.vocabSize
+        for i in prompts.indices { XCTAssertEqual(Array(batched[(i * V)..<((i + 1) * V)]), single[i], "row \(i)") }
+    }
+
+    func testRealModelStoredMatchesFloat32() throws {
+        guard let path = ProcessInfo.processInfo.environment["ADAPTER_BASE_MODEL"], FileManager.default.fileExists(atPath: path) else {
+            throw XCTSkip("needs the real base model: set ADAPTER_BASE_MODEL (scripts/fetch-model.sh prints its path)")
+        }
+        let f32 = try BaseModel.load(path: path, storage: .float32)
+        let stored = try BaseModel.load(path: path, storage: .stored)
+        XCTAssertEqual(stored.signature, f32.signature)
+        let a = InferenceModel(base: f32.weights), b = InferenceModel(base: stored.weights)
+        XCTAssertLessThan(b.weightBytes * 4, a.weightBytes, "Q4_1 blocks hold far less than float32")
+        let ids = f32.tokenizer.encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
+        let la = a.forward(ids, cache: a.makeCache(), allLogits: true), lb = b.forward(ids, cache: b.makeCache(), allLogits: true)
+        let r = relative(lb, la)
+        print("stored vs float32 on SmolLM2: prefill logits differ by \(r) relative")
+        XCTAssertLessThan(r, 1e-5)
+        let request = GenerationRequest(prompt: ids, maxNewTokens: 24, stopTokens: f32.stopTokenIds)
+        XCTAssertEqual(Generator.generate(b, request).tokens, Generator.generate(a, request).tokens)
+    }
+}
