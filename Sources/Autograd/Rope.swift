@@ -1,12 +1,13 @@
 // Rotary position embedding, Hugging Face Llama "rotate half" layout: in each head, element i
-// pairs with i + hd/2 and turns by angle pos·base^(−2i/hd). Angles are computed in Double.
-// Leaves out RoPE scaling variants (linear, NTK, YaRN) and llama.cpp's interleaved layout.
+// pairs with i + hd/2 and turns by angle pos·base^(−2i/hd)/factor_i (factor_i = 1 without
+// scaling; linear and Llama 3 scaling give per-frequency divisors). Angles are computed in Double.
+// Leaves out NTK/YaRN scaling and llama.cpp's interleaved layout.
 import Foundation
 
 extension Ops {
     /// x [N, H·hd], positions [N]. With c = cos θ, s = sin θ: y1 = x1·c − x2·s, y2 = x2·c + x1·s;
     /// backward is the inverse rotation: dx1 = g1·c + g2·s, dx2 = g2·c − g1·s.
-    static func rope<S>(_ x: TensorOf<S>, heads: Int, positions: [Int], base: Float) -> TensorOf<S> {
+    static func rope<S>(_ x: TensorOf<S>, heads: Int, positions: [Int], base: Float, factors: [Double]? = nil) -> TensorOf<S> {
         precondition(x.shape.count == 2, "[rope] x must be [N, heads*hd], got \(x.shape)")
         let n = x.shape[0], width = x.shape[1]
         precondition(heads > 0 && width % heads == 0, "[rope] width \(width) of \(x.shape) is not a multiple of heads \(heads)")
@@ -15,7 +16,7 @@ extension Ops {
         precondition(positions.count == n, "[rope] positions count \(positions.count) vs rows of \(x.shape)")
         let half = hd / 2
         var cosT = [S](repeating: 0, count: n * half), sinT = [S](repeating: 0, count: n * half)
-        RopeTable.shared.withAngles(base: base, headDim: hd, positions: (positions.max() ?? 0) + 1) { ct, st in
+        RopeTable.shared.withAngles(base: base, headDim: hd, positions: (positions.max() ?? 0) + 1, factors: factors) { ct, st in
             for (row, p) in positions.enumerated() {
                 precondition(p >= 0, "[rope] negative position \(p) at row \(row)")
                 for i in 0..<half {
@@ -55,9 +56,10 @@ extension Ops {
     }
 }
 
-/// Rotary embedding of x [N, heads·hd] at `positions` (one per row), HF rotate-half layout.
-public func rope(_ x: Tensor, heads: Int, positions: [Int], base: Float) -> Tensor {
-    Ops.rope(x, heads: heads, positions: positions, base: base)
+/// Rotary embedding of x [N, heads·hd] at `positions` (one per row), HF rotate-half layout;
+/// `factors` [hd/2] divide the frequencies (RoPE scaling), nil for none.
+public func rope(_ x: Tensor, heads: Int, positions: [Int], base: Float, factors: [Double]? = nil) -> Tensor {
+    Ops.rope(x, heads: heads, positions: positions, base: base, factors: factors)
 }
 
 /// cos and sin of every angle pos·base^(−2i/hd) rope has needed so far, in Double, computed once
@@ -66,20 +68,22 @@ public func rope(_ x: Tensor, heads: Int, positions: [Int], base: Float) -> Tens
 public final class RopeTable: @unchecked Sendable {
     /// The one table training's rope op and the KV-cache pass both read.
     public static let shared = RopeTable()
-    private struct Key: Hashable { let base: Float, headDim: Int }
+    private struct Key: Hashable { let base: Float, headDim: Int, factors: [Double]? }
     private var tables: [Key: (cos: [Double], sin: [Double])] = [:]  // [P, hd/2] each
     private let lock = NSLock()
 
-    /// Calls `body(cos, sin)` with tables [P, hd/2] (row p = position p) for P ≥ `positions`.
-    public func withAngles<R>(base: Float, headDim hd: Int, positions: Int, _ body: ([Double], [Double]) -> R) -> R {
-        let key = Key(base: base, headDim: hd), half = hd / 2
+    /// Calls `body(cos, sin)` with tables [P, hd/2] (row p = position p) for P ≥ `positions`;
+    /// `factors` [hd/2] divide the frequencies (RoPE scaling).
+    public func withAngles<R>(base: Float, headDim hd: Int, positions: Int, factors: [Double]? = nil, _ body: ([Double], [Double]) -> R) -> R {
+        let key = Key(base: base, headDim: hd, factors: factors), half = hd / 2
+        precondition(factors == nil || factors!.count == half, "[rope] \(factors!.count) frequency factors for head dim \(hd)")
         lock.lock()
         let held = (tables[key]?.cos.count ?? 0) / max(half, 1)
         if held < positions {
             let count = max(positions, 2 * held, 1024)
             var c = [Double](repeating: 0, count: count * half), s = c
             for i in 0..<half {
-                let invFreq = 1 / Foundation.pow(Double(base), Double(2 * i) / Double(hd))
+                let invFreq = 1 / Foundation.pow(Double(base), Double(2 * i) / Double(hd)) / (factors?[i] ?? 1)
                 for p in 0..<count {
                     let theta = Double(p) * invFreq
                     c[p * half + i] = Foundation.cos(theta)

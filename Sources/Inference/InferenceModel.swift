@@ -57,6 +57,8 @@ public final class InferenceModel: @unchecked Sendable {
     let embed: FrozenMatrix  // [V, D]
     let head: Weights  // [V, D]
     let finalNorm: [Float]  // [D]
+    /// RoPE's per-frequency divisors (scaling), computed once.
+    let ropeFactors: [Double]?
 
     /// The base weights with `adapter` (when given): merged into the projections it targets
     /// when they are float32, added per row as its low-rank term when they are stored.
@@ -67,6 +69,7 @@ public final class InferenceModel: @unchecked Sendable {
         embed = base.embedding
         head = Weights(base.head, precision)
         finalNorm = base.finalNorm
+        ropeFactors = c.ropeFrequencyFactors
         let qw = c.queryDim, kw = c.keyValueDim
         layers = base.layers.enumerated().map { i, l in
             var bias: [Float]? = nil
@@ -228,7 +231,7 @@ public final class InferenceModel: @unchecked Sendable {
         let gu = ws.gu.ensure(n * 2 * F), act = ws.act.ensure(n * F), o = ws.o.ensure(n * D)
         let cosT = ws.cos.ensure(max(1, n * half)), sinT = ws.sin.ensure(max(1, n * half))
         for (r, t) in tokens.enumerated() { embed.dequantizeRows(t..<(t + 1), into: x + r * D) }  // [n, D]
-        RopeTable.shared.withAngles(base: Float(c.ropeTheta), headDim: hd, positions: maxLength) { ct, st in  // [P, hd/2]
+        RopeTable.shared.withAngles(base: Float(c.ropeTheta), headDim: hd, positions: maxLength, factors: ropeFactors) { ct, st in  // [P, hd/2]
             for r in 0..<n {
                 let at = rowPosition[r] * half
                 for f in 0..<half {

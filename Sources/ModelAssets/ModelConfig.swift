@@ -16,14 +16,18 @@ public struct RopeScaling: Codable, Sendable, Equatable {
     public var lowFrequencyFactor: Double?
     public var highFrequencyFactor: Double?
     public var originalMaxPositionEmbeddings: Int?
+    /// The per-frequency divisors themselves, when a file gives them instead of the parameters
+    /// (a GGUF's `rope_freqs.weight`): [headDim/2].
+    public var frequencyFactors: [Double]?
 
     public init(kind: Kind, factor: Double, lowFrequencyFactor: Double? = nil, highFrequencyFactor: Double? = nil,
-                originalMaxPositionEmbeddings: Int? = nil) {
+                originalMaxPositionEmbeddings: Int? = nil, frequencyFactors: [Double]? = nil) {
         self.kind = kind
         self.factor = factor
         self.lowFrequencyFactor = lowFrequencyFactor
         self.highFrequencyFactor = highFrequencyFactor
         self.originalMaxPositionEmbeddings = originalMaxPositionEmbeddings
+        self.frequencyFactors = frequencyFactors
     }
 }
 
@@ -117,10 +121,39 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         }
         if let s = ropeScaling {
             guard s.factor.isFinite, s.factor >= 1 else { throw bad("ropeScaling.factor", "must be >= 1, found \(s.factor)") }
-            if s.kind == .llama3 {
+            if let f = s.frequencyFactors {
+                guard f.count == headDim / 2, f.allSatisfy({ $0.isFinite && $0 > 0 }) else {
+                    throw bad("ropeScaling.frequencyFactors", "needs \(headDim / 2) positive finite divisors, found \(f.count)")
+                }
+            } else if s.kind == .llama3 {
                 guard let low = s.lowFrequencyFactor, let high = s.highFrequencyFactor, high > low,
                       let original = s.originalMaxPositionEmbeddings, original > 0
                 else { throw bad("ropeScaling", "llama3 scaling needs low/high frequency factors (high > low) and the original context length") }
+            }
+        }
+    }
+
+    /// RoPE's per-frequency divisors [headDim/2]: frequency i turns by base^(−2i/hd) / factor_i.
+    /// nil without scaling. Linear scaling divides every frequency by its factor; llama3 follows
+    /// transformers' `_compute_llama3_parameters` (1 for short wavelengths, the factor for long
+    /// ones, a smooth blend between); a file's explicit factors win.
+    public var ropeFrequencyFactors: [Double]? {
+        guard let s = ropeScaling else { return nil }
+        if let f = s.frequencyFactors { return f }
+        let half = headDim / 2
+        switch s.kind {
+        case .linear:
+            return [Double](repeating: s.factor, count: half)
+        case .llama3:
+            guard let low = s.lowFrequencyFactor, let high = s.highFrequencyFactor, let original = s.originalMaxPositionEmbeddings else { return nil }
+            let old = Double(original), lowWavelength = old / low, highWavelength = old / high
+            return (0..<half).map { i in
+                let freq = 1 / pow(ropeTheta, Double(2 * i) / Double(headDim))
+                let wavelength = 2 * Double.pi / freq
+                if wavelength < highWavelength { return 1 }
+                if wavelength > lowWavelength { return s.factor }
+                let smooth = (old / wavelength - low) / (high - low)
+                return 1 / ((1 - smooth) / s.factor + smooth)
             }
         }
     }

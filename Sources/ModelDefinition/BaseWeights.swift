@@ -106,9 +106,6 @@ public final class BaseWeights: @unchecked Sendable {
     }
 
     init(config: ModelConfig, tensors: [String: HostTensor], matrices: [String: FrozenMatrix]) throws {
-        if let scaling = config.ropeScaling {
-            throw ModelError.invalidConfig("this model uses \(scaling.kind.rawValue) RoPE scaling, which the toolkit does not implement yet; use a model without rope_scaling (Llama-2/3.0, Mistral, Qwen2, SmolLM2)")
-        }
         self.config = config
         func tensor(_ name: String, _ shape: [Int]) throws -> HostTensor {
             guard let t = tensors[name] else { throw ModelError.missingTensor(name) }

@@ -78,13 +78,18 @@ public enum ModelLoader {
 
     public static func loadGGUF(path: String, storage: BaseWeightStorage = .float32) throws -> BaseModelFile {
         let file = try GGUFFile(path: path)
-        let config = try ModelConfig.fromGGUF(file, hasOutputTensor: file.tensorInfo(named: "output.weight") != nil)
+        var read = try ModelConfig.fromGGUF(file, hasOutputTensor: file.tensorInfo(named: "output.weight") != nil)
         var pairs: [(gguf: String, hf: String)] = []
         for info in file.tensors {
             guard let hf = TensorTable.huggingFaceName(forGGUF: info.name) else {
                 if info.name == "rope_freqs.weight" {
-                    throw ModelAssetsError.invalidConfig(
-                        path: path, field: "rope_freqs.weight", reason: "Llama 3.1-style RoPE frequency factors are not supported; load the Hugging Face folder instead")
+                    // Llama 3.1-style scaling: the per-frequency divisors themselves
+                    let f = try file.dequantize(info.name).data.map(Double.init)
+                    guard f.count == read.headDim / 2, f.allSatisfy({ $0.isFinite && $0 > 0 }) else {
+                        throw ModelAssetsError.invalidConfig(path: path, field: "rope_freqs.weight", reason: "holds \(f.count) values; RoPE needs \(read.headDim / 2) positive divisors")
+                    }
+                    read.ropeScaling = RopeScaling(kind: .llama3, factor: f.max() ?? 1, frequencyFactors: f)
+                    continue
                 }
                 throw ModelAssetsError.unexpectedTensor(path: path, tensor: info.name)
             }
@@ -95,6 +100,7 @@ public enum ModelLoader {
             pairs.append((info.name, hf))
         }
         let renames = pairs
+        let config = read  // settled: the closures below only read it
         try TensorTable.check(renames.map { ($0.hf, file.tensorInfo(named: $0.gguf)!.shape) }, config: config, path: path)
 
         let permuted = config.architecture != .qwen2

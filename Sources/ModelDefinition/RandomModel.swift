@@ -209,23 +209,11 @@ public enum RandomModel {
 
     // MARK: values
 
-    /// Llama 3's per-frequency RoPE divisors, as convert_hf_to_gguf.py computes `rope_freqs`
-    /// (Float32 arithmetic like its torch code): 1 for wavelengths under original/high, `factor`
-    /// over original/low, a smooth blend between. nil without llama3 scaling.
+    /// Llama 3's per-frequency RoPE divisors as `rope_freqs.weight` stores them (the config's
+    /// own definition, ModelConfig.ropeFrequencyFactors); nil without llama3 scaling.
     public static func ropeFrequencyFactors(_ config: ModelConfig) -> [Float]? {
-        guard let s = config.ropeScaling, s.kind == .llama3, let low = s.lowFrequencyFactor, let high = s.highFrequencyFactor,
-              let original = s.originalMaxPositionEmbeddings else { return nil }
-        let dim = config.headDim
-        let factor = Float(s.factor), lowF = Float(low), highF = Float(high), old = Float(original)
-        let lowWavelength = old / lowF, highWavelength = old / highF
-        return stride(from: 0, to: dim, by: 2).map { i in
-            let freq = 1 / Float(pow(config.ropeTheta, Double(Float(i) / Float(dim))))
-            let wavelength = 2 * Float.pi / freq
-            if wavelength < highWavelength { return 1 }
-            if wavelength > lowWavelength { return factor }
-            let smooth = (old / wavelength - lowF) / (highF - lowF)
-            return 1 / ((1 - smooth) / factor + smooth)
-        }
+        guard config.ropeScaling?.kind == .llama3 else { return nil }
+        return config.ropeFrequencyFactors?.map { Float($0) }
     }
 
     /// The Hugging Face row (or bias element) stored at GGUF position `g` after the converter's

@@ -77,8 +77,9 @@ public final class LlamaBlock {
         var q = self.q(h, rng: &rng, training: training)  // [N, H*hd]
         var k = self.k(h, rng: &rng, training: training)  // [N, K*hd]
         let v = self.v(h, rng: &rng, training: training)  // [N, K*hd]
-        q = rope(q, heads: c.numHeads, positions: layout.positions, base: Float(c.ropeTheta))
-        k = rope(k, heads: c.numKVHeads, positions: layout.positions, base: Float(c.ropeTheta))
+        let factors = c.ropeFrequencyFactors
+        q = rope(q, heads: c.numHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors)
+        k = rope(k, heads: c.numKVHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors)
         let a = causalAttention(q: q, k: k, v: v, batch: layout.batch, heads: c.numHeads,
                                 kvHeads: c.numKVHeads, segmentIds: layout.segmentIds)  // [N, H*hd]
         let x1 = x + o(a, rng: &rng, training: training)  // [N, D]

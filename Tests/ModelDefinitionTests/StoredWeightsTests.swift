@@ -154,4 +154,35 @@ final class StoredWeightsTests: XCTestCase {
         let request = GenerationRequest(prompt: ids, maxNewTokens: 24, stopTokens: f32.stopTokenIds)
         XCTAssertEqual(Generator.generate(b, request).tokens, Generator.generate(a, request).tokens)
     }
+
+    /// Llama 3 RoPE scaling: both executors turn each frequency by its divisor (they agree, and
+    /// differ from the unscaled model), and a GGUF's rope_freqs.weight (as make-model and
+    /// llama.cpp's converter write it) reads back as the config's own divisors.
+    func testLlama3RopeScalingInBothExecutorsAndFromGGUF() throws {
+        let dir = TinyAssets.tempDir()
+        let reference = try BaseModel.load(path: try tinyModel(.f32, in: dir))
+        var scaled = reference.config
+        scaled.ropeScaling = RopeScaling(kind: .llama3, factor: 8, lowFrequencyFactor: 1, highFrequencyFactor: 4, originalMaxPositionEmbeddings: 64)
+        let factors = try XCTUnwrap(scaled.ropeFrequencyFactors)
+        XCTAssertEqual(factors.first, 1, "short wavelengths are not scaled")
+        XCTAssertEqual(factors.last, 8, "long wavelengths are divided by the factor")
+        XCTAssertTrue(factors.contains { $0 > 1 && $0 < 8 }, "a smooth band between")
+        let weights = try BaseWeights(config: scaled, tensors: reference.weights.tensorDictionary)
+        let ids = Array(1..<40)
+        let training = try LlamaModel(base: weights, adapter: nil)
+        var rng = SeededRNG(seed: 0)
+        let t = withNoGrad { training.logits(hidden: training.hiddenStates(ids: ids, layout: .rows(batch: 1, length: ids.count), rng: &rng, training: false)) }.data
+        let engine = InferenceModel(base: weights)
+        let i = engine.forward(ids, cache: engine.makeCache(), allLogits: true)
+        XCTAssertLessThan(relative(i, t), 1e-5, "the KV-cache pass scales RoPE as the training pass does")
+        let plain = InferenceModel(base: reference.weights)
+        XCTAssertGreaterThan(relative(plain.forward(ids, cache: plain.makeCache(), allLogits: true), i), 1e-3, "scaling changes the model")
+
+        let path = dir + "/scaled.gguf"
+        _ = try RandomModel.write(.init(config: scaled, type: .f32, name: "scaled", tokenizer: ModelExport.ggufMetadata(for: TinyAssets.tokenizer())), to: path)
+        let loaded = try ModelLoader.load(path: path)
+        let read = try XCTUnwrap(loaded.config.ropeFrequencyFactors)
+        XCTAssertEqual(read.count, factors.count)
+        for (a, b) in zip(read, factors) { XCTAssertEqual(a, b, accuracy: 1e-6 * b) }
+    }
 }
