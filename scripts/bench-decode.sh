@@ -36,7 +36,8 @@ for model in "${models[@]}"; do
   # attention "auto", batch 2048 / ubatch 512 (the 256-token prompt is one batch), one warmup run.
   # -p/-n tests run apart: pp256 from an empty context, tg128 generating 128 tokens from an empty
   # context. Peak RSS is this process's.
-  echo "== $name: llama.cpp llama-bench -t $threads -p $prompt -n $gen -r $reps" >&2
+  cut -d' ' -f1-3 /proc/loadavg > "$dir/$i.loadavg"
+  echo "== $name: llama.cpp llama-bench -t $threads -p $prompt -n $gen -r $reps (load average $(cat "$dir/$i.loadavg"))" >&2
   scripts/peers/peak_rss.py "$dir/$i.llama_rss.json" -- \
     "$llama_bench" -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r "$reps" -o json > "$dir/$i.llama.json"
   # Ours decodes after its prompt, so a second llama-bench process also times tg128 at depth 256
@@ -55,6 +56,7 @@ d, i, model, prompt, gen, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(s
 load = lambda p: json.load(open(p)) if os.path.exists(p) and os.path.getsize(p) else None
 tests, depth, rss = load(f"{d}/{i}.llama.json"), load(f"{d}/{i}.llama_depth.json"), load(f"{d}/{i}.llama_rss.json")
 ours = load(f"{d}/{i}.ours.json")
+loadavg = open(f"{d}/{i}.loadavg").read().split()
 
 def pick(rows, n_prompt, n_gen, n_depth):
     hits = [r for r in rows or [] if (r["n_prompt"], r["n_gen"], r.get("n_depth", 0)) == (n_prompt, n_gen, n_depth)]
@@ -74,7 +76,7 @@ rows = [(f"prefill tokens/s (pp{prompt})", pp, "prefill_tokens_per_s", True),
         (f"decode tokens/s (tg{gen})", tg, "decode_tokens_per_s", True),
         (f"decode tokens/s (tg{gen} @ depth {prompt})", tgd, "decode_tokens_per_s", True),
         ("peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False)]
-print(f"\n{os.path.basename(model)}: {threads} threads, llama.cpp {llama['build']} ({llama['commit']}), {llama['cpu_info']}")
+print(f"\n{os.path.basename(model)}: {threads} threads, llama.cpp {llama['build']} ({llama['commit']}), {llama['cpu_info']}; load average {' '.join(loadavg)} at the start")
 print(f"{'':36} {'llama.cpp':>16} {'ours':>10} {'ours/llama.cpp':>15}")
 ratios = {}
 for label, l, key, _ in rows:
@@ -93,7 +95,7 @@ if ours:
     print(f"(ours decodes after its {prompt}-token prompt, so its decode figure matches the @ depth {prompt} row best)")
 else:
     print("ours: not measured (bench-decode missing or failed, see above)")
-json.dump({"model": model, "llama_cpp": llama, "ours": ours, "ratios_ours_over_llama_cpp": ratios},
+json.dump({"model": model, "loadavg_at_start": [float(x) for x in loadavg], "llama_cpp": llama, "ours": ours, "ratios_ours_over_llama_cpp": ratios},
           open(f"{d}/{i}.entry.json", "w"), indent=1)
 PY
 done
