@@ -78,15 +78,19 @@ rows = [(f"prefill tokens/s (pp{prompt})", pp, "prefill_tokens_per_s", True),
         ("peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False)]
 print(f"\n{os.path.basename(model)}: {threads} threads, llama.cpp {llama['build']} ({llama['commit']}), {llama['cpu_info']}; load average {' '.join(loadavg)} at the start")
 print(f"{'':36} {'llama.cpp':>16} {'ours':>10} {'ours/llama.cpp':>15}")
-ratios = {}
+ratios, noisy = {}, []
 for label, l, key, _ in rows:
     lv = l["tokens_per_s"]
     ls = f"{lv:.1f}" + (f" ±{l['stddev']:.1f}" if l["stddev"] is not None else "")
+    if l.get("samples") and max(l["samples"]) > 1.15 * min(l["samples"]):
+        noisy.append(f"{label}: {', '.join(f'{x:.1f}' for x in l['samples'])}")
     ov = ours.get(key) if ours else None
     if ov is None:
         print(f"{label:36} {ls:>16} {'-':>10} {'-':>15}"); continue
     ratios[label] = ov / lv
     print(f"{label:36} {ls:>16} {ov:10.1f} {ov / lv:14.2f}x")
+if noisy:
+    print("NOISY: llama.cpp's runs differ by more than 15% (other work on the machine?); rerun when idle. Runs: " + "; ".join(noisy))
 if ours:
     extra = f", activations {ours['activations']}" if ours.get("activations") else ""
     print(f"ours: {ours['bytes_per_token'] / 1e6:.1f} MB read per decoded token, {ours['bandwidth_gb_s']:.1f} GB/s = "
@@ -95,7 +99,7 @@ if ours:
     print(f"(ours decodes after its {prompt}-token prompt, so its decode figure matches the @ depth {prompt} row best)")
 else:
     print("ours: not measured (bench-decode missing or failed, see above)")
-json.dump({"model": model, "loadavg_at_start": [float(x) for x in loadavg], "llama_cpp": llama, "ours": ours, "ratios_ours_over_llama_cpp": ratios},
+json.dump({"model": model, "loadavg_at_start": [float(x) for x in loadavg], "noisy": noisy, "llama_cpp": llama, "ours": ours, "ratios_ours_over_llama_cpp": ratios},
           open(f"{d}/{i}.entry.json", "w"), indent=1)
 PY
 done
