@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Prefill and decode speed and peak memory of .build/release/bench-decode beside llama.cpp's
+# llama-bench (scripts/peers/llama_cpp.sh builds it) in the same sitting, 2 threads, per GGUF file:
+# one table per file, and runs/bench-decode/<time>.json. Leaves out output quality. Follows
+# llama-bench's measure (pp256, tg128: mean tokens/s of 3 runs after a warmup, from its JSON).
+# Usage: scripts/bench-decode.sh [GGUF ...]   (default: the SmolLM2 file from scripts/fetch-model.sh)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+models=()
+for f in "$@"; do
+  [ -f "$f" ] || { echo "bench-decode: no such file: $f" >&2; exit 1; }
+  models+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")
+done
+cd "$root"
+threads=2 prompt=256 gen=128 reps=3
+llama_bench=$(scripts/peers/llama_cpp.sh)
+[ ${#models[@]} -gt 0 ] || models=("$(scripts/fetch-model.sh)")
+
+# Ours is built when missing (delete it, or run swift build, to measure newer sources).
+ours=.build/release/bench-decode
+if [ ! -x "$ours" ]; then
+  echo "bench-decode: building ours: swift build -c release --product bench-decode" >&2
+  swift build -c release --product bench-decode >&2 || true
+  [ -x "$ours" ] || echo "bench-decode: OURS COULD NOT BE BUILT (swift build's error above); the tables show llama.cpp only" >&2
+fi
+
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+dir=runs/bench-decode/$stamp
+mkdir -p "$dir"
+i=0
+for model in "${models[@]}"; do
+  i=$((i + 1))
+  name=$(basename "$model")
+  # llama.cpp's defaults otherwise, since they are what its users get: mmap'd weights (ours maps
+  # the file too, so both peak RSS figures include the touched weight pages), f16 KV cache, flash
+  # attention "auto", batch 2048 / ubatch 512 (the 256-token prompt is one batch), one warmup run.
+  # -p/-n tests run apart: pp256 from an empty context, tg128 generating 128 tokens from an empty
+  # context. Peak RSS is this process's.
+  cut -d' ' -f1-3 /proc/loadavg > "$dir/$i.loadavg"
+  echo "== $name: llama.cpp llama-bench -t $threads -p $prompt -n $gen -r $reps (load average $(cat "$dir/$i.loadavg"))" >&2
+  scripts/peers/peak_rss.py "$dir/$i.llama_rss.json" -- \
+    "$llama_bench" -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r "$reps" -o json > "$dir/$i.llama.json"
+  # Ours decodes after its prompt, so a second llama-bench process also times tg128 at depth 256
+  # (128 tokens generated after 256 in the KV cache); its RSS is not used.
+  echo "== $name: llama.cpp llama-bench -t $threads -n $gen -d $prompt -r $reps" >&2
+  "$llama_bench" -m "$model" -t "$threads" -p 0 -n "$gen" -d "$prompt" -r "$reps" -o json > "$dir/$i.llama_depth.json"
+  rm -f "$dir/$i.ours.json"
+  if [ -x "$ours" ]; then
+    echo "== $name: ours bench-decode" >&2
+    "$ours" --model "$model" --prompt-tokens "$prompt" --gen-tokens "$gen" --repeats "$reps" --threads "$threads" \
+      --out "$dir/$i.ours.json" >&2 || echo "bench-decode: OURS FAILED on $name; its column is empty" >&2
+  fi
+  python3 - "$dir" "$i" "$model" "$prompt" "$gen" "$threads" <<'PY'
+import json, os, sys
+d, i, model, prompt, gen, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+load = lambda p: json.load(open(p)) if os.path.exists(p) and os.path.getsize(p) else None
+tests, depth, rss = load(f"{d}/{i}.llama.json"), load(f"{d}/{i}.llama_depth.json"), load(f"{d}/{i}.llama_rss.json")
+ours = load(f"{d}/{i}.ours.json")
+loadavg = open(f"{d}/{i}.loadavg").read().split()
+
+def pick(rows, n_prompt, n_gen, n_depth):
+    hits = [r for r in rows or [] if (r["n_prompt"], r["n_gen"], r.get("n_depth", 0)) == (n_prompt, n_gen, n_depth)]
+    if len(hits) != 1:
+        sys.exit(f"bench-decode: expected one llama-bench test with n_prompt={n_prompt} n_gen={n_gen} n_depth={n_depth}, found {len(hits)}")
+    r = hits[0]
+    return {"tokens_per_s": r["avg_ts"], "stddev": r["stddev_ts"], "samples": r.get("samples_ts", [])}
+
+pp, tg, tgd = pick(tests, prompt, 0, 0), pick(tests, 0, gen, 0), pick(depth, 0, gen, prompt)
+t0 = tests[0]
+llama = {"build": f"b{t0['build_number']}", "commit": t0["build_commit"], "cpu_info": t0["cpu_info"], "backends": t0["backends"],
+         "model_type": t0["model_type"], "model_size_bytes": t0["model_size"], "n_threads": t0["n_threads"],
+         "type_k": t0["type_k"], "type_v": t0["type_v"], "flash_attn": t0["flash_attn"], "load_mode": t0.get("load_mode"),
+         f"pp{prompt}": pp, f"tg{gen}": tg, f"tg{gen}_at_depth{prompt}": tgd, "peak_rss_mb": rss["peak_rss_mb"]}
+
+rows = [(f"prefill tokens/s (pp{prompt})", pp, "prefill_tokens_per_s", True),
+        (f"decode tokens/s (tg{gen})", tg, "decode_tokens_per_s", True),
+        (f"decode tokens/s (tg{gen} @ depth {prompt})", tgd, "decode_tokens_per_s", True),
+        ("peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False)]
+print(f"\n{os.path.basename(model)}: {threads} threads, llama.cpp {llama['build']} ({llama['commit']}), {llama['cpu_info']}; load average {' '.join(loadavg)} at the start")
+print(f"{'':36} {'llama.cpp':>16} {'ours':>10} {'ours/llama.cpp':>15}")
+ratios, noisy = {}, []
+for label, l, key, _ in rows:
+    lv = l["tokens_per_s"]
+    ls = f"{lv:.1f}" + (f" ±{l['stddev']:.1f}" if l["stddev"] is not None else "")
+    if l.get("samples") and max(l["samples"]) > 1.15 * min(l["samples"]):
+        noisy.append(f"{label}: {', '.join(f'{x:.1f}' for x in l['samples'])}")
+    ov = ours.get(key) if ours else None
+    if ov is None:
+        print(f"{label:36} {ls:>16} {'-':>10} {'-':>15}"); continue
+    ratios[label] = ov / lv
+    print(f"{label:36} {ls:>16} {ov:10.1f} {ov / lv:14.2f}x")
+if noisy:
+    print("NOISY: llama.cpp's runs differ by more than 15% (other work on the machine?); rerun when idle. Runs: " + "; ".join(noisy))
+if ours:
+    extra = f", activations {ours['activations']}" if ours.get("activations") else ""
+    print(f"ours: {ours['bytes_per_token'] / 1e6:.1f} MB read per decoded token, {ours['bandwidth_gb_s']:.1f} GB/s = "
+          f"{100 * ours['fraction_of_bandwidth']:.0f}% of the measured bandwidth; load {ours['load_seconds']:.2f} s; "
+          f"base weights {ours['base_weights']}{extra}")
+    print(f"(ours decodes after its {prompt}-token prompt, so its decode figure matches the @ depth {prompt} row best)")
+else:
+    print("ours: not measured (bench-decode missing or failed, see above)")
+json.dump({"model": model, "loadavg_at_start": [float(x) for x in loadavg], "noisy": noisy, "llama_cpp": llama, "ours": ours, "ratios_ours_over_llama_cpp": ratios},
+          open(f"{d}/{i}.entry.json", "w"), indent=1)
+PY
+done
+
+python3 - "$dir" "$stamp" "$threads" "$(dirname "$llama_bench")/../BUILD" <<'PY'
+import glob, json, os, sys
+d, stamp, threads, peer = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+entries = [json.load(open(p)) for p in sorted(glob.glob(f"{d}/*.entry.json"), key=lambda p: int(os.path.basename(p).split(".")[0]))]
+build = dict(l.rstrip("\n").split("=", 1) for l in open(peer) if "=" in l) if os.path.exists(peer) else {}
+out = f"{d}.json"
+json.dump({"time": stamp, "threads": threads, "llama_cpp_build": build, "files": entries}, open(out, "w"), indent=1)
+print(f"\nwrote {out} (raw llama-bench and ours JSON in {d}/)")
+PY

