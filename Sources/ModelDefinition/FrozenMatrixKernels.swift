@@ -14,7 +14,7 @@ extension FrozenMatrix {
     public static let streamingRows = 16
 
     /// Output rows per parallel chunk of a streamed product.
-    static let streamChunk = 64
+    static let streamChunk = 128
 
     /// Rows of a panel: about 1 MiB of float32, a multiple of 16.
     func panelRows() -> Int { Swift.max(16, Swift.min(rows, (1 << 18) / Swift.max(columns, 1) / 16 * 16)) }
