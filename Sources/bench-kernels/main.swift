@@ -1,6 +1,7 @@
 // Micro-benchmark of CBlockKernels' bk_matmul_nt on SmolLM2-135M's and a 1B model's matrix
 // shapes, per ggml type and feature level: m = 1 time, GB/s of weight bytes, GFLOP/s on 1 and 2
-// threads, m = 4 and m = 8 cost relative to m = 1, beside the machine's streaming-read bandwidth.
+// threads, m = 4 and m = 8 cost relative to m = 1, beside the machine's streaming-read bandwidth;
+// float activations (bk_matmul_nt) and q8 activations (bk_quantize_q8 + bk_matmul_nt_q8).
 // Weights are random blocks (timing does not depend on values); whole-model runs are left out.
 import ArgumentParser
 import Autograd
@@ -36,6 +37,10 @@ enum TypeName: String, CaseIterable, ExpressibleByArgument {
     }
 }
 
+enum Mode: String, CaseIterable, ExpressibleByArgument {
+    case float, q8
+}
+
 struct BenchKernels: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-kernels",
@@ -49,6 +54,8 @@ struct BenchKernels: ParsableCommand {
     @Option(help: "MiB of distinct weight copies the cold figures cycle through (more than the last-level cache).")
     var coldMegabytes = 256
     @Flag(help: "Skip the cold (weights from DRAM) figures.") var hotOnly = false
+    @Option(parsing: .upToNextOption, help: "Activation modes: float (bk_matmul_nt), q8 (quantized activations; not for F32/F16/BF16).")
+    var modes: [Mode] = Mode.allCases
 
     func validate() throws {
         for level in levels where bk_level_supported(level) == 0 {
@@ -67,7 +74,7 @@ struct BenchKernels: ParsableCommand {
         print("hot: one matrix called repeatedly (cache-resident when it fits); cold: each call reads another copy among \(coldMegabytes) MiB.")
         print("times are the fastest call of ~\(Int(budget)) ms of calls; GB/s counts weight bytes; m4, m8: time of 4 / 8 rows over 1 row.")
         print("")
-        let header = "type  level      k x n        MiB | hot 1T: us    GB/s GFLOP/s  m4   m8 | hot 2T: us    GB/s  m4   m8 | cold 1T: us   GB/s | cold 2T: us   GB/s  m4   m8"
+        let header = "type  mode  level      k x n        MiB | hot 1T: us    GB/s GFLOP/s  m4   m8 | hot 2T: us    GB/s  m4   m8 | cold 1T: us   GB/s | cold 2T: us   GB/s  m4   m8"
         print(header)
         for typeName in types {
             let type = typeName.type
@@ -75,7 +82,7 @@ struct BenchKernels: ParsableCommand {
                 let (k, n) = shape.kn
                 let (blockSize, typeSize) = type.blockGeometry
                 guard k % blockSize == 0 else {
-                    print(pad(type.name, 6) + "n/a        " + pad(shape.rawValue, 12) + " k = \(k) is not a multiple of the \(blockSize)-value block")
+                    print(pad(type.name, 6) + "      n/a        " + pad(shape.rawValue, 12) + " k = \(k) is not a multiple of the \(blockSize)-value block")
                     continue
                 }
                 let rowBytes = k / blockSize * typeSize
@@ -88,14 +95,18 @@ struct BenchKernels: ParsableCommand {
                 for i in 0..<(8 * k) { x[i] = Float(i % 17) / 17 - 0.5 }
                 let y = UnsafeMutablePointer<Float>.allocate(capacity: 8 * n)
                 defer { y.deallocate() }
+                let xq = UnsafeMutableRawPointer.allocate(byteCount: bk_q8_bytes(8, k), alignment: 64)
+                defer { xq.deallocate() }
+                for mode in modes where mode == .float || blockSize > 1 {
                 for level in levels {
                     func time(m: Int, threads: Int, cold: Bool) -> Double {
-                        measure(level: level, type: type, x: x, m: m, k: k, pool: pool, n: n, y: y, threads: threads, cold: cold)
+                        measure(level: level, type: type, mode: mode, x: x, xq: xq, m: m, k: k, pool: pool, n: n, y: y,
+                                threads: threads, cold: cold)
                     }
                     let h1 = time(m: 1, threads: 1, cold: false), h1m4 = time(m: 4, threads: 1, cold: false), h1m8 = time(m: 8, threads: 1, cold: false)
                     let h2 = time(m: 1, threads: 2, cold: false), h2m4 = time(m: 4, threads: 2, cold: false), h2m8 = time(m: 8, threads: 2, cold: false)
                     let gb = Double(matrixBytes) / 1e9, flop = 2 * Double(n * k)
-                    var line = pad(type.name, 6) + pad(name(level), 11) + pad(shape.rawValue, 10)
+                    var line = pad(type.name, 6) + pad(mode.rawValue, 6) + pad(name(level), 11) + pad(shape.rawValue, 10)
                         + String(format: "%7.2f |", Double(matrixBytes) / 1_048_576)
                         + String(format: " %9.1f %7.1f %7.1f %4.2f %4.2f |", h1 * 1e6, gb / h1, flop / h1 / 1e9, h1m4 / h1, h1m8 / h1)
                         + String(format: " %9.1f %7.1f %4.2f %4.2f |", h2 * 1e6, gb / h2, h2m4 / h2, h2m8 / h2)
@@ -106,6 +117,7 @@ struct BenchKernels: ParsableCommand {
                     }
                     print(line)
                 }
+                }
             }
         }
     }
@@ -115,20 +127,27 @@ struct BenchKernels: ParsableCommand {
     func pad(_ s: String, _ width: Int) -> String { s.count >= width ? s + " " : s + String(repeating: " ", count: width - s.count) }
 
     /// The fastest of ~`budget` ms of calls: output rows split into 4 chunks per thread (whole
-    /// groups of 4 rows) over the worker pool; cold calls walk through the pool's copies.
-    func measure(level: Int32, type: GGMLType, x: UnsafePointer<Float>, m: Int, k: Int, pool: WeightPool, n: Int,
-                 y: UnsafeMutablePointer<Float>, threads: Int, cold: Bool) -> Double {
+    /// groups of 4 rows) over the worker pool; cold calls walk through the pool's copies. In q8
+    /// mode each call first quantizes the m activation rows (on the calling thread, as a model would).
+    func measure(level: Int32, type: GGMLType, mode: Mode, x: UnsafePointer<Float>, xq: UnsafeMutableRawPointer, m: Int, k: Int,
+                 pool: WeightPool, n: Int, y: UnsafeMutablePointer<Float>, threads: Int, cold: Bool) -> Double {
         let chunks = threads == 1 ? 1 : min(4 * threads, (n + 3) / 4)
         let grain = ((n + chunks - 1) / chunks + 3) / 4 * 4
         var copy = 0
         func call() {
             let w = pool.copy(cold ? copy : 0)
             copy = (copy + 1) % pool.copies
+            if mode == .q8 {
+                let rc = bk_quantize_q8_at(level, x, m, k, xq)
+                precondition(rc == 0, "[bench-kernels] bk_quantize_q8_at returned \(rc) for k=\(k)")
+            }
             withThreads(threads) {
                 WorkerPool.forEach(chunks) { c in
                     let n0 = min(n, c * grain), n1 = min(n, n0 + grain)
-                    let rc = bk_matmul_nt_at(level, type.rawValue, x, m, k, w, pool.rowBytes, n0, n1, y, n)
-                    precondition(rc == 0, "[bench-kernels] bk_matmul_nt_at returned \(rc) for \(type) k=\(k)")
+                    let rc = mode == .q8
+                        ? bk_matmul_nt_q8_at(level, type.rawValue, xq, m, k, w, pool.rowBytes, n0, n1, y, n)
+                        : bk_matmul_nt_at(level, type.rawValue, x, m, k, w, pool.rowBytes, n0, n1, y, n)
+                    precondition(rc == 0, "[bench-kernels] \(mode) product returned \(rc) for \(type) k=\(k)")
                 }
             }
         }
