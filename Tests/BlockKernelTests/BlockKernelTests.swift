@@ -374,6 +374,54 @@ final class BlockKernelTests: XCTestCase {
         XCTAssertEqual(rc, Int32(BK_ERROR_SHAPE))
     }
 
+    // MARK: the real base model
+
+    /// SmolLM2-135M's own blocks (ADAPTER_BASE_MODEL, set by scripts/test.sh): a Q4_1 layer
+    /// matrix and the first rows of the Q8_0 embedding (the tied output head), float path at
+    /// every level and q8 at the best, against the reference rows. Skipped without the file.
+    func testSmolLM2TensorsAtEveryLevel() throws {
+        guard let path = ProcessInfo.processInfo.environment["ADAPTER_BASE_MODEL"], !path.isEmpty else {
+            throw XCTSkip("ADAPTER_BASE_MODEL is not set; run scripts/test.sh (or scripts/fetch-model.sh and export it) to multiply the real SmolLM2 blocks")
+        }
+        guard FileManager.default.fileExists(atPath: path) else { throw XCTSkip("ADAPTER_BASE_MODEL=\(path) does not exist; run scripts/fetch-model.sh") }
+        let file = try GGUFFile(path: path)
+        for (name, rows) in [("blk.0.ffn_down.weight", 576), ("token_embd.weight", 300)] {
+            let info = try XCTUnwrap(file.tensorInfo(named: name))
+            let k = info.dimensions[0], (blockSize, typeSize) = info.type.blockGeometry, rowBytes = k / blockSize * typeSize
+            let w = [UInt8](try file.rawBytes(of: name).prefix(rows * rowBytes))
+            let ref = Self.reference(info.type, w, rowBytes: rowBytes, rows: 0..<rows, k: k)
+            let m = 3
+            let x = Self.activations(rows: m, k: k, seed: 2024)
+            let xq = quantizeQ8(level: bk_best_level(), x, m: m, k: k)
+            for level in Self.levels {
+                var y = [Float](repeating: .nan, count: m * rows), yq = y
+                XCTAssertEqual(matmul(level: level, info.type, x: x, m: m, k: k, w: w, rowBytes: rowBytes, n0: 0, n1: rows, into: &y, ldy: rows),
+                               Int32(BK_OK))
+                XCTAssertEqual(matmulQ8(level: level, info.type, xq: xq, m: m, k: k, w: w, rowBytes: rowBytes, n0: 0, n1: rows, into: &yq, ldy: rows),
+                               Int32(BK_OK))
+                var floatOff = 0, q8Off = 0
+                for r in 0..<m {
+                    for o in 0..<rows {
+                        var dot = 0.0, magnitude = 0.0, bound = 0.0
+                        for b in 0..<(k / 32) {
+                            let step = Double((0..<32).map { abs(x[r * k + 32 * b + $0]) }.max()! / 127)
+                            for i in (32 * b)..<(32 * b + 32) {
+                                let p = Double(x[r * k + i]) * Double(ref[o * k + i])
+                                dot += p
+                                magnitude += abs(p)
+                                bound += abs(Double(ref[o * k + i])) * step * 0.5001
+                            }
+                        }
+                        if !(abs(Double(y[r * rows + o]) - dot) <= Self.tolerance * magnitude) { floatOff += 1 }
+                        if !(abs(Double(yq[r * rows + o]) - dot) <= bound + 2e-6 * magnitude) { q8Off += 1 }
+                    }
+                }
+                XCTAssertEqual(floatOff, 0, "\(name) (\(info.type)) at \(Self.levelName(level)): float path")
+                XCTAssertEqual(q8Off, 0, "\(name) (\(info.type)) at \(Self.levelName(level)): q8 path")
+            }
+        }
+    }
+
     func testLevelControl() {
         let active = bk_active_level()
         XCTAssertEqual(bk_set_level(-1), 0)
