@@ -1,6 +1,6 @@
 // The public entry points: checks type and shape, picks the feature level once per process
 // (__builtin_cpu_supports) or as bk_set_level says, and hands the work to that level's file.
-// The kernels themselves live in portable.c, avx2.c and avx512.c.
+// The kernels live in portable.c, avx2.c, avx512.c and (q8 activations) q8_portable.c, q8.c.
 // Level selection follows the usual ifunc-style pattern: detect once, call through a switch.
 #include "CBlockKernels.h"
 #include "internal.h"

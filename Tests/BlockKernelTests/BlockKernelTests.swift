@@ -1,7 +1,8 @@
 // CBlockKernels against ModelAssets' reference dequantization, at every feature level this CPU
-// runs: dequantize_rows bit for bit, matmul_nt against a float64 dot of the reference rows,
-// and a multi-row pass against single-row passes bit for bit. Weights are seeded random bytes
-// with finite fp16 scales; shapes are awkward on purpose. Timing lives in bench-kernels.
+// runs: dequantize_rows bit for bit, matmul_nt against a float64 dot of the reference rows, the
+// q8 mode within its activation-rounding bound and equal on every level, and multi-row passes
+// against single-row passes bit for bit. Weights are seeded random bytes with finite fp16 scales
+// (and SmolLM2's own blocks when present); shapes are awkward on purpose. Timing: bench-kernels.
 import CBlockKernels
 import Foundation
 import XCTest

@@ -1,8 +1,8 @@
 // Matrix products and dequantization computed straight from ggml's block formats (F32, F16,
-// BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K), compiled per x86-64 feature level in this one
-// target and chosen at run time. Threads, the GGUF file and every other ggml type are left to
-// the caller. Block layouts follow ggml-common.h; the reference values are ModelAssets'
-// `Dequantize.run` (ggml-quants.c `dequantize_row_*`).
+// BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K), with float or q8 activations, compiled per x86-64
+// feature level in this one target and chosen at run time. Threads, the GGUF file and every
+// other ggml type are left to the caller. Block layouts follow ggml-common.h; the reference
+// values are ModelAssets' `Dequantize.run` (ggml-quants.c `dequantize_row_*`).
 #ifndef CBLOCKKERNELS_H
 #define CBLOCKKERNELS_H
 
