@@ -45,6 +45,11 @@ static inline __attribute__((always_inline)) __m256i Q8_FN(weight_bytes)(const u
 
 static inline __attribute__((always_inline)) float Q8_FN(half)(const uint8_t *p) { return _cvtsh_ss(bk_u16(p)); }
 
+// fp16 at p broadcast to 8 floats (see half8 in avx2.c for why not a scalar and a broadcast).
+static inline __attribute__((always_inline)) __m256 Q8_FN(half8)(const uint8_t *p) {
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p)));
+}
+
 static inline __attribute__((always_inline)) float Q8_FN(hsum)(__m256 v) {
     __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     a = _mm_add_ps(a, _mm_movehl_ps(a, a));
@@ -71,9 +76,8 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
             for (int j = 0; j < NR; j++) {
                 const uint8_t *p = w + j * rowBytes + b * bytes;
                 _mm_prefetch((const char *)p + 4 * rowBytes, _MM_HINT_T0);
-                const float dw = Q8_FN(half)(p);
-                const float mw = type == BK_Q4_0 ? -8.0f * dw : type == BK_Q4_1 ? Q8_FN(half)(p + 2) : 0;
-                const __m256 dwv = _mm256_set1_ps(dw);
+                const __m256 dwv = Q8_FN(half8)(p);
+                const float mw = type == BK_Q4_0 ? -8.0f * _mm256_cvtss_f32(dwv) : type == BK_Q4_1 ? Q8_FN(half)(p + 2) : 0;
                 __m256i u = Q8_FN(weight_bytes)(type, p, 0);
                 const __m256i signs = u;
                 if (type == BK_Q8_0) u = _mm256_abs_epi8(u);
@@ -95,7 +99,7 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
             const uint8_t *p = w + j * rowBytes + b * bytes;
             for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char *)p + 4 * rowBytes + off, _MM_HINT_T0);
             if (type == BK_Q6_K) {
-                const __m256 d = _mm256_set1_ps(Q8_FN(half)(p + 208));
+                const __m256 d = Q8_FN(half8)(p + 208);
                 const __m128i sc = _mm_loadu_si128((const __m128i *)(p + 192));
                 const __m256 c0 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))), _mm256_set1_ps(32.0f));
                 const __m256 c1 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))),

@@ -56,6 +56,8 @@ struct BenchKernels: ParsableCommand {
     @Flag(help: "Skip the cold (weights from DRAM) figures.") var hotOnly = false
     @Option(parsing: .upToNextOption, help: "Activation modes: float (bk_matmul_nt), q8 (quantized activations; not for F32/F16/BF16).")
     var modes: [Mode] = Mode.allCases
+    @Flag(help: "Also time bk_dequantize_rows (the panels prefill and training multiply with sgemm), one thread.")
+    var dequantize = false
 
     func validate() throws {
         for level in levels where bk_level_supported(level) == 0 {
@@ -74,6 +76,7 @@ struct BenchKernels: ParsableCommand {
         print("hot: one matrix called repeatedly (cache-resident when it fits); cold: each call reads another copy among \(coldMegabytes) MiB.")
         print("times are the fastest call of ~\(Int(budget)) ms of calls per figure, taken in interleaved rounds; GB/s counts weight bytes;")
         print("m4, m8: time of 4 / 8 activation rows over 1 row; 2T splits output rows over 2 threads.")
+        if dequantize { timeDequantize(levels) }
         print("")
         let header = "type  mode  level      k x n        MiB | hot 1T: us    GB/s GFLOP/s  m4   m8 | hot 2T: us    GB/s  m4   m8 | cold 1T: us   GB/s | cold 2T: us   GB/s  m4   m8"
         print(header)
@@ -126,6 +129,37 @@ struct BenchKernels: ParsableCommand {
     func name(_ level: Int32) -> String { String(cString: bk_level_name(level)) }
 
     func pad(_ s: String, _ width: Int) -> String { s.count >= width ? s + " " : s + String(repeating: " ", count: width - s.count) }
+
+    /// bk_dequantize_rows of 64 rows x 2048 (512 KiB of floats: written to L2), per type and level:
+    /// GB/s of float32 written and of block bytes read.
+    func timeDequantize(_ levels: [Int32]) {
+        print("")
+        print("dequantize_rows, 64 rows x 2048 per call, one thread: GB/s of floats written (of blocks read)")
+        let rows = 64, k = 2048
+        let out = UnsafeMutablePointer<Float>.allocate(capacity: rows * k)
+        defer { out.deallocate() }
+        for typeName in types {
+            let type = typeName.type
+            let (blockSize, typeSize) = type.blockGeometry
+            let rowBytes = k / blockSize * typeSize
+            let pool = WeightPool(type: type, rowBytes: rowBytes, rows: rows, copies: 1)
+            defer { pool.deallocate() }
+            var line = pad(type.name, 6)
+            for level in levels {
+                var best = Double.infinity, spent = 0.0
+                while spent < budget / 1000 {
+                    let start = DispatchTime.now().uptimeNanoseconds
+                    let rc = bk_dequantize_rows_at(level, type.rawValue, pool.copy(0), rowBytes, 0, rows, k, out)
+                    precondition(rc == 0, "[bench-kernels] bk_dequantize_rows_at returned \(rc)")
+                    let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                    best = min(best, seconds)
+                    spent += seconds
+                }
+                line += String(format: " %@ %5.1f (%4.1f)", name(level), Double(rows * k * 4) / best / 1e9, Double(rows * rowBytes) / best / 1e9)
+            }
+            print(line)
+        }
+    }
 
     struct Figure {
         var m: Int, threads: Int, cold = false
