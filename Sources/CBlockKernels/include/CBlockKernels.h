@@ -102,7 +102,7 @@ int bk_dequantize_rows_at(int level, uint32_t type, const void *w, size_t rowByt
 size_t bk_q8_bytes(size_t m, size_t k);
 
 /// Writes the q8 form of x (m rows of k floats, k a multiple of 32) into xq (bk_q8_bytes(m, k)
-/// bytes, any alignment). Single-threaded; quantize once, then split output rows over threads.
+/// bytes, 4-byte aligned). Single-threaded; quantize once, then split output rows over threads.
 /// Returns BK_OK or BK_ERROR_SHAPE.
 int bk_quantize_q8(const float *x, size_t m, size_t k, void *xq);
 
