@@ -37,6 +37,9 @@ INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes, size_t bytes) {
 
 INLINE float half(const uint8_t *p) { return _cvtsh_ss(bk_u16(p)); }
 
+// fp16 at p broadcast to 16 floats (see half8 in avx2.c for why not a scalar and a broadcast).
+INLINE __m512 half16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_set1_epi16((short)bk_u16(p))); }
+
 // 16 bytes widened to 16 int32 lanes.
 INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 INLINE __m512i i8x16(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
@@ -126,7 +129,7 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
                 q1 = f32(_mm512_srli_epi32(v, 4));
                 mn = half(p + 2);
             }
-            const __m512 d = _mm512_set1_ps(half(p));
+            const __m512 d = half16(p);
             for (int r = 0; r < MR; r++) {
                 const float *xr = x + r * k + b * 32;
                 __m512 s = _mm512_mul_ps(q0, _mm512_loadu_ps(xr));
@@ -155,9 +158,9 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
             prefetch_ahead(p, rowBytes, bytes);
             uint8_t sc8[8], mn8[8];
             bk_k4_scales(p + 4, sc8, mn8);
-            __m256 scale = _mm256_mul_ps(_mm256_set1_ps(half(p)),
+            __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p))),
                                          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc8))));
-            __m256 mins = _mm256_mul_ps(_mm256_set1_ps(half(p + 2)),
+            __m256 mins = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p + 2))),
                                         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn8))));
             float scales[8];
             _mm256_storeu_ps(scales, scale);
@@ -194,7 +197,7 @@ INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, 
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
             prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
-            const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(half(p + 208)), f32(i8x16(p + 192)));
+            const __m512 scale = _mm512_mul_ps(half16(p + 208), f32(i8x16(p + 192)));
             float scales[16];  // d · sc_0..15
             _mm512_storeu_ps(scales, scale);
             for (int hf = 0; hf < 2; hf++) {
@@ -357,14 +360,14 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
     case BK_Q8_0:
         for (size_t b = 0; b < k / 32; b++, y += 32) {
             const uint8_t *p = row + b * BK_Q8_0_BYTES;
-            __m512 d = _mm512_set1_ps(half(p));
+            __m512 d = half16(p);
             store2(y, _mm512_mul_ps(d, f32(i8x16(p + 2))), _mm512_mul_ps(d, f32(i8x16(p + 18))));
         }
         break;
     case BK_Q4_0:
         for (size_t b = 0; b < k / 32; b++, y += 32) {
             const uint8_t *p = row + b * BK_Q4_0_BYTES;
-            __m512 d = _mm512_set1_ps(half(p));
+            __m512 d = half16(p);
             __m512i v = u8x16(p + 2);
             store2(y, _mm512_mul_ps(d, f32(_mm512_sub_epi32(_mm512_and_si512(v, low), eight))),
                    _mm512_mul_ps(d, f32(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight))));
@@ -373,7 +376,7 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
     case BK_Q4_1:
         for (size_t b = 0; b < k / 32; b++, y += 32) {
             const uint8_t *p = row + b * BK_Q4_1_BYTES;
-            __m512 d = _mm512_set1_ps(half(p)), mn = _mm512_set1_ps(half(p + 2));
+            __m512 d = half16(p), mn = half16(p + 2);
             __m512i v = u8x16(p + 4);
             store2(y, _mm512_add_ps(_mm512_mul_ps(d, f32(_mm512_and_si512(v, low))), mn),
                    _mm512_add_ps(_mm512_mul_ps(d, f32(_mm512_srli_epi32(v, 4))), mn));
@@ -401,7 +404,7 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
     case BK_Q6_K:
         for (size_t b = 0; b < k / 256; b++, y += 256) {
             const uint8_t *p = row + b * BK_Q6_K_BYTES;
-            const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(half(p + 208)), f32(i8x16(p + 192)));
+            const __m512 scale = _mm512_mul_ps(half16(p + 208), f32(i8x16(p + 192)));
             float scales[16];  // d · sc, rounded as the reference rounds it
             _mm512_storeu_ps(scales, scale);
             for (int hf = 0; hf < 2; hf++) {

@@ -1,6 +1,6 @@
 // The public entry points: checks type and shape, picks the feature level once per process
 // (__builtin_cpu_supports) or as bk_set_level says, and hands the work to that level's file.
-// The kernels themselves live in portable.c, avx2.c and avx512.c.
+// The kernels live in portable.c, avx2.c, avx512.c and (q8 activations) q8_portable.c, q8.c.
 // Level selection follows the usual ifunc-style pattern: detect once, call through a switch.
 #include "CBlockKernels.h"
 #include "internal.h"
@@ -132,4 +132,50 @@ int bk_matmul_nt(uint32_t type, const float *x, size_t m, size_t k, const void *
 int bk_dequantize_rows(uint32_t type, const void *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
                        float *out) {
     return bk_dequantize_rows_at(bk_active_level(), type, w, rowBytes, r0, r1, k, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// q8 activations
+
+size_t bk_q8_bytes(size_t m, size_t k) { return m * k + m * k / 2; }
+
+int bk_quantize_q8_at(int level, const float *x, size_t m, size_t k, void *xq) {
+    if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
+    if (k == 0 || k % 32 != 0) return BK_ERROR_SHAPE;
+    if (m == 0) return BK_OK;
+#if defined(__x86_64__)
+    if (level >= BK_LEVEL_AVX2) {
+        bk_avx2_quantize_q8(x, m, k, xq);
+        return BK_OK;
+    }
+#endif
+    bk_portable_quantize_q8(x, m, k, xq);
+    return BK_OK;
+}
+
+int bk_matmul_nt_q8_at(int level, uint32_t type, const void *xq, size_t m, size_t k, const void *w,
+                       size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
+    if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
+    if (!bk_type_supported(type) || block_values(type) == 1) return BK_ERROR_TYPE;
+    if (k == 0 || k % block_values(type) != 0) return BK_ERROR_SHAPE;
+    if (m == 0 || n1 <= n0) return BK_OK;
+    const uint8_t *wb = (const uint8_t *)w;
+    switch (level) {
+#if defined(__x86_64__)
+    case BK_LEVEL_AVX2:
+    case BK_LEVEL_AVX512: bk_avx2_matmul_q8(type, xq, m, k, wb, rowBytes, n0, n1, y, ldy); break;
+    case BK_LEVEL_AVX512_VNNI: bk_vnni_matmul_q8(type, xq, m, k, wb, rowBytes, n0, n1, y, ldy); break;
+#endif
+    default: bk_portable_matmul_q8(type, xq, m, k, wb, rowBytes, n0, n1, y, ldy); break;
+    }
+    return BK_OK;
+}
+
+int bk_quantize_q8(const float *x, size_t m, size_t k, void *xq) {
+    return bk_quantize_q8_at(bk_active_level(), x, m, k, xq);
+}
+
+int bk_matmul_nt_q8(uint32_t type, const void *xq, size_t m, size_t k, const void *w, size_t rowBytes,
+                    size_t n0, size_t n1, float *y, size_t ldy) {
+    return bk_matmul_nt_q8_at(bk_active_level(), type, xq, m, k, w, rowBytes, n0, n1, y, ldy);
 }

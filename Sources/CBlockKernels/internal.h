@@ -83,4 +83,36 @@ void bk_avx512_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, size
                           float *out);
 #endif
 
+// The q8 activation form of m rows of k values, as four arrays one after the other:
+// q[m*k] int8, then per 32 values d (scale) and s32 = d * sum(q), then per 16 values s16 = d * sum(q).
+typedef struct {
+    const int8_t *q;
+    const float *d, *s32, *s16;
+} bk_q8_rows;
+
+static inline bk_q8_rows bk_q8_layout(const void *xq, size_t m, size_t k) {
+    const uint8_t *base = (const uint8_t *)xq;
+    size_t values = m * k;
+    bk_q8_rows v = {(const int8_t *)base, (const float *)(base + values), (const float *)(base + values + values / 8),
+                    (const float *)(base + values + values / 4)};
+    return v;
+}
+
+// Row r of a q8 view.
+static inline bk_q8_rows bk_q8_row(bk_q8_rows v, size_t r, size_t k) {
+    bk_q8_rows o = {v.q + r * k, v.d + r * (k / 32), v.s32 + r * (k / 32), v.s16 + r * (k / 16)};
+    return o;
+}
+
+void bk_portable_quantize_q8(const float *x, size_t m, size_t k, void *xq);
+void bk_portable_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
+                           size_t n0, size_t n1, float *y, size_t ldy);
+#if defined(__x86_64__)
+void bk_avx2_quantize_q8(const float *x, size_t m, size_t k, void *xq);
+void bk_avx2_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
+                       size_t n0, size_t n1, float *y, size_t ldy);
+void bk_vnni_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
+                       size_t n0, size_t n1, float *y, size_t ldy);
+#endif
+
 #endif

@@ -1,6 +1,7 @@
 // Micro-benchmark of CBlockKernels' bk_matmul_nt on SmolLM2-135M's and a 1B model's matrix
 // shapes, per ggml type and feature level: m = 1 time, GB/s of weight bytes, GFLOP/s on 1 and 2
-// threads, m = 4 and m = 8 cost relative to m = 1, beside the machine's streaming-read bandwidth.
+// threads, m = 4 and m = 8 cost relative to m = 1, beside the machine's streaming-read bandwidth;
+// float activations (bk_matmul_nt) and q8 activations (bk_quantize_q8 + bk_matmul_nt_q8).
 // Weights are random blocks (timing does not depend on values); whole-model runs are left out.
 import ArgumentParser
 import Autograd
@@ -36,6 +37,10 @@ enum TypeName: String, CaseIterable, ExpressibleByArgument {
     }
 }
 
+enum Mode: String, CaseIterable, ExpressibleByArgument {
+    case float, q8
+}
+
 struct BenchKernels: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-kernels",
@@ -45,10 +50,14 @@ struct BenchKernels: ParsableCommand {
     @Option(parsing: .upToNextOption, help: "Weight shapes as k x n (default: all).") var shapes: [Shape] = Shape.allCases
     @Option(parsing: .upToNextOption, help: "Levels to time, 0 portable ... 3 avx512vnni (default: every level this CPU runs).")
     var levels: [Int32] = []
-    @Option(help: "Milliseconds of timed calls per figure (each figure is the fastest call).") var budget = 150.0
+    @Option(help: "Milliseconds of timed calls per figure (each figure is the fastest call).") var budget = 200.0
     @Option(help: "MiB of distinct weight copies the cold figures cycle through (more than the last-level cache).")
     var coldMegabytes = 256
     @Flag(help: "Skip the cold (weights from DRAM) figures.") var hotOnly = false
+    @Option(parsing: .upToNextOption, help: "Activation modes: float (bk_matmul_nt), q8 (quantized activations; not for F32/F16/BF16).")
+    var modes: [Mode] = Mode.allCases
+    @Flag(help: "Also time bk_dequantize_rows (the panels prefill and training multiply with sgemm), one thread.")
+    var dequantize = false
 
     func validate() throws {
         for level in levels where bk_level_supported(level) == 0 {
@@ -65,9 +74,11 @@ struct BenchKernels: ParsableCommand {
         let read1 = streamingRead(threads: 1), read2 = streamingRead(threads: 2)
         print(String(format: "memory: streaming read of 512 MiB: %.1f GB/s on 1 thread, %.1f GB/s on 2", read1, read2))
         print("hot: one matrix called repeatedly (cache-resident when it fits); cold: each call reads another copy among \(coldMegabytes) MiB.")
-        print("times are the fastest call of ~\(Int(budget)) ms of calls; GB/s counts weight bytes; m4, m8: time of 4 / 8 rows over 1 row.")
+        print("times are the fastest call of ~\(Int(budget)) ms of calls per figure, taken in interleaved rounds; GB/s counts weight bytes;")
+        print("m4, m8: time of 4 / 8 activation rows over 1 row; 2T splits output rows over 2 threads.")
+        if dequantize { timeDequantize(levels) }
         print("")
-        let header = "type  level      k x n        MiB | hot 1T: us    GB/s GFLOP/s  m4   m8 | hot 2T: us    GB/s  m4   m8 | cold 1T: us   GB/s | cold 2T: us   GB/s  m4   m8"
+        let header = "type  mode  level      k x n        MiB | hot 1T: us    GB/s GFLOP/s  m4   m8 | hot 2T: us    GB/s  m4   m8 | cold 1T: us   GB/s | cold 2T: us   GB/s  m4   m8"
         print(header)
         for typeName in types {
             let type = typeName.type
@@ -75,7 +86,7 @@ struct BenchKernels: ParsableCommand {
                 let (k, n) = shape.kn
                 let (blockSize, typeSize) = type.blockGeometry
                 guard k % blockSize == 0 else {
-                    print(pad(type.name, 6) + "n/a        " + pad(shape.rawValue, 12) + " k = \(k) is not a multiple of the \(blockSize)-value block")
+                    print(pad(type.name, 6) + "      n/a        " + pad(shape.rawValue, 12) + " k = \(k) is not a multiple of the \(blockSize)-value block")
                     continue
                 }
                 let rowBytes = k / blockSize * typeSize
@@ -88,23 +99,28 @@ struct BenchKernels: ParsableCommand {
                 for i in 0..<(8 * k) { x[i] = Float(i % 17) / 17 - 0.5 }
                 let y = UnsafeMutablePointer<Float>.allocate(capacity: 8 * n)
                 defer { y.deallocate() }
+                let xq = UnsafeMutableRawPointer.allocate(byteCount: bk_q8_bytes(8, k), alignment: 64)
+                defer { xq.deallocate() }
+                for mode in modes where mode == .float || blockSize > 1 {
                 for level in levels {
-                    func time(m: Int, threads: Int, cold: Bool) -> Double {
-                        measure(level: level, type: type, x: x, m: m, k: k, pool: pool, n: n, y: y, threads: threads, cold: cold)
-                    }
-                    let h1 = time(m: 1, threads: 1, cold: false), h1m4 = time(m: 4, threads: 1, cold: false), h1m8 = time(m: 8, threads: 1, cold: false)
-                    let h2 = time(m: 1, threads: 2, cold: false), h2m4 = time(m: 4, threads: 2, cold: false), h2m8 = time(m: 8, threads: 2, cold: false)
-                    let gb = Double(matrixBytes) / 1e9, flop = 2 * Double(n * k)
-                    var line = pad(type.name, 6) + pad(name(level), 11) + pad(shape.rawValue, 10)
-                        + String(format: "%7.2f |", Double(matrixBytes) / 1_048_576)
-                        + String(format: " %9.1f %7.1f %7.1f %4.2f %4.2f |", h1 * 1e6, gb / h1, flop / h1 / 1e9, h1m4 / h1, h1m8 / h1)
-                        + String(format: " %9.1f %7.1f %4.2f %4.2f |", h2 * 1e6, gb / h2, h2m4 / h2, h2m8 / h2)
+                    var figures = [Figure(m: 1, threads: 1), Figure(m: 4, threads: 1), Figure(m: 8, threads: 1),
+                                   Figure(m: 1, threads: 2), Figure(m: 4, threads: 2), Figure(m: 8, threads: 2)]
                     if !hotOnly {
-                        let c1 = time(m: 1, threads: 1, cold: true), c2 = time(m: 1, threads: 2, cold: true)
-                        let c2m4 = time(m: 4, threads: 2, cold: true), c2m8 = time(m: 8, threads: 2, cold: true)
-                        line += String(format: " %10.1f %6.1f | %10.1f %6.1f %4.2f %4.2f", c1 * 1e6, gb / c1, c2 * 1e6, gb / c2, c2m4 / c2, c2m8 / c2)
+                        figures += [Figure(m: 1, threads: 1, cold: true), Figure(m: 1, threads: 2, cold: true),
+                                    Figure(m: 4, threads: 2, cold: true), Figure(m: 8, threads: 2, cold: true)]
+                    }
+                    let t = measure(figures, level: level, type: type, mode: mode, x: x, xq: xq, k: k, pool: pool, n: n, y: y)
+                    let gb = Double(matrixBytes) / 1e9, flop = 2 * Double(n * k)
+                    var line = pad(type.name, 6) + pad(mode.rawValue, 6) + pad(name(level), 11) + pad(shape.rawValue, 10)
+                        + String(format: "%7.2f |", Double(matrixBytes) / 1_048_576)
+                        + String(format: " %9.1f %7.1f %7.1f %4.2f %4.2f |", t[0] * 1e6, gb / t[0], flop / t[0] / 1e9, t[1] / t[0], t[2] / t[0])
+                        + String(format: " %9.1f %7.1f %4.2f %4.2f |", t[3] * 1e6, gb / t[3], t[4] / t[3], t[5] / t[3])
+                    if !hotOnly {
+                        line += String(format: " %10.1f %6.1f | %10.1f %6.1f %4.2f %4.2f", t[6] * 1e6, gb / t[6], t[7] * 1e6, gb / t[7],
+                                       t[8] / t[7], t[9] / t[7])
                     }
                     print(line)
+                }
                 }
             }
         }
@@ -114,33 +130,85 @@ struct BenchKernels: ParsableCommand {
 
     func pad(_ s: String, _ width: Int) -> String { s.count >= width ? s + " " : s + String(repeating: " ", count: width - s.count) }
 
-    /// The fastest of ~`budget` ms of calls: output rows split into 4 chunks per thread (whole
-    /// groups of 4 rows) over the worker pool; cold calls walk through the pool's copies.
-    func measure(level: Int32, type: GGMLType, x: UnsafePointer<Float>, m: Int, k: Int, pool: WeightPool, n: Int,
-                 y: UnsafeMutablePointer<Float>, threads: Int, cold: Bool) -> Double {
-        let chunks = threads == 1 ? 1 : min(4 * threads, (n + 3) / 4)
-        let grain = ((n + chunks - 1) / chunks + 3) / 4 * 4
+    /// bk_dequantize_rows of 64 rows x 2048 (512 KiB of floats: written to L2), per type and level:
+    /// GB/s of float32 written and of block bytes read.
+    func timeDequantize(_ levels: [Int32]) {
+        print("")
+        print("dequantize_rows, 64 rows x 2048 per call, one thread: GB/s of floats written (of blocks read)")
+        let rows = 64, k = 2048
+        let out = UnsafeMutablePointer<Float>.allocate(capacity: rows * k)
+        defer { out.deallocate() }
+        for typeName in types {
+            let type = typeName.type
+            let (blockSize, typeSize) = type.blockGeometry
+            let rowBytes = k / blockSize * typeSize
+            let pool = WeightPool(type: type, rowBytes: rowBytes, rows: rows, copies: 1)
+            defer { pool.deallocate() }
+            var line = pad(type.name, 6)
+            for level in levels {
+                var best = Double.infinity, spent = 0.0
+                while spent < budget / 1000 {
+                    let start = DispatchTime.now().uptimeNanoseconds
+                    let rc = bk_dequantize_rows_at(level, type.rawValue, pool.copy(0), rowBytes, 0, rows, k, out)
+                    precondition(rc == 0, "[bench-kernels] bk_dequantize_rows_at returned \(rc)")
+                    let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                    best = min(best, seconds)
+                    spent += seconds
+                }
+                line += String(format: " %@ %5.1f (%4.1f)", name(level), Double(rows * k * 4) / best / 1e9, Double(rows * rowBytes) / best / 1e9)
+            }
+            print(line)
+        }
+    }
+
+    struct Figure {
+        var m: Int, threads: Int, cold = false
+    }
+
+    /// The fastest call of each figure. Figures are timed in interleaved rounds (a burst of calls
+    /// each, ~`budget` ms per figure in all), so load from elsewhere on a shared machine hits
+    /// every figure alike. Output rows are split into 4 chunks per thread (whole groups of 4
+    /// rows) over the worker pool; cold calls walk through the pool's copies. In q8 mode each
+    /// call first quantizes the m activation rows on the calling thread, as a model would.
+    func measure(_ figures: [Figure], level: Int32, type: GGMLType, mode: Mode, x: UnsafePointer<Float>,
+                 xq: UnsafeMutableRawPointer, k: Int, pool: WeightPool, n: Int, y: UnsafeMutablePointer<Float>) -> [Double] {
         var copy = 0
-        func call() {
-            let w = pool.copy(cold ? copy : 0)
-            copy = (copy + 1) % pool.copies
-            withThreads(threads) {
+        func call(_ f: Figure) {
+            let w = pool.copy(f.cold ? copy : 0)
+            if f.cold { copy = (copy + 1) % pool.copies }
+            if mode == .q8 {
+                let rc = bk_quantize_q8_at(level, x, f.m, k, xq)
+                precondition(rc == 0, "[bench-kernels] bk_quantize_q8_at returned \(rc) for k=\(k)")
+            }
+            let chunks = f.threads == 1 ? 1 : min(4 * f.threads, (n + 3) / 4)
+            let grain = ((n + chunks - 1) / chunks + 3) / 4 * 4
+            withThreads(f.threads) {
                 WorkerPool.forEach(chunks) { c in
                     let n0 = min(n, c * grain), n1 = min(n, n0 + grain)
-                    let rc = bk_matmul_nt_at(level, type.rawValue, x, m, k, w, pool.rowBytes, n0, n1, y, n)
-                    precondition(rc == 0, "[bench-kernels] bk_matmul_nt_at returned \(rc) for \(type) k=\(k)")
+                    let rc = mode == .q8
+                        ? bk_matmul_nt_q8_at(level, type.rawValue, xq, f.m, k, w, pool.rowBytes, n0, n1, y, n)
+                        : bk_matmul_nt_at(level, type.rawValue, x, f.m, k, w, pool.rowBytes, n0, n1, y, n)
+                    precondition(rc == 0, "[bench-kernels] \(mode) product returned \(rc) for \(type) k=\(k)")
                 }
             }
         }
-        call()
-        var best = Double.infinity, spent = 0.0, calls = 0
-        while (spent < budget / 1000 || calls < 5) && calls < 100_000 {
-            let start = DispatchTime.now().uptimeNanoseconds
-            call()
-            let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-            best = min(best, seconds)
-            spent += seconds
-            calls += 1
+        var best = [Double](repeating: .infinity, count: figures.count)
+        var spent = 0.0, rounds = 0
+        for f in figures { call(f) }  // warm-up
+        while spent < budget / 1000 * Double(figures.count) || rounds < 3 {
+            for (i, f) in figures.enumerated() {
+                var burst = 0.0, calls = 0
+                while burst < 0.002 || calls < 3 {
+                    let start = DispatchTime.now().uptimeNanoseconds
+                    call(f)
+                    let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                    best[i] = min(best[i], seconds)
+                    burst += seconds
+                    calls += 1
+                }
+                spent += burst
+            }
+            rounds += 1
         }
         return best
     }

@@ -1,7 +1,8 @@
 // CBlockKernels against ModelAssets' reference dequantization, at every feature level this CPU
-// runs: dequantize_rows bit for bit, matmul_nt against a float64 dot of the reference rows,
-// and a multi-row pass against single-row passes bit for bit. Weights are seeded random bytes
-// with finite fp16 scales; shapes are awkward on purpose. Timing lives in bench-kernels.
+// runs: dequantize_rows bit for bit, matmul_nt against a float64 dot of the reference rows, the
+// q8 mode within its activation-rounding bound and equal on every level, and multi-row passes
+// against single-row passes bit for bit. Weights are seeded random bytes with finite fp16 scales
+// (and SmolLM2's own blocks when present); shapes are awkward on purpose. Timing: bench-kernels.
 import CBlockKernels
 import Foundation
 import XCTest
@@ -259,6 +260,166 @@ final class BlockKernelTests: XCTestCase {
         XCTAssertEqual(bk_type_supported(GGMLType.q5_0.rawValue), 0)
         for type in GGMLType.allCases {  // the kernels take exactly the types the reference dequantizes
             XCTAssertEqual(bk_type_supported(type.rawValue) == 1, type.isDequantizable, "\(type)")
+        }
+    }
+
+    // MARK: q8 activations
+
+    static let q8Types: [GGMLType] = [.q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K]
+
+    func quantizeQ8(level: Int32, _ x: [Float], m: Int, k: Int) -> [UInt8] {
+        var xq = [UInt8](repeating: 0, count: bk_q8_bytes(m, k))
+        let rc = x.withUnsafeBufferPointer { xp in xq.withUnsafeMutableBytes { bk_quantize_q8_at(level, xp.baseAddress, m, k, $0.baseAddress) } }
+        XCTAssertEqual(rc, Int32(BK_OK))
+        return xq
+    }
+
+    func matmulQ8(level: Int32, _ type: GGMLType, xq: [UInt8], m: Int, k: Int, w: [UInt8], rowBytes: Int,
+                  n0: Int, n1: Int, into y: inout [Float], ldy: Int) -> Int32 {
+        xq.withUnsafeBytes { xp in
+            w.withUnsafeBytes { wp in
+                y.withUnsafeMutableBufferPointer { yp in
+                    bk_matmul_nt_q8_at(level, type.rawValue, xp.baseAddress, m, k, wp.baseAddress, rowBytes, n0, n1, yp.baseAddress, ldy)
+                }
+            }
+        }
+    }
+
+    /// The q8 mode moves each activation by at most half its block's step d_b = max|x_b| / 127
+    /// (the 1e-4 covers the float rounding of x / d_b), so |y - reference| <= sum_i |w_i| d_b / 2
+    /// plus the float accumulation allowance of the float path.
+    func testQ8WithinActivationRoundingOfReference() {
+        var worst = 0.0, meanRelative = 0.0, count = 0
+        for type in Self.q8Types {
+            for k in [256, 768] {
+                let n = 11, n0 = 2
+                let (w, rowBytes) = Self.weights(type, rows: n, k: k, seed: UInt64(k) &* 13 &+ UInt64(type.rawValue))
+                let ref = Self.reference(type, w, rowBytes: rowBytes, rows: 0..<n, k: k)
+                for m in Self.rowCounts {
+                    var x = Self.activations(rows: m, k: k, seed: UInt64(m * 77 + k))
+                    for i in stride(from: 0, to: x.count, by: 7) { x[i] *= 6 }  // uneven magnitudes inside blocks
+                    let xq = quantizeQ8(level: bk_best_level(), x, m: m, k: k)
+                    var y = [Float](repeating: .nan, count: m * n)
+                    XCTAssertEqual(matmulQ8(level: bk_best_level(), type, xq: xq, m: m, k: k, w: w, rowBytes: rowBytes, n0: n0, n1: n, into: &y, ldy: n),
+                                   Int32(BK_OK))
+                    var failures = 0
+                    for r in 0..<m {
+                        for o in n0..<n {
+                            var dot = 0.0, magnitude = 0.0, bound = 0.0
+                            for b in 0..<(k / 32) {
+                                let step = Double((0..<32).map { abs(x[r * k + 32 * b + $0]) }.max()! / 127)
+                                for i in (32 * b)..<(32 * b + 32) {
+                                    let p = Double(x[r * k + i]) * Double(ref[o * k + i])
+                                    dot += p
+                                    magnitude += abs(p)
+                                    bound += abs(Double(ref[o * k + i])) * step * 0.5001
+                                }
+                            }
+                            let error = abs(Double(y[r * n + o]) - dot), limit = bound + 2e-6 * magnitude
+                            worst = max(worst, error / limit)
+                            meanRelative += error / magnitude
+                            count += 1
+                            if !(error <= limit) { failures += 1 }
+                        }
+                    }
+                    XCTAssertEqual(failures, 0, "\(type) k=\(k) m=\(m): \(failures) outputs beyond the activation-rounding bound")
+                }
+            }
+        }
+        print("BlockKernelTests: q8 error used at most \(worst) of its bound; mean |error| / sum|x*w| = \(meanRelative / Double(count))")
+    }
+
+    func testQ8SameBitsOnEveryLevelAndForEveryRowCount() {
+        for type in Self.q8Types {
+            let k = 768, n = 13
+            let (w, rowBytes) = Self.weights(type, rows: n, k: k, seed: 41 &+ UInt64(type.rawValue))
+            for m in Self.rowCounts {
+                let x = Self.activations(rows: m, k: k, seed: UInt64(m) &+ 500)
+                let portableQ = quantizeQ8(level: 0, x, m: m, k: k)
+                var portable = [Float](repeating: .nan, count: m * n)
+                _ = matmulQ8(level: 0, type, xq: portableQ, m: m, k: k, w: w, rowBytes: rowBytes, n0: 1, n1: n, into: &portable, ldy: n)
+                for level in Self.levels {
+                    let xq = quantizeQ8(level: level, x, m: m, k: k)
+                    XCTAssertEqual(xq, portableQ, "\(Self.levelName(level)) quantizes m=\(m) differently from portable")
+                    var y = [Float](repeating: .nan, count: m * n)
+                    _ = matmulQ8(level: level, type, xq: xq, m: m, k: k, w: w, rowBytes: rowBytes, n0: 1, n1: n, into: &y, ldy: n)
+                    let differ = (0..<(m * n)).filter { $0 % n != 0 && y[$0].bitPattern != portable[$0].bitPattern }.count
+                    XCTAssertEqual(differ, 0, "\(type) m=\(m): \(Self.levelName(level)) differs from portable in \(differ) outputs")
+                    for r in 0..<m {  // one row at a time, output range in two pieces
+                        let rowQ = quantizeQ8(level: level, Array(x[(r * k)..<((r + 1) * k)]), m: 1, k: k)
+                        var single = [Float](repeating: .nan, count: n)
+                        _ = matmulQ8(level: level, type, xq: rowQ, m: 1, k: k, w: w, rowBytes: rowBytes, n0: 1, n1: 8, into: &single, ldy: n)
+                        _ = matmulQ8(level: level, type, xq: rowQ, m: 1, k: k, w: w, rowBytes: rowBytes, n0: 8, n1: n, into: &single, ldy: n)
+                        let rowDiffer = (1..<n).filter { single[$0].bitPattern != y[r * n + $0].bitPattern }.count
+                        XCTAssertEqual(rowDiffer, 0, "\(type) m=\(m) row \(r) at \(Self.levelName(level)): one-row pass differs")
+                    }
+                }
+            }
+        }
+    }
+
+    func testQ8RefusesFloatTypesAndPartialBlocks() {
+        let xq = quantizeQ8(level: 0, [Float](repeating: 0.5, count: 64), m: 1, k: 64)
+        let w = [UInt8](repeating: 0, count: 256)
+        var y = [Float](repeating: 0, count: 1)
+        for type in [GGMLType.f32, .f16, .bf16] {
+            XCTAssertEqual(matmulQ8(level: 0, type, xq: xq, m: 1, k: 64, w: w, rowBytes: 128, n0: 0, n1: 1, into: &y, ldy: 1),
+                           Int32(BK_ERROR_TYPE), "\(type)")
+        }
+        XCTAssertEqual(matmulQ8(level: 0, .q4_K, xq: xq, m: 1, k: 64, w: w, rowBytes: 36, n0: 0, n1: 1, into: &y, ldy: 1),
+                       Int32(BK_ERROR_SHAPE))
+        var out = [UInt8](repeating: 0, count: 64)
+        let rc = [Float](repeating: 1, count: 40).withUnsafeBufferPointer { xp in
+            out.withUnsafeMutableBytes { bk_quantize_q8_at(0, xp.baseAddress, 1, 40, $0.baseAddress) }
+        }
+        XCTAssertEqual(rc, Int32(BK_ERROR_SHAPE))
+    }
+
+    // MARK: the real base model
+
+    /// SmolLM2-135M's own blocks (ADAPTER_BASE_MODEL, set by scripts/test.sh): a Q4_1 layer
+    /// matrix and the first rows of the Q8_0 embedding (the tied output head), float path at
+    /// every level and q8 at the best, against the reference rows. Skipped without the file.
+    func testSmolLM2TensorsAtEveryLevel() throws {
+        guard let path = ProcessInfo.processInfo.environment["ADAPTER_BASE_MODEL"], !path.isEmpty else {
+            throw XCTSkip("ADAPTER_BASE_MODEL is not set; run scripts/test.sh (or scripts/fetch-model.sh and export it) to multiply the real SmolLM2 blocks")
+        }
+        guard FileManager.default.fileExists(atPath: path) else { throw XCTSkip("ADAPTER_BASE_MODEL=\(path) does not exist; run scripts/fetch-model.sh") }
+        let file = try GGUFFile(path: path)
+        for (name, rows) in [("blk.0.ffn_down.weight", 576), ("token_embd.weight", 300)] {
+            let info = try XCTUnwrap(file.tensorInfo(named: name))
+            let k = info.dimensions[0], (blockSize, typeSize) = info.type.blockGeometry, rowBytes = k / blockSize * typeSize
+            let w = [UInt8](try file.rawBytes(of: name).prefix(rows * rowBytes))
+            let ref = Self.reference(info.type, w, rowBytes: rowBytes, rows: 0..<rows, k: k)
+            let m = 3
+            let x = Self.activations(rows: m, k: k, seed: 2024)
+            let xq = quantizeQ8(level: bk_best_level(), x, m: m, k: k)
+            for level in Self.levels {
+                var y = [Float](repeating: .nan, count: m * rows), yq = y
+                XCTAssertEqual(matmul(level: level, info.type, x: x, m: m, k: k, w: w, rowBytes: rowBytes, n0: 0, n1: rows, into: &y, ldy: rows),
+                               Int32(BK_OK))
+                XCTAssertEqual(matmulQ8(level: level, info.type, xq: xq, m: m, k: k, w: w, rowBytes: rowBytes, n0: 0, n1: rows, into: &yq, ldy: rows),
+                               Int32(BK_OK))
+                var floatOff = 0, q8Off = 0
+                for r in 0..<m {
+                    for o in 0..<rows {
+                        var dot = 0.0, magnitude = 0.0, bound = 0.0
+                        for b in 0..<(k / 32) {
+                            let step = Double((0..<32).map { abs(x[r * k + 32 * b + $0]) }.max()! / 127)
+                            for i in (32 * b)..<(32 * b + 32) {
+                                let p = Double(x[r * k + i]) * Double(ref[o * k + i])
+                                dot += p
+                                magnitude += abs(p)
+                                bound += abs(Double(ref[o * k + i])) * step * 0.5001
+                            }
+                        }
+                        if !(abs(Double(y[r * rows + o]) - dot) <= Self.tolerance * magnitude) { floatOff += 1 }
+                        if !(abs(Double(yq[r * rows + o]) - dot) <= bound + 2e-6 * magnitude) { q8Off += 1 }
+                    }
+                }
+                XCTAssertEqual(floatOff, 0, "\(name) (\(info.type)) at \(Self.levelName(level)): float path")
+                XCTAssertEqual(q8Off, 0, "\(name) (\(info.type)) at \(Self.levelName(level)): q8 path")
+            }
         }
     }
 

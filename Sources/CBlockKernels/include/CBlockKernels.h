@@ -1,8 +1,8 @@
 // Matrix products and dequantization computed straight from ggml's block formats (F32, F16,
-// BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K), compiled per x86-64 feature level in this one
-// target and chosen at run time. Threads, the GGUF file and every other ggml type are left to
-// the caller. Block layouts follow ggml-common.h; the reference values are ModelAssets'
-// `Dequantize.run` (ggml-quants.c `dequantize_row_*`).
+// BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K), with float or q8 activations, compiled per x86-64
+// feature level in this one target and chosen at run time. Threads, the GGUF file and every
+// other ggml type are left to the caller. Block layouts follow ggml-common.h; the reference
+// values are ModelAssets' `Dequantize.run` (ggml-quants.c `dequantize_row_*`).
 #ifndef CBLOCKKERNELS_H
 #define CBLOCKKERNELS_H
 
@@ -88,6 +88,33 @@ int bk_matmul_nt_at(int level, uint32_t type, const float *x, size_t m, size_t k
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy);
 int bk_dequantize_rows_at(int level, uint32_t type, const void *w, size_t rowBytes, size_t r0, size_t r1,
                           size_t k, float *out);
+
+// ---------------------------------------------------------------------------------------------
+// q8 activations: llama.cpp's way of multiplying with quantized weights. Each activation row is
+// quantized to int8 per 32 values (scale d_b = max|x| / 127, q = x / d_b rounded to nearest
+// even) once per product; then every weight block meets it in integer dot products (VNNI where
+// the CPU has it), scaled in float. Faster than bk_matmul_nt, and different from it: each x_i
+// moves by at most d_b / 2 before it is multiplied. Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K only.
+// Integer lanes are exact and the float steps are the same on every level, so all levels give
+// the same bits (and, as with bk_matmul_nt, m rows give the bits of m one-row passes).
+
+/// Bytes of the q8 form of m rows of k activations (k a multiple of 32): 1.5 bytes per value.
+size_t bk_q8_bytes(size_t m, size_t k);
+
+/// Writes the q8 form of x (m rows of k floats, k a multiple of 32) into xq (bk_q8_bytes(m, k)
+/// bytes, 4-byte aligned). Single-threaded; quantize once, then split output rows over threads.
+/// Returns BK_OK or BK_ERROR_SHAPE.
+int bk_quantize_q8(const float *x, size_t m, size_t k, void *xq);
+
+/// As bk_matmul_nt with x given in q8 form (from bk_quantize_q8 with the same m and k).
+/// Returns BK_OK, BK_ERROR_TYPE (also for F32/F16/BF16) or BK_ERROR_SHAPE.
+int bk_matmul_nt_q8(uint32_t type, const void *xq, size_t m, size_t k, const void *w, size_t rowBytes,
+                    size_t n0, size_t n1, float *y, size_t ldy);
+
+/// The q8 functions at an explicit level (BK_ERROR_LEVEL where the CPU lacks it).
+int bk_quantize_q8_at(int level, const float *x, size_t m, size_t k, void *xq);
+int bk_matmul_nt_q8_at(int level, uint32_t type, const void *xq, size_t m, size_t k, const void *w,
+                       size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,140 @@
+// The q8 activation mode in plain C: activation quantization and integer block dot products
+// for Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
+// reproduce bit for bit: 8 integer lanes of 4 products each per 32 values, then per lane
+// t = lane * d_x and acc = fma(t, d_w, acc), summed as hsum256 sums. Follows the structure of
+// llama.cpp's ggml_vec_dot_q*_q8_* with per-32 activation scales (q8_1-like) for every type.
+#include "internal.h"
+
+#include <math.h>
+
+#pragma STDC FP_CONTRACT OFF
+
+// (v0+v4 + v2+v6) + (v1+v5 + v3+v7): the order of hsum256 in the SIMD files.
+static float hsum8(const float v[8]) {
+    float s0 = v[0] + v[4], s1 = v[1] + v[5], s2 = v[2] + v[6], s3 = v[3] + v[7];
+    return (s0 + s2) + (s1 + s3);
+}
+
+void bk_portable_quantize_q8(const float *x, size_t m, size_t k, void *xq) {
+    uint8_t *base = (uint8_t *)xq;
+    size_t values = m * k, blocks = values / 32;
+    int8_t *q = (int8_t *)base;
+    float *d = (float *)(base + values), *s32 = (float *)(base + values + values / 8),
+          *s16 = (float *)(base + values + values / 4);
+    for (size_t b = 0; b < blocks; b++) {  // rows are contiguous, k a multiple of 32: blocks never straddle rows
+        const float *p = x + 32 * b;
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(p[i]));
+        float scale = amax / 127.0f, inverse = scale != 0 ? 1.0f / scale : 0.0f;
+        int sums[2] = {0, 0};
+        for (int i = 0; i < 32; i++) {
+            int v = (int)rintf(p[i] * inverse);
+            v = v > 127 ? 127 : v < -127 ? -127 : v;
+            q[32 * b + i] = (int8_t)v;
+            sums[i / 16] += v;
+        }
+        d[b] = scale;
+        s32[b] = scale * (float)(sums[0] + sums[1]);
+        s16[2 * b] = scale * (float)sums[0];
+        s16[2 * b + 1] = scale * (float)sums[1];
+    }
+}
+
+// The unsigned (or, for Q8_0, signed) weight bytes of 32 values in value order, and for Q6_K the
+// int scale of each half.
+static void block_bytes(uint32_t type, const uint8_t *p, int sub, int16_t *out) {
+    switch (type) {
+    case BK_Q8_0:
+        for (int i = 0; i < 32; i++) out[i] = (int8_t)p[2 + i];
+        break;
+    case BK_Q4_0:
+    case BK_Q4_1: {
+        const uint8_t *qs = p + (type == BK_Q4_0 ? 2 : 4);
+        for (int j = 0; j < 16; j++) { out[j] = qs[j] & 15; out[j + 16] = qs[j] >> 4; }
+        break;
+    }
+    case BK_Q4_K:
+    case BK_Q5_K: {  // sub-block `sub` (0..7)
+        const uint8_t *qs = (type == BK_Q4_K ? p + 16 : p + 48) + 32 * (sub / 2), *qh = p + 16;
+        for (int l = 0; l < 32; l++) {
+            int v = sub & 1 ? qs[l] >> 4 : qs[l] & 15;
+            if (type == BK_Q5_K) v |= ((qh[l] >> sub) & 1) << 4;
+            out[l] = (int16_t)v;
+        }
+        break;
+    }
+    case BK_Q6_K: {  // 32-value block `sub` (0..7): half sub / 4, quarter sub % 4, unsigned 0..63
+        int hf = sub / 4, e = sub % 4;
+        const uint8_t *ql = p + 64 * hf + (e & 1 ? 32 : 0), *qh = p + 128 + 32 * hf;
+        for (int l = 0; l < 32; l++) {
+            int lo = e < 2 ? ql[l] & 15 : ql[l] >> 4;
+            out[l] = (int16_t)(lo | (((qh[l] >> (2 * e)) & 3) << 4));
+        }
+        break;
+    }
+    }
+}
+
+// acc[j] = fma(lane_j * dx, dw, acc[j]) for the 8 lanes of 4 products each.
+static void lanes(const int16_t *u, const int8_t *x, const int *laneScale, float dx, float dw, float acc[8]) {
+    for (int j = 0; j < 8; j++) {
+        int ip = 0;
+        for (int i = 4 * j; i < 4 * j + 4; i++) ip += u[i] * x[i];
+        ip *= laneScale ? laneScale[j] : 1;
+        acc[j] = fmaf((float)ip * dx, dw, acc[j]);
+    }
+}
+
+static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) {
+    float acc[8] = {0}, macc[8] = {0}, add = 0;
+    int16_t u[32];
+    if (type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1) {
+        size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+        for (size_t b = 0; b < k / 32; b++) {
+            const uint8_t *p = row + b * bytes;
+            float dw = bk_half_to_float(bk_u16(p));
+            block_bytes(type, p, 0, u);
+            lanes(u, x.q + 32 * b, NULL, x.d[b], dw, acc);
+            if (type == BK_Q4_0) add = fmaf(-8.0f * dw, x.s32[b], add);
+            if (type == BK_Q4_1) add = fmaf(bk_half_to_float(bk_u16(p + 2)), x.s32[b], add);
+        }
+        return hsum8(acc) + add;
+    }
+    if (type == BK_Q4_K || type == BK_Q5_K) {
+        size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
+        for (size_t b = 0; b < k / 256; b++) {
+            const uint8_t *p = row + b * bytes;
+            float d = bk_half_to_float(bk_u16(p)), dmin = bk_half_to_float(bk_u16(p + 2));
+            uint8_t sc[8], mn[8];
+            bk_k4_scales(p + 4, sc, mn);
+            for (int s = 0; s < 8; s++) macc[s] = fmaf(dmin * (float)mn[s], x.s32[8 * b + s], macc[s]);
+            for (int s = 0; s < 8; s++) {
+                block_bytes(type, p, s, u);
+                lanes(u, x.q + 256 * b + 32 * s, NULL, x.d[8 * b + s], d * (float)sc[s], acc);
+            }
+        }
+        return hsum8(acc) - hsum8(macc);
+    }
+    // Q6_K: lanes carry sc * (4 products of q in 0..63); the -32 comes back through s16.
+    for (size_t b = 0; b < k / 256; b++) {
+        const uint8_t *p = row + b * BK_Q6_K_BYTES;
+        const int8_t *sc = (const int8_t *)(p + 192);
+        float d = bk_half_to_float(bk_u16(p + 208));
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 8; j++) macc[j] = fmaf(d * (float)sc[8 * h + j] * 32.0f, x.s16[16 * b + 8 * h + j], macc[j]);
+        for (int e = 0; e < 8; e++) {
+            int laneScale[8];
+            for (int j = 0; j < 8; j++) laneScale[j] = sc[2 * e + j / 4];
+            block_bytes(type, p, e, u);
+            lanes(u, x.q + 256 * b + 32 * e, laneScale, x.d[8 * b + e], d, acc);
+        }
+    }
+    return hsum8(acc) - hsum8(macc);
+}
+
+void bk_portable_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
+                           size_t n0, size_t n1, float *y, size_t ldy) {
+    bk_q8_rows all = bk_q8_layout(xq, m, k);
+    for (size_t o = n0; o < n1; o++)
+        for (size_t r = 0; r < m; r++) y[r * ldy + o] = product(type, bk_q8_row(all, r, k), k, w + o * rowBytes);
+}

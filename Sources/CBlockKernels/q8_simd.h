@@ -1,0 +1,202 @@
+// The body of the q8-activation products with 256-bit vectors, included by q8.c once per
+// instruction set: Q8_FN(name) names the copy and Q8_DOT(u, x) gives 8 int32 lanes of 4 products
+// u (unsigned bytes) * x (signed bytes) each. Leaves out the activation quantization (q8.c).
+// The arithmetic is q8_portable.c's, lane for lane.
+
+// The 32 weight bytes of block `sub` in value order (see block_bytes in q8_portable.c), and for
+// Q8_0 the signs moved onto the activations: |w| * sign(x, w) = w * x.
+static inline __attribute__((always_inline)) __m256i Q8_FN(weight_bytes)(const uint32_t type, const uint8_t *p, int sub) {
+    const __m256i nibble = _mm256_set1_epi8(15);
+    switch (type) {
+    case BK_Q8_0:
+        return _mm256_loadu_si256((const __m256i *)(p + 2));
+    case BK_Q4_0:
+    case BK_Q4_1: {
+        __m128i qs = _mm_loadu_si128((const __m128i *)(p + (type == BK_Q4_0 ? 2 : 4)));
+        __m256i both = _mm256_set_m128i(_mm_srli_epi16(qs, 4), qs);  // [values 0..15 | 16..31] before masking
+        return _mm256_and_si256(both, nibble);
+    }
+    case BK_Q4_K:
+    case BK_Q5_K: {
+        __m256i qs = _mm256_loadu_si256((const __m256i *)((type == BK_Q4_K ? p + 16 : p + 48) + 32 * (sub / 2)));
+        __m256i v = _mm256_and_si256(sub & 1 ? _mm256_srli_epi16(qs, 4) : qs, nibble);
+        if (type == BK_Q5_K) {
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
+            __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, sub), _mm256_set1_epi8(1));
+            v = _mm256_or_si256(v, _mm256_slli_epi16(bit, 4));
+        }
+        return v;
+    }
+    default: {  // Q6_K, unsigned 0..63 (the -32 comes back through the activation sums)
+        int hf = sub / 4, e = sub % 4;
+        __m256i ql = _mm256_loadu_si256((const __m256i *)(p + 64 * hf + (e & 1 ? 32 : 0)));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * hf));
+        ql = _mm256_and_si256(e < 2 ? ql : _mm256_srli_epi16(ql, 4), nibble);
+        switch (e) {
+        case 0: qh = _mm256_slli_epi16(qh, 4); break;
+        case 1: qh = _mm256_slli_epi16(qh, 2); break;
+        case 2: break;
+        default: qh = _mm256_srli_epi16(qh, 2); break;
+        }
+        return _mm256_or_si256(ql, _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+    }
+    }
+}
+
+static inline __attribute__((always_inline)) float Q8_FN(half)(const uint8_t *p) { return _cvtsh_ss(bk_u16(p)); }
+
+// fp16 at p broadcast to 8 floats (see half8 in avx2.c for why not a scalar and a broadcast).
+static inline __attribute__((always_inline)) __m256 Q8_FN(half8)(const uint8_t *p) {
+    return _mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p)));
+}
+
+static inline __attribute__((always_inline)) float Q8_FN(hsum)(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+// acc = fma(cvt(lanes) * dx, dw, acc)
+static inline __attribute__((always_inline)) __m256 Q8_FN(scaled)(__m256i lanes, const float *dx, __m256 dw, __m256 acc) {
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(lanes), _mm256_broadcast_ss(dx)), dw, acc);
+}
+
+// MR activation rows x NR weight rows, one accumulator (and min accumulator) per pair.
+static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t type, bk_q8_rows x, size_t k, const uint8_t *w,
+                                                              size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+    const size_t blocks = k / 32;
+    __m256 acc[4][4], macc[4][4];
+    float add[4][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) { acc[r][j] = _mm256_setzero_ps(); macc[r][j] = _mm256_setzero_ps(); add[r][j] = 0; }
+    if (type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1) {
+        const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+        for (size_t b = 0; b < blocks; b++) {
+            for (int j = 0; j < NR; j++) {
+                const uint8_t *p = w + j * rowBytes + b * bytes;
+                _mm_prefetch((const char *)p + 4 * rowBytes, _MM_HINT_T0);
+                const __m256 dwv = Q8_FN(half8)(p);
+                const float mw = type == BK_Q4_0 ? -8.0f * _mm256_cvtss_f32(dwv) : type == BK_Q4_1 ? Q8_FN(half)(p + 2) : 0;
+                __m256i u = Q8_FN(weight_bytes)(type, p, 0);
+                const __m256i signs = u;
+                if (type == BK_Q8_0) u = _mm256_abs_epi8(u);
+                for (int r = 0; r < MR; r++) {
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + r * k + 32 * b));
+                    if (type == BK_Q8_0) xv = _mm256_sign_epi8(xv, signs);
+                    acc[r][j] = Q8_FN(scaled)(Q8_DOT(u, xv), x.d + r * blocks + b, dwv, acc[r][j]);
+                    if (type != BK_Q8_0) add[r][j] = fmaf(mw, x.s32[r * blocks + b], add[r][j]);
+                }
+            }
+        }
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) y[r * ldy + j] = Q8_FN(hsum)(acc[r][j]) + add[r][j];
+        return;
+    }
+    const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
+    for (size_t b = 0; b < k / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * bytes;
+            for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char *)p + 4 * rowBytes + off, _MM_HINT_T0);
+            if (type == BK_Q6_K) {
+                const __m256 d = Q8_FN(half8)(p + 208);
+                const __m128i sc = _mm_loadu_si128((const __m128i *)(p + 192));
+                const __m256 c0 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))), _mm256_set1_ps(32.0f));
+                const __m256 c1 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))),
+                                                _mm256_set1_ps(32.0f));
+                for (int r = 0; r < MR; r++) {
+                    const float *s16 = x.s16 + r * (k / 16) + 16 * b;
+                    macc[r][j] = _mm256_fmadd_ps(c0, _mm256_loadu_ps(s16), macc[r][j]);
+                    macc[r][j] = _mm256_fmadd_ps(c1, _mm256_loadu_ps(s16 + 8), macc[r][j]);
+                }
+                for (int e = 0; e < 8; e++) {
+                    const __m256i u = Q8_FN(weight_bytes)(type, p, e);
+                    // int16 words [sc_2e x 8 | sc_2e+1 x 8]: lanes 0-3 hold values 0..15, lanes 4-7 values 16..31
+                    const __m256i lo = _mm256_set1_epi16((short)((const int8_t *)p)[192 + 2 * e]);
+                    const __m256i hi = _mm256_set1_epi16((short)((const int8_t *)p)[192 + 2 * e + 1]);
+                    const __m256i scw = _mm256_blend_epi32(lo, hi, 0xF0);
+                    for (int r = 0; r < MR; r++) {
+                        const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + r * k + 256 * b + 32 * e));
+                        const __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), scw);
+                        acc[r][j] = Q8_FN(scaled)(lanes, x.d + r * blocks + 8 * b + e, d, acc[r][j]);
+                    }
+                }
+                continue;
+            }
+            const float d = Q8_FN(half)(p), dmin = Q8_FN(half)(p + 2);
+            uint8_t sc8[8], mn8[8];
+            bk_k4_scales(p + 4, sc8, mn8);
+            const __m256 mins = _mm256_mul_ps(_mm256_set1_ps(dmin),
+                                              _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn8))));
+            float dsc[8];
+            _mm256_storeu_ps(dsc, _mm256_mul_ps(_mm256_set1_ps(d),
+                                                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc8)))));
+            for (int r = 0; r < MR; r++)
+                macc[r][j] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(x.s32 + r * blocks + 8 * b), macc[r][j]);
+            for (int s = 0; s < 8; s++) {
+                const __m256i u = Q8_FN(weight_bytes)(type, p, s);
+                const __m256 ds = _mm256_set1_ps(dsc[s]);
+                for (int r = 0; r < MR; r++) {
+                    const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + r * k + 256 * b + 32 * s));
+                    acc[r][j] = Q8_FN(scaled)(Q8_DOT(u, xv), x.d + r * blocks + 8 * b + s, ds, acc[r][j]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = Q8_FN(hsum)(acc[r][j]) - Q8_FN(hsum)(macc[r][j]);
+}
+
+// Output rows in groups of four, activation rows in tiles of 4, 2 or 1 (as in avx2.c).
+static inline __attribute__((always_inline)) void Q8_FN(product)(const uint32_t type, bk_q8_rows x, size_t m, size_t k,
+                                                                 const uint8_t *w, size_t rowBytes, size_t n0, size_t n1,
+                                                                 float *y, size_t ldy) {
+    for (size_t o = n0; o < n1; o += 4) {
+        const size_t group = n1 - o < 4 ? n1 - o : 4;
+        const uint8_t *wo = w + o * rowBytes;
+        for (size_t r = 0; r < m;) {
+            const bk_q8_rows xr = bk_q8_row(x, r, k);
+            float *yr = y + r * ldy + o;
+            const size_t left = m - r;
+            if (left >= 4) {
+                for (size_t j = 0; j < group; j++) Q8_FN(tile)(type, xr, k, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 1);
+                r += 4;
+            } else if (left >= 2) {
+                size_t j = 0;
+                for (; j + 2 <= group; j += 2) Q8_FN(tile)(type, xr, k, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 2);
+                for (; j < group; j++) Q8_FN(tile)(type, xr, k, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 1);
+                r += 2;
+            } else {
+                if (group == 4) Q8_FN(tile)(type, xr, k, wo, rowBytes, yr, ldy, 1, 4);
+                else for (size_t j = 0; j < group; j++) Q8_FN(tile)(type, xr, k, wo + j * rowBytes, rowBytes, yr + j, ldy, 1, 1);
+                r += 1;
+            }
+        }
+    }
+}
+
+#define Q8_PRODUCT(name, type)                                                                            \
+    __attribute__((noinline)) static void Q8_FN(name)(bk_q8_rows x, size_t m, size_t k, const uint8_t *w,  \
+                                                      size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) { \
+        Q8_FN(product)(type, x, m, k, w, rowBytes, n0, n1, y, ldy);                                         \
+    }
+Q8_PRODUCT(q8_0, BK_Q8_0)
+Q8_PRODUCT(q4_0, BK_Q4_0)
+Q8_PRODUCT(q4_1, BK_Q4_1)
+Q8_PRODUCT(q4_k, BK_Q4_K)
+Q8_PRODUCT(q5_k, BK_Q5_K)
+Q8_PRODUCT(q6_k, BK_Q6_K)
+#undef Q8_PRODUCT
+
+static void Q8_FN(matmul)(uint32_t type, const void *xq, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
+                          size_t n0, size_t n1, float *y, size_t ldy) {
+    bk_q8_rows x = bk_q8_layout(xq, m, k);
+    switch (type) {
+    case BK_Q8_0: Q8_FN(q8_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q4_0: Q8_FN(q4_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q4_1: Q8_FN(q4_1)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q4_K: Q8_FN(q4_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_K: Q8_FN(q5_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q6_K: Q8_FN(q6_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    }
+}
