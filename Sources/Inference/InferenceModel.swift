@@ -53,6 +53,8 @@ public final class InferenceModel: @unchecked Sendable {
 
     public let config: ModelConfig
     public let precision: WeightPrecision
+    /// What stored weights are multiplied with (float32 gives the reference numbers).
+    public let activations: ActivationPrecision
     let layers: [Layer]
     let embed: FrozenMatrix  // [V, D]
     let head: Weights  // [V, D]
@@ -62,10 +64,12 @@ public final class InferenceModel: @unchecked Sendable {
 
     /// The base weights with `adapter` (when given): merged into the projections it targets
     /// when they are float32, added per row as its low-rank term when they are stored.
-    public init(base: BaseWeights, adapter: Adapter? = nil, precision: WeightPrecision = .float32) {
+    public init(base: BaseWeights, adapter: Adapter? = nil, precision: WeightPrecision = .float32,
+                activations: ActivationPrecision = .float32) {
         let c = base.config
         config = c
         self.precision = precision
+        self.activations = activations
         embed = base.embedding
         head = Weights(base.head, precision)
         finalNorm = base.finalNorm
@@ -113,8 +117,8 @@ public final class InferenceModel: @unchecked Sendable {
     }
 
     /// A loaded model (base and optional adapter) on the KV-cache path.
-    public convenience init(_ model: LoadedModel, precision: WeightPrecision = .float32) {
-        self.init(base: model.base.weights, adapter: model.adapter, precision: precision)
+    public convenience init(_ model: LoadedModel, precision: WeightPrecision = .float32, activations: ActivationPrecision = .float32) {
+        self.init(base: model.base.weights, adapter: model.adapter, precision: precision, activations: activations)
     }
 
     public func makeCache(capacity: Int? = nil) -> KVCache {
@@ -169,7 +173,7 @@ public final class InferenceModel: @unchecked Sendable {
             let hn = ws.hn.ensure(g * config.hiddenSize)
             rmsNormRows(x, finalNorm, rows: g, into: hn)  // [g, D]
             logits.withUnsafeMutableBufferPointer { lp in
-                head.matmulNT(hn, m: g, n: V, k: config.hiddenSize, lp.baseAddress! + first * V)  // [g, V]
+                head.matmulNT(hn, m: g, n: V, k: config.hiddenSize, lp.baseAddress! + first * V, activations)  // [g, V]
             }
             first += g
         }
@@ -194,7 +198,7 @@ public final class InferenceModel: @unchecked Sendable {
         rmsNormRows(x, finalNorm, rows: rows, into: hn)  // [rows, D]
         if logits.count != rows * V { logits = [Float](repeating: 0, count: rows * V) }
         logits.withUnsafeMutableBufferPointer { lp in
-            head.matmulNT(hn, m: rows, n: V, k: D, lp.baseAddress!)  // [rows, V]
+            head.matmulNT(hn, m: rows, n: V, k: D, lp.baseAddress!, activations)  // [rows, V]
         }
     }
 
@@ -244,7 +248,7 @@ public final class InferenceModel: @unchecked Sendable {
                                   rowSegment: rowSegment, rowPosition: rowPosition, caches: segments.map(\.cache))
         for (li, layer) in layers.enumerated() {
             rmsNormRows(x, layer.inputNorm, rows: n, eps: eps, into: h)
-            layer.wqkv.matmulNT(h, m: n, n: Q, k: D, qkv)  // [n, Q]
+            layer.wqkv.matmulNT(h, m: n, n: Q, k: D, qkv, activations)  // [n, Q]
             addLowRank(layer, input: 0, h, rows: n, into: qkv, width: Q, ws: ws)
             if let b = layer.bqkv {
                 for r in 0..<n { for j in 0..<Q { qkv[r * Q + j] += b[j] } }
@@ -268,17 +272,17 @@ public final class InferenceModel: @unchecked Sendable {
                 (cache.values[li] + at).update(from: row + (H + K) * hd, count: K * hd)
             }
             attention.run(layer: li, qkv: qkv, into: att, ws: ws)  // [n, H*hd]
-            layer.wo.matmulNT(att, m: n, n: D, k: H * hd, o)  // [n, D]
+            layer.wo.matmulNT(att, m: n, n: D, k: H * hd, o, activations)  // [n, D]
             addLowRank(layer, input: 1, att, rows: n, into: o, width: D, ws: ws)
             for i in 0..<(n * D) { x[i] += o[i] }
             rmsNormRows(x, layer.postNorm, rows: n, eps: eps, into: h)
-            layer.wGateUp.matmulNT(h, m: n, n: 2 * F, k: D, gu)  // [n, 2F]
+            layer.wGateUp.matmulNT(h, m: n, n: 2 * F, k: D, gu, activations)  // [n, 2F]
             addLowRank(layer, input: 2, h, rows: n, into: gu, width: 2 * F, ws: ws)
             for r in 0..<n {  // row by row, so each row's bits do not depend on n
                 let g = gu + r * 2 * F
                 Kernels.swiglu(gate: g, up: g + F, out: act + r * F, count: F)  // SIMD exp, as in training
             }
-            layer.wDown.matmulNT(act, m: n, n: D, k: F, o)  // [n, D]
+            layer.wDown.matmulNT(act, m: n, n: D, k: F, o, activations)  // [n, D]
             addLowRank(layer, input: 3, act, rows: n, into: o, width: D, ws: ws)
             for i in 0..<(n * D) { x[i] += o[i] }
         }
@@ -521,13 +525,14 @@ enum Weights {
     /// (decoding); for more (a prompt's prefill) they are widened to float32 `widenedRows` weight
     /// rows at a time and multiplied with sgemm, which is many times faster there. Frozen matrices
     /// multiply from their blocks (FrozenMatrix.multiply), each into its own columns of C.
-    func matmulNT(_ a: UnsafePointer<Float>, m: Int, n: Int, k: Int, _ c: UnsafeMutablePointer<Float>) {
+    func matmulNT(_ a: UnsafePointer<Float>, m: Int, n: Int, k: Int, _ c: UnsafeMutablePointer<Float>,
+                  _ activations: ActivationPrecision = .float32) {
         switch self {
         case .float32(let f32):
             f32.withUnsafeBufferPointer { InferenceModel.matmulNT(a, $0.baseAddress!, m: m, n: n, k: k, c) }
         case .frozen(let ms):
             precondition(ms.reduce(0) { $0 + $1.rows } == n, "[Weights] frozen matrices give \(ms.map(\.rows)) outputs, expected \(n)")
-            FrozenMatrix.multiply(ms, a, m: m, into: c, ldy: n)
+            FrozenMatrix.multiply(ms, a, m: m, into: c, ldy: n, activations: activations)
         case .float16(let f16):
             if m > InferenceModel.streamingRows {
                 let block = Self.widenedRows

@@ -9,6 +9,14 @@ import Autograd
 import CBlockKernels
 import ModelAssets
 
+/// What the block kernels multiply the weights with: float32 activations (the reference numbers),
+/// or activations quantized to int8 per 32 values with integer block dot products (llama.cpp's
+/// way; each activation moves by at most half its block's step, and the logits with it).
+public enum ActivationPrecision: String, Sendable, CaseIterable, Codable {
+    case float32
+    case q8
+}
+
 extension FrozenMatrix {
     /// Input rows up to which the block kernels stream the weights (beyond, panels + sgemm win).
     public static let streamingRows = 16
@@ -46,10 +54,11 @@ extension FrozenMatrix {
     /// y[i·ldy + o] = Σ_c x[i·k + c]·W[o, c] for every input row i < m and output row o < rows
     /// (Hugging Face order). Both cores; bits independent of the thread count and of m for
     /// m ≤ `streamingRows` (each output's operations are fixed).
-    public func multiply(_ x: UnsafePointer<Float>, m: Int, into y: UnsafeMutablePointer<Float>, ldy: Int) {
+    public func multiply(_ x: UnsafePointer<Float>, m: Int, into y: UnsafeMutablePointer<Float>, ldy: Int,
+                         activations: ActivationPrecision) {
         if m == 0 || rows == 0 { return }
         if case .stored(let t, _) = storage, m <= Self.streamingRows, bk_type_supported(t.type.rawValue) != 0 {
-            Self.multiply([self], x, m: m, into: y, ldy: ldy)
+            Self.multiply([self], x, m: m, into: y, ldy: ldy, activations: activations)
             return
         }
         if case .float32(let v) = storage {
@@ -110,7 +119,7 @@ extension FrozenMatrix {
     /// y[i·ldy + offset_j + o] = Σ_c x[i·k + c]·W_j[o, c]. Streamed products run as one parallel
     /// loop over every matrix's chunks (one synchronisation instead of one per matrix).
     public static func multiply(_ matrices: [FrozenMatrix], _ x: UnsafePointer<Float>, m: Int,
-                                into y: UnsafeMutablePointer<Float>, ldy: Int) {
+                                into y: UnsafeMutablePointer<Float>, ldy: Int, activations: ActivationPrecision = .float32) {
         let streamed = m <= streamingRows && matrices.allSatisfy {
             if case .stored(let t, _) = $0.storage { return bk_type_supported(t.type.rawValue) != 0 }
             return false
@@ -118,11 +127,20 @@ extension FrozenMatrix {
         guard streamed else {
             var offset = 0
             for w in matrices {
-                w.multiply(x, m: m, into: y + offset, ldy: ldy)
+                w.multiply(x, m: m, into: y + offset, ldy: ldy, activations: activations)
                 offset += w.rows
             }
             return
         }
+        // q8: the input quantized once for every matrix (types without a q8 product stay float32)
+        let k = matrices[0].columns
+        var q8: UnsafeMutableRawPointer? = nil
+        if activations == .q8, k % 32 == 0 {
+            q8 = UnsafeMutableRawPointer.allocate(byteCount: bk_q8_bytes(m, k), alignment: 64)
+            let rc = bk_quantize_q8(x, m, k, q8)  // (not inside precondition: -Ounchecked skips its condition)
+            precondition(rc == 0, "[FrozenMatrix] bk_quantize_q8 refused \(m)x\(k)")
+        }
+        defer { q8?.deallocate() }
         // chunk c of matrix j: rows [n0, n1) written at y + offset_j (or a scratch row block when
         // the matrix's rows are in llama.cpp's order, scattered afterwards)
         var plan: [(matrix: Int, n0: Int, n1: Int)] = []
@@ -144,7 +162,9 @@ extension FrozenMatrix {
                 let (j, n0, n1) = plan[c]
                 guard case .stored(let t, _) = matrices[j].storage else { return }
                 let (out, ld) = scratch[j].map { ($0, matrices[j].rows) } ?? (y + offsets[j], ldy)
-                let rc = bk_matmul_nt(t.type.rawValue, x, m, matrices[j].columns, t.bytes, t.rowBytes, n0, n1, out, ld)
+                var rc = Int32(-1)
+                if let q8 { rc = bk_matmul_nt_q8(t.type.rawValue, q8, m, matrices[j].columns, t.bytes, t.rowBytes, n0, n1, out, ld) }
+                if rc != 0 { rc = bk_matmul_nt(t.type.rawValue, x, m, matrices[j].columns, t.bytes, t.rowBytes, n0, n1, out, ld) }
                 precondition(rc == 0, "[FrozenMatrix] bk_matmul_nt returned \(rc) for \(t.type) \(matrices[j].shape)")
             }
         }
@@ -163,4 +183,7 @@ extension FrozenMatrix {
 /// The training path multiplies by a stored base weight through Autograd's frozen ops.
 extension FrozenMatrix: FrozenLinearWeight {
     public func unpackRows(_ r: Range<Int>, into out: UnsafeMutablePointer<Float>) { unpackParallel(r, into: out) }
+    public func multiply(_ x: UnsafePointer<Float>, m: Int, into y: UnsafeMutablePointer<Float>, ldy: Int) {
+        multiply(x, m: m, into: y, ldy: ldy, activations: .float32)
+    }
 }
