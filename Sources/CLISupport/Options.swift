@@ -177,6 +177,15 @@ public struct CheckpointOptions: ParsableArguments {
 }
 
 extension LoRATarget: ExpressibleByArgument {}
+extension ActivationPrecision: ExpressibleByArgument {}
+
+/// How decoding multiplies stored weights (generate, evaluate-adapter, bench-speculative).
+public struct DecodingOptions: ParsableArguments {
+    @Option(help: "What stored base weights are multiplied with when decoding: float32 (the reference numbers) or q8 (activations quantized to int8 per 32 values with integer dot products, as llama.cpp does: faster on some CPUs, logits move by a few percent).")
+    public var activations: ActivationPrecision = .float32
+
+    public init() {}
+}
 
 /// The adapter's shape: rank, alpha, targets, dropout (train-adapter, bench-train).
 public struct LoRAOptions: ParsableArguments {

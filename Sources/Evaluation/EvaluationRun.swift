@@ -31,6 +31,8 @@ public struct EvaluationSettings: Sendable {
     public var outputPath: String?
     public var computeLoss = true
     public var generate = true
+    /// What stored base weights are multiplied with when generating (float32: the reference).
+    public var activations: ActivationPrecision = .float32
 
     public init(evalData: String) {
         self.evalData = evalData
@@ -211,7 +213,7 @@ public enum EvaluationRun {
                 onEvent(.lossComputed(label: m.label, loss: loss, tokens: tokens, seconds: Date().timeIntervalSince(tl)))
             }
             if s.generate {
-                let engine = InferenceModel(base: base.weights, adapter: adapter)
+                let engine = InferenceModel(base: base.weights, adapter: adapter, activations: s.activations)
                 try Evaluator.generate(engine, targets: targets, base: base, encoder: encoder, maxNewTokens: maxNew,
                                        batchSize: s.generationBatchSize, label: m.label) { ti, r in
                     summary.add(r)

@@ -10,8 +10,6 @@ import Foundation
 import Inference
 import ModelDefinition
 
-extension ActivationPrecision: ExpressibleByArgument {}
-
 struct BenchDecode: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench-decode",
@@ -28,8 +26,7 @@ struct BenchDecode: ParsableCommand {
     @Option(help: "Repeats of each measurement; the mean and the best are reported.")
     var repeats: Int = 3
 
-    @Option(help: "What stored weights are multiplied with: float32 (the reference numbers) or q8 (activations quantized to int8 per 32 values, integer dot products, as llama.cpp does).")
-    var activations: ActivationPrecision = .float32
+    @OptionGroup var decoding: DecodingOptions
 
     @Option(help: "Threads (cores) to use.")
     var threads: Int = ProcessInfo.processInfo.activeProcessorCount
@@ -49,7 +46,7 @@ struct BenchDecode: ParsableCommand {
     func measure() throws {
         let t0 = monotonicSeconds()
         let base = try model.load()
-        let engine = InferenceModel(base: base.weights, activations: activations)
+        let engine = InferenceModel(base: base.weights, activations: decoding.activations)
         let loadSeconds = monotonicSeconds() - t0
         let V = base.config.vocabSize
         let prompt = (0..<promptTokens).map { ($0 * 7919 + 13) % V }
@@ -81,7 +78,7 @@ struct BenchDecode: ParsableCommand {
         let meanDecode = decode.reduce(0, +) / Double(decode.count)
         let streamed = Double(bytes) * meanDecode / 1e9
         let result: [String: Any] = [
-            "model": base.path, "base_weights": model.baseWeights.rawValue, "activations": activations.rawValue, "threads": threads,
+            "model": base.path, "base_weights": model.baseWeights.rawValue, "activations": decoding.activations.rawValue, "threads": threads,
             "prompt_tokens": promptTokens, "gen_tokens": genTokens,
             "prefill_tokens_per_s": prefill.reduce(0, +) / Double(prefill.count), "prefill_tokens_per_s_best": prefill.max()!,
             "decode_tokens_per_s": meanDecode, "decode_tokens_per_s_best": decode.max()!,

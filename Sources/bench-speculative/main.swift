@@ -17,6 +17,7 @@ struct BenchSpeculative: ParsableCommand {
         abstract: "Measure greedy decoding speed with and without a draft model (speculative decoding) and check identical output.")
 
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var decoding: DecodingOptions
 
     @Option(help: "Adapter for the target model (base + adapter): a checkpoint, an .fmadapter package or a PEFT folder.")
     var checkpoint: String?
@@ -57,7 +58,7 @@ struct BenchSpeculative: ParsableCommand {
     func run() throws {
         let loaded = try model.load(adapter: checkpoint)
         let base = loaded.base
-        let target = InferenceModel(loaded)
+        let target = InferenceModel(loaded, activations: decoding.activations)
         let draft = try DraftEngine.load(path: draftCheckpoint, base: base, precision: draftPrecision)
         let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
         var conversations: [[Message]] = []

@@ -23,6 +23,7 @@ struct EvaluateAdapter: ParsableCommand {
             """)
 
     @OptionGroup(title: "Base model") var model: BaseModelOptions
+    @OptionGroup(title: "Decoding") var decoding: DecodingOptions
 
     @Option(help: "Eval data: JSONL conversations ending in an assistant turn (Schema.md).")
     var evalData: String
@@ -93,6 +94,7 @@ struct EvaluateAdapter: ParsableCommand {
         s.outputPath = output
         s.computeLoss = !skipLoss
         s.generate = !skipGeneration
+        s.activations = decoding.activations
         var exact = 0
         let report = try EvaluationRun.run(s, base: base) { event in
             switch event {

@@ -21,6 +21,7 @@ struct Generate: ParsableCommand {
             """)
 
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var decoding: DecodingOptions
 
     @Option(help: "Adapter to apply to the base model: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder; a package's draft (and its draft token count) is used for speculative decoding unless --draft-checkpoint is given.")
     var checkpoint: String?
@@ -69,7 +70,7 @@ struct Generate: ParsableCommand {
     func run() throws {
         let loaded = try model.load(adapter: checkpoint)  // any adapter form, checked against the base
         let base = loaded.base
-        let engine = InferenceModel(loaded)
+        let engine = InferenceModel(loaded, activations: decoding.activations)
         let drafter = try draftCheckpoint.map { try DraftEngine.load(path: $0, base: base, precision: draftPrecision) }
             ?? loaded.draft.map { DraftEngine($0, precision: draftPrecision) }
         // a package's own draft runs with the package's speculativeDecodingDraftTokenCount
