@@ -75,7 +75,7 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
         for (size_t b = 0; b < blocks; b++) {
             for (int j = 0; j < NR; j++) {
                 const uint8_t *p = w + j * rowBytes + b * bytes;
-                _mm_prefetch((const char *)p + 4 * rowBytes, _MM_HINT_T0);
+                _mm_prefetch((const char *)p + 8 * rowBytes, _MM_HINT_T1);  // as prefetch_ahead in avx2.c
                 const __m256 dwv = Q8_FN(half8)(p);
                 const float mw = type == BK_Q4_0 ? -8.0f * _mm256_cvtss_f32(dwv) : type == BK_Q4_1 ? Q8_FN(half)(p + 2) : 0;
                 __m256i u = Q8_FN(weight_bytes)(type, p, 0);
@@ -97,7 +97,7 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
     for (size_t b = 0; b < k / 256; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * bytes;
-            for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char *)p + 4 * rowBytes + off, _MM_HINT_T0);
+            for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char *)p + 8 * rowBytes + off, _MM_HINT_T1);
             if (type == BK_Q6_K) {
                 const __m256 d = Q8_FN(half8)(p + 208);
                 const __m128i sc = _mm_loadu_si128((const __m128i *)(p + 192));

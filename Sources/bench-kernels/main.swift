@@ -91,7 +91,7 @@ struct BenchKernels: ParsableCommand {
                 }
                 let rowBytes = k / blockSize * typeSize
                 let matrixBytes = n * rowBytes
-                let copies = hotOnly ? 1 : max(2, coldMegabytes << 20 / matrixBytes)
+                let copies = hotOnly ? 1 : max(3, coldMegabytes << 20 / matrixBytes)
                 let pool = WeightPool(type: type, rowBytes: rowBytes, rows: n, copies: copies)
                 defer { pool.deallocate() }
                 let x = UnsafeMutablePointer<Float>.allocate(capacity: 8 * k)
@@ -172,10 +172,10 @@ struct BenchKernels: ParsableCommand {
     /// call first quantizes the m activation rows on the calling thread, as a model would.
     func measure(_ figures: [Figure], level: Int32, type: GGMLType, mode: Mode, x: UnsafePointer<Float>,
                  xq: UnsafeMutableRawPointer, k: Int, pool: WeightPool, n: Int, y: UnsafeMutablePointer<Float>) -> [Double] {
-        var copy = 0
+        var copy = 1  // cold calls cycle through copies 1 ..< copies; copy 0 is the hot figures' (and cached)
         func call(_ f: Figure) {
             let w = pool.copy(f.cold ? copy : 0)
-            if f.cold { copy = (copy + 1) % pool.copies }
+            if f.cold { copy = copy + 1 < pool.copies ? copy + 1 : 1 }
             if mode == .q8 {
                 let rc = bk_quantize_q8_at(level, x, f.m, k, xq)
                 precondition(rc == 0, "[bench-kernels] bk_quantize_q8_at returned \(rc) for k=\(k)")
