@@ -68,7 +68,16 @@ extension FrozenMatrix {
             }
             return
         }
-        // panels: unpack P rows, then y[:, p0..<p1] = x · panelᵀ
+        // panels: y[:, p0..<p1] = x · panelᵀ
+        forEachPanel { r, panel in
+            BLAS.sgemm(transA: false, transB: true, m: m, n: r.count, k: columns, alpha: 1, a: x, lda: columns,
+                       b: panel, ldb: columns, beta: 0, c: y + r.lowerBound, ldc: ldy)
+        }
+    }
+
+    /// Calls `body(rows, panel)` for consecutive panels of `panelRows()` rows, each unpacked (on
+    /// every core) into one reused buffer [rows.count, columns].
+    func forEachPanel(_ body: (Range<Int>, UnsafePointer<Float>) -> Void) {
         let p = panelRows()
         let panel = UnsafeMutablePointer<Float>.allocate(capacity: p * columns)
         defer { panel.deallocate() }
@@ -76,8 +85,7 @@ extension FrozenMatrix {
         while p0 < rows {
             let p1 = Swift.min(rows, p0 + p)
             unpackParallel(p0..<p1, into: panel)
-            BLAS.sgemm(transA: false, transB: true, m: m, n: p1 - p0, k: columns, alpha: 1, a: x, lda: columns,
-                       b: panel, ldb: columns, beta: 0, c: y + p0, ldc: ldy)
+            body(p0..<p1, panel)
             p0 = p1
         }
     }
@@ -93,16 +101,9 @@ extension FrozenMatrix {
             }
             return
         }
-        let p = panelRows()
-        let panel = UnsafeMutablePointer<Float>.allocate(capacity: p * columns)
-        defer { panel.deallocate() }
-        var p0 = 0
-        while p0 < rows {
-            let p1 = Swift.min(rows, p0 + p)
-            unpackParallel(p0..<p1, into: panel)
-            BLAS.sgemm(transA: false, transB: false, m: m, n: columns, k: p1 - p0, alpha: 1, a: dy + p0, lda: ldDy,
+        forEachPanel { r, panel in
+            BLAS.sgemm(transA: false, transB: false, m: m, n: columns, k: r.count, alpha: 1, a: dy + r.lowerBound, lda: ldDy,
                        b: panel, ldb: columns, beta: 1, c: dx, ldc: ldx)
-            p0 = p1
         }
     }
 
