@@ -74,7 +74,7 @@ llama = {"build": f"b{t0['build_number']}", "commit": t0["build_commit"], "cpu_i
 
 rows = [(f"prefill tokens/s (pp{prompt})", pp, "prefill_tokens_per_s", True),
         (f"decode tokens/s (tg{gen})", tg, "decode_tokens_per_s", True),
-        (f"decode tokens/s (tg{gen} @ depth {prompt})", tgd, "decode_tokens_per_s", True),
+        (f"decode tokens/s (tg{gen} @ depth {prompt})", tgd, None, True),
         ("peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False)]
 print(f"\n{os.path.basename(model)}: {threads} threads, llama.cpp {llama['build']} ({llama['commit']}), {llama['cpu_info']}; load average {' '.join(loadavg)} at the start")
 print(f"{'':36} {'llama.cpp':>16} {'ours':>10} {'ours/llama.cpp':>15}")
@@ -84,7 +84,7 @@ for label, l, key, _ in rows:
     ls = f"{lv:.1f}" + (f" ±{l['stddev']:.1f}" if l["stddev"] is not None else "")
     if l.get("samples") and max(l["samples"]) > 1.15 * min(l["samples"]):
         noisy.append(f"{label}: {', '.join(f'{x:.1f}' for x in l['samples'])}")
-    ov = ours.get(key) if ours else None
+    ov = ours.get(key) if ours and key else None
     if ov is None:
         print(f"{label:36} {ls:>16} {'-':>10} {'-':>15}"); continue
     ratios[label] = ov / lv
@@ -96,7 +96,7 @@ if ours:
     print(f"ours: {ours['bytes_per_token'] / 1e6:.1f} MB read per decoded token, {ours['bandwidth_gb_s']:.1f} GB/s = "
           f"{100 * ours['fraction_of_bandwidth']:.0f}% of the measured bandwidth; load {ours['load_seconds']:.2f} s; "
           f"base weights {ours['base_weights']}{extra}")
-    print(f"(ours decodes after its {prompt}-token prompt, so its decode figure matches the @ depth {prompt} row best)")
+    print(f"(ours decodes {gen} tokens from an empty context, as llama-bench's tg{gen}; the @ depth row is llama.cpp's alone)")
 else:
     print("ours: not measured (bench-decode missing or failed, see above)")
 json.dump({"model": model, "loadavg_at_start": [float(x) for x in loadavg], "noisy": noisy, "llama_cpp": llama, "ours": ours, "ratios_ours_over_llama_cpp": ratios},
