@@ -4,8 +4,8 @@
 1. Every library module in the architecture table has exactly the dependencies (on the
    package's own modules) that `swift package dump-package` reports, and the other way round.
 2. No file under Sources/Inference imports Training (the two executors stay independent).
-3. No tracked file names a folder outside the repository (`../shared`) or this machine's
-   absolute paths.
+3. No tracked file names a folder beside the repository (the parent's shared folder) or this
+   machine's absolute paths.
 Prints what differs and exits 1; prints one line and exits 0 when all holds. Run from anywhere.
 """
 import json

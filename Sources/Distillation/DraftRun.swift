@@ -24,7 +24,7 @@ public struct DraftRunSettings {
     public var makeOptions: (_ batchesPerEpoch: Int) -> TrainingOptions
     /// The shortest prompt prefix shared by every training sample that the teacher computes
     /// once (PrefixTeacher); shorter ones are run with each sample.
-    public var teacherPrefixMinimum = 16
+    public var teacherPrefixMinimum = PrefixTeacher.defaultMinimumLength
     /// Assistant positions the per-epoch metrics look at (at most).
     public var metricsPositions = 2048
     /// Recompute the draft's block activations in backward (less memory, more compute).

@@ -25,8 +25,11 @@ public final class PrefixTeacher: TeacherForward {
     public var prefix: [Int] { shared?.tokens ?? [] }
     public var config: ModelConfig { model.config }
 
+    /// Prefixes shorter than this are not worth a copy of their keys and values.
+    public static let defaultMinimumLength = 16
+
     /// `sharedPrefix` shorter than `minimumLength` tokens is not worth a copy: every sample then runs whole.
-    public init(base: BaseWeights, adapter: Adapter?, sharedPrefix: [Int], minimumLength: Int = 16) {
+    public init(base: BaseWeights, adapter: Adapter?, sharedPrefix: [Int], minimumLength: Int = defaultMinimumLength) {
         model = InferenceModel(base: base, adapter: adapter)
         if sharedPrefix.count >= minimumLength {
             let cache = model.makeCache(capacity: sharedPrefix.count)

@@ -129,7 +129,7 @@ public enum EvaluationRun {
         for m in models {
             guard let path = m.checkpoint else { continue }
             let adapter: Adapter
-            if PEFTFormat.folder(of: path) == nil && !FMAdapterPackage.looksLikePackage(path) {
+            if Adapter.form(of: path) == .checkpoint {
                 let c = try Checkpoint.load(path)
                 try c.requireAdapter(for: base)
                 steps[path] = c.header.state.step

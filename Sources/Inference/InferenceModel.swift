@@ -102,18 +102,15 @@ public final class InferenceModel: @unchecked Sendable {
     }
 
     /// Bytes of weights this model holds or streams (stored matrices as stored).
-    public var weightBytes: Int {
-        var total = embed.heldBytes + (head.heldBytes(sharing: embed))
-        for l in layers { total += l.wqkv.heldBytes() + l.wo.heldBytes() + l.wGateUp.heldBytes() + l.wDown.heldBytes() }
-        return total
-    }
+    public var weightBytes: Int { embed.heldBytes + head.heldBytes(sharing: embed) + projectionBytes }
 
     /// Bytes a one-token decoding step reads from the weights: every projection and the head
     /// (the embedding contributes one row).
-    public var bytesPerToken: Int {
-        var total = head.heldBytes() + embed.heldBytes / max(embed.rows, 1)
-        for l in layers { total += l.wqkv.heldBytes() + l.wo.heldBytes() + l.wGateUp.heldBytes() + l.wDown.heldBytes() }
-        return total
+    public var bytesPerToken: Int { head.heldBytes() + embed.heldBytes / max(embed.rows, 1) + projectionBytes }
+
+    /// Bytes of every layer's projections.
+    var projectionBytes: Int {
+        layers.reduce(0) { $0 + $1.wqkv.heldBytes() + $1.wo.heldBytes() + $1.wGateUp.heldBytes() + $1.wDown.heldBytes() }
     }
 
     /// A loaded model (base and optional adapter) on the KV-cache path.

@@ -30,12 +30,8 @@ public struct GGUFFile: Sendable {
     /// Opens and validates a GGUF file: header, metadata, tensor descriptors and data bounds.
     /// The file is memory-mapped, never copied.
     public init(path: String) throws {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw ModelAssetsError.io(path: path, reason: "no such file")
-        }
-        if isDirectory.boolValue { throw ModelAssetsError.io(path: path, reason: "is a folder, not a file") }
-        let mapping = try MappedFile(path: path)
+        guard FileManager.default.fileExists(atPath: path) else { throw ModelAssetsError.io(path: path, reason: "no such file") }
+        let mapping = try MappedFile(path: path)  // refuses a folder
         try self.init(data: mapping.data, path: path, mapping: mapping)
     }
 

@@ -112,9 +112,25 @@ public struct Adapter: Sendable {
     /// PEFT folder, or a PEFT adapter_model.safetensors file (its adapter_config.json beside it).
     /// `base` is needed only for a PEFT folder written by another tool (it records no base).
     public static func load(_ path: String, base: BaseModel? = nil) throws -> Adapter {
-        if let folder = PEFTFormat.folder(of: path) { return try loadPEFT(folder: folder, base: base) }
-        if FMAdapterPackage.looksLikePackage(path) { return try FMAdapterPackage.load(path).adapter }
-        return try fromCheckpoint(CheckpointFile.load(path))
+        switch form(of: path) {
+        case .peft(let folder): return try loadPEFT(folder: folder, base: base)
+        case .package: return try FMAdapterPackage.load(path).adapter
+        case .checkpoint: return try fromCheckpoint(CheckpointFile.load(path))
+        }
+    }
+
+    /// The forms an adapter is stored in.
+    public enum Form: Equatable {
+        /// A PEFT folder (the folder, when `path` names it or its adapter_model.safetensors).
+        case peft(folder: String)
+        case package
+        case checkpoint
+    }
+
+    /// Which form `path` names: a PEFT folder, else an .fmadapter package, else a checkpoint file.
+    public static func form(of path: String) -> Form {
+        if let folder = PEFTFormat.folder(of: path) { return .peft(folder: folder) }
+        return FMAdapterPackage.looksLikePackage(path) ? .package : .checkpoint
     }
 
     /// The adapter of a checkpoint, refusing a draft checkpoint or one whose tensors do not match

@@ -46,8 +46,6 @@ public struct BaseModelFile: Sendable {
         self.tokenizer = tokenizer
     }
 
-    public var storage: BaseWeightStorage { matrices.isEmpty ? .float32 : .stored }
-
     /// Every tensor as float32 in Hugging Face layout, one at a time (stored matrices dequantized).
     public func tensor(_ name: String) -> HostTensor {
         if let t = tensors[name] { return t }

@@ -23,7 +23,7 @@ public struct LoadedModel {
     /// Loads the adapter at `path` (any form; nil gives the bare base) onto `base`.
     public static func load(base: BaseModel, adapter path: String?) throws -> LoadedModel {
         guard let path else { return LoadedModel(base: base) }
-        if PEFTFormat.folder(of: path) == nil && FMAdapterPackage.looksLikePackage(path) {
+        if Adapter.form(of: path) == .package {
             let package = try FMAdapterPackage.load(path)
             try package.requireCompatible(with: base)
             let draft = try package.draftWeights(base: base)

@@ -18,14 +18,15 @@ public final class Projection {
     public let stored: FrozenMatrix?  // [out, in], when the base is kept as stored
     public let bias: Tensor?  // [out], frozen
     public let lora: LoRALinear?  // float32 path
-    public let loraFactors: (a: Tensor, b: Tensor, scale: Float, dropout: Float)?  // stored path
+    /// The adapter on a stored weight (no LoRALinear: that op holds a weight tensor).
+    let storedLoRA: (a: Tensor, b: Tensor, scale: Float, dropout: Float)?
 
     init(weight: Tensor, bias: Tensor?, lora: LoRALinear?) {
         self.weight = weight
         stored = nil
         self.bias = bias
         self.lora = lora
-        loraFactors = lora.map { ($0.a, $0.b, $0.scale, $0.dropout) }
+        storedLoRA = nil
     }
 
     init(stored: FrozenMatrix, bias: Tensor?, lora: (a: Tensor, b: Tensor, scale: Float, dropout: Float)?) {
@@ -33,13 +34,13 @@ public final class Projection {
         self.stored = stored
         self.bias = bias
         self.lora = nil
-        loraFactors = lora
+        storedLoRA = lora
     }
 
     /// [N, in] -> [N, out]
     func callAsFunction(_ x: Tensor, rng: inout SeededRNG, training: Bool) -> Tensor {
         if let stored {
-            guard let f = loraFactors else { return linear(x, frozen: stored, bias: bias) }
+            guard let f = storedLoRA else { return linear(x, frozen: stored, bias: bias) }
             let xd = training && f.dropout > 0 ? dropout(x, p: f.dropout, rng: &rng) : x
             return loraLinear(x, frozen: stored, bias: bias, a: f.a, b: f.b, scale: f.scale, loraInput: xd)
         }
@@ -49,7 +50,7 @@ public final class Projection {
     }
 
     /// The LoRA factors A [r, in] and B [out, r], whichever path holds them.
-    var loraTensors: (a: Tensor, b: Tensor)? { loraFactors.map { ($0.a, $0.b) } }
+    var loraTensors: (a: Tensor, b: Tensor)? { lora.map { ($0.a, $0.b) } ?? storedLoRA.map { ($0.a, $0.b) } }
 }
 
 public final class LlamaBlock {

@@ -97,23 +97,9 @@ struct MakeModel: ParsableCommand {
         }
     }
 
-    /// Where the toolkit's commands look for the fetched base model (BaseModel.defaultPath's rule).
-    static func defaultTokenizerPath() -> String? {
-        let fileName = "SmolLM2-135M-Instruct.Q4_1.gguf"
-        let fm = FileManager.default
-        if let env = ProcessInfo.processInfo.environment["ADAPTER_BASE_MODEL"], !env.isEmpty { return env }
-        var candidates = [fm.currentDirectoryPath + "/assets/" + fileName]
-        var dir = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath().deletingLastPathComponent()
-        for _ in 0..<6 {
-            candidates.append(dir.appendingPathComponent("assets/" + fileName).path)
-            dir = dir.deletingLastPathComponent()
-        }
-        return candidates.first { fm.fileExists(atPath: $0) }
-    }
-
     func run() throws {
         let start = Date()
-        guard let tokenizerPath = tokenizerFrom ?? Self.defaultTokenizerPath() else {
+        guard let tokenizerPath = tokenizerFrom ?? BaseModel.defaultPath() else {
             throw ValidationError("no --tokenizer-from given and the SmolLM2 GGUF is not fetched; run scripts/fetch-model.sh, set ADAPTER_BASE_MODEL, or pass --tokenizer-from FILE.gguf")
         }
         let tokenizerFile = try GGUFFile(path: tokenizerPath)
