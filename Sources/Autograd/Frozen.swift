@@ -115,9 +115,11 @@ extension Ops {
     static func headPanelRows(vocabulary v: Int, hidden d: Int) -> Int { max(16, min(v, (1 << 20) / max(d, 1) / 16 * 16)) }
 
     /// Mean next-token cross-entropy of h·Wᵀ with W frozen, hidden [M, D], W [V, D]. The [M, V]
-    /// logits never exist: each panel of P vocabulary rows is unpacked, multiplied for every row,
-    /// and folded into a running max and sum of exponentials per row; with a gradient, a second
-    /// pass recomputes each panel's logits and adds (softmax − onehot)/M · W_panel to dh.
+    /// logits never exist and every panel of P vocabulary rows is unpacked and multiplied once:
+    /// each panel's logits fold into a running max and sum of exponentials per row (an online
+    /// log-sum-exp), and, with a gradient, into a running Σ e^(z − max)·W_v per row, rescaled
+    /// whenever the row's max grows (online softmax). At the end dh = (acc/sum − W[target])/M.
+    /// No logit is computed twice (as in `linearCrossEntropy` over a weight tensor).
     static func frozenLinearCrossEntropy(hidden: Tensor, weight w: FrozenLinearWeight, targets: [Int]) -> Tensor {
         precondition(hidden.shape.count == 2 && hidden.shape[1] == w.columns,
                      "[linearCrossEntropy] hidden must be [M,D] with D = \(w.columns): hidden \(hidden.shape)")
@@ -129,71 +131,69 @@ extension Ops {
         let p = headPanelRows(vocabulary: v, hidden: d)
         var rowMax = [Float](repeating: -.infinity, count: m), rowSum = [Float](repeating: 0, count: m)
         var zTarget = [Float](repeating: 0, count: m)
-        var dHidden = [Float](repeating: 0, count: needDH ? m * d : 0)  // at g = 1
+        var acc = [Float](repeating: 0, count: needDH ? m * d : 0)  // Σ e^(z − max)·W_v per row
+        var targetRows = [Float](repeating: 0, count: needDH ? m * d : 0)  // W[target] per row
         let panel = UnsafeMutablePointer<Float>.allocate(capacity: p * d)
         let z = UnsafeMutablePointer<Float>.allocate(capacity: max(1, m * p))
         defer { panel.deallocate(); z.deallocate() }
         let grain = Parallel.rowGrain(rowLength: p)
         hidden.data.withUnsafeBufferPointer { hp in
+        rowMax.withUnsafeMutableBufferPointer { mx in
+        rowSum.withUnsafeMutableBufferPointer { sm in
+        zTarget.withUnsafeMutableBufferPointer { zt in
+        acc.withUnsafeMutableBufferPointer { ac in
+        targetRows.withUnsafeMutableBufferPointer { tr in
             guard m > 0 else { return }
             let h = hp.baseAddress!
-            // pass 1: the log-sum-exp of every row, panel by panel
             var v0 = 0
             while v0 < v {
                 let rows = min(p, v - v0)
                 w.unpackRows(v0..<(v0 + rows), into: panel)
                 BLAS.sgemm(transA: false, transB: true, m: m, n: rows, k: d, alpha: 1, a: h, lda: d, b: panel, ldb: d, beta: 0, c: z, ldc: rows)
-                rowMax.withUnsafeMutableBufferPointer { mx in
-                    rowSum.withUnsafeMutableBufferPointer { sm in
-                        zTarget.withUnsafeMutableBufferPointer { zt in
-                            Parallel.forChunks(m, grain: grain) { _, range in
-                                for i in range {
-                                    let zr = z + i * rows
-                                    let newMax = max(mx[i], kMax(zr, rows))
-                                    var acc = SIMD16<Float>()
-                                    var j = 0
-                                    while j + 16 <= rows { acc += Float.expVector(load16(zr + j) - newMax); j += 16 }
-                                    var tail: Float = 0
-                                    while j < rows { tail += Foundation.exp(zr[j] - newMax); j += 1 }
-                                    sm[i] = sm[i] * Foundation.exp(mx[i] - newMax) + acc.sum() + tail
-                                    mx[i] = newMax
-                                    let t = targets[i] - v0
-                                    if t >= 0 && t < rows { zt[i] = zr[t] }
-                                }
-                            }
+                Parallel.forChunks(m, grain: grain) { _, range in
+                    for i in range {
+                        let zr = z + i * rows
+                        let t = targets[i] - v0
+                        if t >= 0 && t < rows {
+                            zt[i] = zr[t]
+                            if needDH { (tr.baseAddress! + i * d).update(from: panel + t * d, count: d) }
                         }
+                        let newMax = max(mx[i], kMax(zr, rows))
+                        let rescale = Foundation.exp(mx[i] - newMax)  // 0 for the first panel
+                        var total = SIMD16<Float>()
+                        var j = 0
+                        if needDH {  // keep e = exp(z − max) for acc += e·W_panel
+                            while j + 16 <= rows { let e = Float.expVector(load16(zr + j) - newMax); store16(e, zr + j); total += e; j += 16 }
+                            while j < rows { zr[j] = Foundation.exp(zr[j] - newMax); total[0] += zr[j]; j += 1 }
+                            if rescale != 1 { let a = ac.baseAddress! + i * d; for c in 0..<d { a[c] *= rescale } }
+                        } else {
+                            while j + 16 <= rows { total += Float.expVector(load16(zr + j) - newMax); j += 16 }
+                            while j < rows { total[0] += Foundation.exp(zr[j] - newMax); j += 1 }
+                        }
+                        sm[i] = sm[i] * rescale + total.sum()
+                        mx[i] = newMax
                     }
+                }
+                if needDH {  // acc[M, D] += e[M, P] · W_panel[P, D]
+                    BLAS.sgemm(transA: false, transB: false, m: m, n: d, k: rows, alpha: 1, a: z, lda: rows, b: panel, ldb: d,
+                               beta: 1, c: ac.baseAddress!, ldc: d)
                 }
                 v0 += rows
             }
             guard needDH else { return }
-            // pass 2: dh = Σ_panels (softmax − onehot)/M · W_panel
-            let lse = (0..<m).map { rowMax[$0] + Foundation.log(rowSum[$0]) }
-            dHidden.withUnsafeMutableBufferPointer { dh in
-                v0 = 0
-                while v0 < v {
-                    let rows = min(p, v - v0)
-                    w.unpackRows(v0..<(v0 + rows), into: panel)
-                    BLAS.sgemm(transA: false, transB: true, m: m, n: rows, k: d, alpha: 1, a: h, lda: d, b: panel, ldb: d, beta: 0, c: z, ldc: rows)
-                    Parallel.forChunks(m, grain: grain) { _, range in
-                        for i in range {
-                            let zr = z + i * rows, shift = lse[i]
-                            var j = 0
-                            while j + 16 <= rows { store16(Float.expVector(load16(zr + j) - shift) * factor, zr + j); j += 16 }
-                            while j < rows { zr[j] = Foundation.exp(zr[j] - shift) * factor; j += 1 }
-                            let t = targets[i] - v0
-                            if t >= 0 && t < rows { zr[t] -= factor }
-                        }
-                    }
-                    BLAS.sgemm(transA: false, transB: false, m: m, n: d, k: rows, alpha: 1, a: z, lda: rows, b: panel, ldb: d,
-                               beta: 1, c: dh.baseAddress!, ldc: d)
-                    v0 += rows
+            // dh = (acc/sum − W[target])/M, in place in acc
+            Parallel.forChunks(m, grain: Parallel.rowGrain(rowLength: d)) { _, range in
+                for i in range {
+                    let a = ac.baseAddress! + i * d, t = tr.baseAddress! + i * d
+                    let s = factor / sm[i]
+                    for c in 0..<d { a[c] = a[c] * s - t[c] * factor }
                 }
             }
-        }
+        }}}}}}
         var loss: Float = 0
         for i in 0..<m { loss += (rowMax[i] + Foundation.log(rowSum[i]) - zTarget[i]) * factor }
         guard needDH else { return Tensor(result: [], data: [loss], inputs: [], backward: nil) }
+        let dHidden = acc
         return Tensor(result: [], data: [loss], inputs: [hidden]) { g in
             let scale = g[0]
             hidden.withGrad { dx in for i in 0..<(m * d) { dx[i] += scale * dHidden[i] } }

@@ -251,3 +251,46 @@ final class EngineTests: XCTestCase {
         }
     }
 }
+
+/// A frozen weight held as a plain array (the interface ModelDefinition's stored matrices serve).
+private struct ArrayWeight: FrozenLinearWeight {
+    let rows: Int, columns: Int, values: [Float]
+    func multiply(_ x: UnsafePointer<Float>, m: Int, into y: UnsafeMutablePointer<Float>, ldy: Int) {
+        values.withUnsafeBufferPointer { w in
+            BLAS.sgemm(transA: false, transB: true, m: m, n: rows, k: columns, alpha: 1, a: x, lda: columns,
+                       b: w.baseAddress!, ldb: columns, beta: 0, c: y, ldc: ldy)
+        }
+    }
+    func multiplyAccumulate(_ dy: UnsafePointer<Float>, m: Int, ldDy: Int, into dx: UnsafeMutablePointer<Float>, ldx: Int) {
+        values.withUnsafeBufferPointer { w in
+            BLAS.sgemm(transA: false, transB: false, m: m, n: columns, k: rows, alpha: 1, a: dy, lda: ldDy,
+                       b: w.baseAddress!, ldb: columns, beta: 1, c: dx, ldc: ldx)
+        }
+    }
+    func unpackRows(_ r: Range<Int>, into out: UnsafeMutablePointer<Float>) {
+        values.withUnsafeBufferPointer { out.update(from: $0.baseAddress! + r.lowerBound * columns, count: r.count * columns) }
+    }
+}
+
+final class FrozenHeadLossTests: XCTestCase {
+    /// The frozen head's one-pass loss (online log-sum-exp and online softmax-weighted rows over
+    /// vocabulary panels) equals the tensor head's, loss and input gradient, with several panels
+    /// whose later ones raise a row's maximum (the running sums are rescaled) and targets in each.
+    func testFrozenHeadCrossEntropyEqualsTensorHeadOverManyPanels() {
+        var rng = SeededRNG(seed: 11)
+        let d = 64, v = 40_000, m = 6
+        XCTAssertGreaterThan(v, 2 * Ops.headPanelRows(vocabulary: v, hidden: d), "at least three panels")
+        var w = rng.uniformArray(count: v * d, -0.5, 0.5)
+        for c in 0..<d { w[(v - 7) * d + c] = 3 }  // a last-panel row that dominates some rows' logits
+        let targets = [0, v / 2, v - 1, 17, v - 7, 3 * v / 4]
+        let h1 = fleaf([m, d], &rng, grad: true), h2 = Tensor(shape: [m, d], data: h1.data, requiresGrad: true)
+        let reference = Ops.linearCrossEntropy(hidden: h1, weight: Tensor(shape: [v, d], data: w), targets: targets)
+        let frozen = linearCrossEntropy(hidden: h2, frozen: ArrayWeight(rows: v, columns: d, values: w), targets: targets)
+        XCTAssertEqual(frozen.data[0], reference.data[0], accuracy: 1e-5 * abs(reference.data[0]))
+        scale(reference, 3).backward()
+        scale(frozen, 3).backward()
+        assertClose(h2.grad!, h1.grad!, tol: 1e-5, "input gradient")
+        let noGrad = withNoGrad { linearCrossEntropy(hidden: h2, frozen: ArrayWeight(rows: v, columns: d, values: w), targets: targets) }
+        XCTAssertEqual(noGrad.data[0], frozen.data[0], "the loss does not depend on whether a gradient is kept")
+    }
+}
