@@ -1,15 +1,21 @@
 // Subset construction on demand: a DFA state is the set of NFA states (after epsilon closure)
 // a text can be in; its row of transitions, one entry per byte class, is filled the first time
-// the state is left. State 0 is dead (the empty set) and loops on every byte. Not thread-safe:
-// the owner (`TokenConstraint`) holds its lock around every use.
+// the state is left. A state is named by the offset of its row in the table (state index ×
+// class count), so following a transition is one add and one load; offset 0 is the dead state
+// (the empty set), which loops on every byte. Not thread-safe: the owner (`TokenConstraint`)
+// holds its lock around every use.
 
 final class LazyDFA {
     static let dead: Int32 = 0
 
     let nfa: ByteNFA
     let classCount: Int
-    /// Row-major transitions, -1 until filled.
-    private(set) var table: [Int32] = []
+    /// Row-major transitions to row offsets, -1 until filled: `rows` rows of `classCount`
+    /// entries, manually managed so the trie walk reads it through a pointer (refreshed after
+    /// each `fill`).
+    private(set) var table: UnsafeMutablePointer<Int32>
+    private var capacity: Int
+    private var rows = 0
     private(set) var accepting: [Bool] = []
     private var sets: [[Int32]] = []
     private var index: [[Int32]: Int32] = [:]
@@ -26,16 +32,20 @@ final class LazyDFA {
     init(nfa: ByteNFA, maxStates: Int) {
         self.nfa = nfa
         self.classCount = nfa.classCount
-        self.maxStates = maxStates
+        self.maxStates = min(maxStates, Int(Int32.max) / max(nfa.classCount, 1) - 1)
         self.mark = [UInt32](repeating: 0, count: nfa.count)
         self.buckets = [[Int32]](repeating: [], count: nfa.classCount)
+        self.capacity = 64 * nfa.classCount
+        self.table = UnsafeMutablePointer<Int32>.allocate(capacity: capacity)
         _ = intern([])
-        table.replaceSubrange(0..<classCount, with: repeatElement(0, count: classCount))
+        for c in 0..<classCount { table[c] = 0 }
         stamp += 1
         start = intern(nfa.closure([nfa.start], mark: &mark, stamp: stamp, stack: &stack))
     }
 
     var stateCount: Int { sets.count }
+
+    func isAccepting(_ s: Int32) -> Bool { accepting[Int(s) / classCount] }
 
     private func intern(_ set: [Int32]) -> Int32 {
         if let s = index[set] { return s }
@@ -43,17 +53,27 @@ final class LazyDFA {
             exhausted = true
             return Self.dead
         }
-        let s = Int32(sets.count)
+        let s = Int32(sets.count * classCount)
         sets.append(set)
         index[set] = s
         accepting.append(set.contains(nfa.accept))
-        table.append(contentsOf: repeatElement(-1, count: classCount))
+        if (rows + 1) * classCount > capacity {
+            let bigger = UnsafeMutablePointer<Int32>.allocate(capacity: capacity * 2)
+            bigger.update(from: table, count: rows * classCount)
+            table.deallocate()
+            table = bigger
+            capacity *= 2
+        }
+        (table + rows * classCount).initialize(repeating: -1, count: classCount)
+        rows += 1
         return s
     }
 
+    deinit { table.deallocate() }
+
     @inline(__always)
     func next(_ s: Int32, _ byte: UInt8) -> Int32 {
-        let k = Int(s) &* classCount &+ Int(nfa.classOf[Int(byte)])
+        let k = Int(s) &+ Int(nfa.classOf[Int(byte)])
         let t = table[k]
         if t >= 0 { return t }
         fill(s)
@@ -62,10 +82,10 @@ final class LazyDFA {
 
     /// Computes every transition of `s` at once: targets bucketed by byte class, then closed.
     func fill(_ s: Int32) {
-        let row = Int(s) * classCount
+        let row = Int(s)
         guard table[row] < 0 else { return }
         for c in 0..<classCount { buckets[c].removeAll(keepingCapacity: true) }
-        for q in sets[Int(s)] {
+        for q in sets[row / classCount] {
             let i = Int(q)
             for k in Int(nfa.edgeStart[i])..<Int(nfa.edgeStart[i + 1]) {
                 let lo = Int(nfa.classOf[Int(nfa.edgeLo[k])]), hi = Int(nfa.classOf[Int(nfa.edgeHi[k])])
@@ -87,7 +107,7 @@ final class LazyDFA {
     /// The one byte that keeps `s` alive, when exactly one does.
     func onlyLiveByte(_ s: Int32) -> UInt8? {
         fill(s)
-        let row = Int(s) * classCount
+        let row = Int(s)
         var found: UInt8? = nil
         for c in 0..<classCount where table[row + c] != Self.dead {
             let first = Int(nfa.classFirstByte[c])

@@ -77,6 +77,8 @@ public final class TokenConstraint: @unchecked Sendable {
     private var forced: [Int32: [Int]] = [:]
     private let emptyMask: TokenMask
     private var walkStack: [Int32]
+    /// The grammar's byte class of each trie node's byte.
+    private let nodeClass: [UInt8]
 
     /// `maxDFAStates` bounds the lazily built DFA; past it, tokens that need new states are
     /// masked out (see `isExhausted`), which keeps every allowed token correct.
@@ -86,6 +88,8 @@ public final class TokenConstraint: @unchecked Sendable {
         self.dfa = LazyDFA(nfa: grammar.nfa, maxStates: maxDFAStates)
         self.emptyMask = TokenMask(count: vocabulary.count, words: [UInt64](repeating: 0, count: (vocabulary.count + 63) / 64))
         self.walkStack = [Int32](repeating: 0, count: vocabulary.trie.maxDepth + 1)
+        let classOf = grammar.nfa.classOf
+        self.nodeClass = vocabulary.trie.byte.map { classOf[Int($0)] }
     }
 
     /// The state before any token.
@@ -112,7 +116,7 @@ public final class TokenConstraint: @unchecked Sendable {
     func isAccepting(_ s: Int32) -> Bool {
         lock.lock()
         defer { lock.unlock() }
-        return dfa.accepting[Int(s)]
+        return dfa.isAccepting(s)
     }
 
     /// The tokens allowed next (stop tokens exactly when the text is complete); empty after a stop token.
@@ -156,6 +160,15 @@ public final class TokenConstraint: @unchecked Sendable {
         return result
     }
 
+    /// Walks the trie for `state` even when its mask is cached (DFA rows built earlier are
+    /// reused): the cost of a new mask once the grammar's states exist. For benchmarks.
+    public func recomputeMask(_ state: ConstraintState) -> TokenMask {
+        lock.lock()
+        defer { lock.unlock() }
+        masks[state.dfaState] = nil
+        return maskLocked(state.dfaState)
+    }
+
     // MARK: under the lock
 
     /// The state after `token`, nil when the token is not allowed (stop tokens not handled here).
@@ -171,9 +184,10 @@ public final class TokenConstraint: @unchecked Sendable {
 
     private func maskLocked(_ s: Int32) -> TokenMask {
         if let m = masks[s] { return m }
-        var words = [UInt64](repeating: 0, count: (vocabulary.count + 63) / 64)
+        var words = [UInt64](repeating: 0, count: (vocabulary.count + 63) / 64 + TokenTrie.spareWords)
         walk(from: s, into: &words)
-        if dfa.accepting[Int(s)] {
+        words.removeLast(TokenTrie.spareWords)
+        if dfa.isAccepting(s) {
             for id in vocabulary.stopTokens { words[id >> 6] |= 1 << UInt64(id & 63) }
         }
         let m = TokenMask(count: vocabulary.count, words: words)
@@ -181,44 +195,59 @@ public final class TokenConstraint: @unchecked Sendable {
         return m
     }
 
-    /// Sets the bit of every trie token whose bytes keep the DFA alive from `s`.
+    /// Sets the bit of every trie token whose bytes keep the DFA alive from `s`: one pass over
+    /// the preorder trie, a dead prefix skipping its whole subtree. `words` has
+    /// `TokenTrie.spareWords` words past the vocabulary (nodes without a token set bits there).
     private func walk(from s: Int32, into words: inout [UInt64]) {
         let trie = vocabulary.trie
         let n = trie.nodeCount
+        var table = dfa.table
         walkStack[0] = s
-        trie.byte.withUnsafeBufferPointer { byte in
+        nodeClass.withUnsafeBufferPointer { nodeClass in
         trie.depth.withUnsafeBufferPointer { depth in
         trie.skip.withUnsafeBufferPointer { skip in
-        trie.tokenStart.withUnsafeBufferPointer { tokenStart in
-        trie.tokenIds.withUnsafeBufferPointer { tokenIds in
+        trie.nodeToken.withUnsafeBufferPointer { nodeToken in
         walkStack.withUnsafeMutableBufferPointer { stack in
         words.withUnsafeMutableBufferPointer { words in
             var i = 0
+            // `current` is the state at depth `currentDepth` on the path to node i, kept out of
+            // memory while the walk descends; the stack is read only when it climbs.
+            var current = s
+            var currentDepth = 0
             while i < n {
                 let d = Int(depth[i])
-                let t = dfa.next(stack[d - 1], byte[i])
+                let from = d > currentDepth ? current : stack[d &- 1]
+                let k = Int(from) &+ Int(nodeClass[i])
+                var t = table[k]
+                if t < 0 {
+                    dfa.fill(from)
+                    table = dfa.table
+                    t = table[k]
+                }
                 if t == LazyDFA.dead {
+                    current = from
+                    currentDepth = d &- 1
                     i = Int(skip[i])
                     continue
                 }
                 stack[d] = t
-                var k = Int(tokenStart[i])
-                let end = Int(tokenStart[i + 1])
-                while k < end {
-                    let id = Int(tokenIds[k])
-                    words[id >> 6] |= 1 << UInt64(id & 63)
-                    k += 1
-                }
-                i += 1
+                current = t
+                currentDepth = d
+                let id = Int(nodeToken[i])
+                words[id &>> 6] |= 1 &<< UInt64(id & 63)
+                i &+= 1
             }
-        }}}}}}}
+        }}}}}}
+        for (first, other) in trie.duplicates where words[Int(first) >> 6] & (1 << UInt64(first & 63)) != 0 {
+            words[Int(other) >> 6] |= 1 << UInt64(other & 63)
+        }
     }
 
     private func computeForced(_ s0: Int32) -> [Int] {
         // The forced bytes: one live byte at a time, up to a state where the text could end.
         var bytes: [UInt8] = []
         var s = s0
-        while !dfa.accepting[Int(s)], bytes.count < 4096, let b = dfa.onlyLiveByte(s) {
+        while !dfa.isAccepting(s), bytes.count < 4096, let b = dfa.onlyLiveByte(s) {
             bytes.append(b)
             s = dfa.next(s, b)
         }
@@ -246,7 +275,7 @@ public final class TokenConstraint: @unchecked Sendable {
             cur = after
             pos += chosen.length
         }
-        if tokens.isEmpty && !dfa.accepting[Int(s0)] {
+        if tokens.isEmpty && !dfa.isAccepting(s0) {
             let m = maskLocked(s0)
             if m.allowedCount == 1 { tokens = m.allowedTokens }
         }

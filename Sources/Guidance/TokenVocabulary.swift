@@ -56,6 +56,9 @@ public struct TokenVocabulary: Sendable {
 
     /// The longest token, in bytes.
     public var maxTokenLength: Int { trie.maxDepth }
+
+    /// Nodes of the byte trie (distinct token prefixes): what a new state's mask walks at most.
+    public var trieNodeCount: Int { trie.nodeCount }
 }
 
 /// Tries in preorder: node i has `byte[i]`, `depth[i]` (1 for the root's children), the index
@@ -68,6 +71,14 @@ final class TokenTrie: Sendable {
     let tokenStart: [Int32]
     let tokenIds: [Int32]
     let maxDepth: Int
+    /// The first token ending at each node, or for none a bit in one of `spareWords` words past
+    /// the vocabulary (mask building discards them): the walk sets a bit per node without
+    /// branching, and successive nodes without a token write to different words, so the
+    /// writes do not wait on each other.
+    let nodeToken: [Int32]
+    static let spareWords = 8
+    /// Further ids spelled like a node's first one: (first, other), set after a walk.
+    let duplicates: [(first: Int32, other: Int32)]
 
     init(_ tokens: [[UInt8]?]) {
         let ids = tokens.indices.filter { tokens[$0] != nil }.sorted { a, b in
@@ -115,6 +126,16 @@ final class TokenTrie: Sendable {
         self.tokenStart = tokenStart
         self.tokenIds = ids.map { Int32($0) }
         self.maxDepth = maxDepth
+        let spareBase = Int32((tokens.count + 63) / 64 * 64)
+        var nodeToken = (0..<n).map { spareBase + Int32(64 * ($0 % Self.spareWords)) }
+        var duplicates: [(Int32, Int32)] = []
+        for i in 0..<n where tokenStart[i] < tokenStart[i + 1] {
+            let first = Int32(ids[Int(tokenStart[i])])
+            nodeToken[i] = first
+            for k in Int(tokenStart[i]) + 1..<Int(tokenStart[i + 1]) { duplicates.append((first, Int32(ids[k]))) }
+        }
+        self.nodeToken = nodeToken
+        self.duplicates = duplicates
     }
 
     var nodeCount: Int { byte.count }
