@@ -137,6 +137,10 @@ let package = Package(
             swiftSettings: fast),
         .testTarget(name: "GuidanceTests", dependencies: ["Guidance", "DataSchema", "ModelAssets"]),
         .executableTarget(
+            name: "bench-guidance",
+            dependencies: ["Guidance", "DataSchema", "ModelAssets", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .executableTarget(
             name: "bench-kernels",
             dependencies: ["CBlockKernels", "ModelAssets", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
     ]
