@@ -16,9 +16,30 @@ struct Fragment {
     var end: Int32
 }
 
+/// A state inside a string with a length window: its place in the string's automaton
+/// (`template`, the same for every count), the scalars counted so far and the window. Two such
+/// states with the same template behave alike for the next H bytes when their remaining
+/// "scalars still needed" and "scalars still allowed" agree once clamped to H + 1, which lets
+/// token masks be shared between string positions far from both ends.
+struct CountedState: Sendable {
+    var template: Int32
+    var count: Int32
+    var window: Int32
+}
+
+/// A string's length window, in scalars.
+struct LengthWindow: Sendable {
+    var minLength: Int
+    var maxLength: Int?
+}
+
 final class NFABuilder {
     private(set) var epsilon: [[Int32]] = []
     private(set) var edges: [[ByteEdge]] = []
+    /// Per state; template -1 outside counted strings.
+    private(set) var counted: [CountedState] = []
+    private(set) var windows: [LengthWindow] = []
+    private var templates: Int32 = 0
     /// More states than this and compilation stops with `GuidanceError.tooLarge`.
     let stateLimit: Int
 
@@ -30,10 +51,23 @@ final class NFABuilder {
     func state() -> Int32 {
         epsilon.append([])
         edges.append([])
+        counted.append(CountedState(template: -1, count: 0, window: 0))
         return Int32(epsilon.count - 1)
     }
 
     func connect(_ a: Int32, _ b: Int32) { epsilon[Int(a)].append(b) }
+
+    func newWindow(_ w: LengthWindow) -> Int32 {
+        windows.append(w)
+        return Int32(windows.count - 1)
+    }
+
+    func newTemplate() -> Int32 {
+        templates += 1
+        return templates - 1
+    }
+
+    func annotate(_ s: Int32, _ c: CountedState) { counted[Int(s)] = c }
 
     func edge(_ a: Int32, _ lo: UInt8, _ hi: UInt8, _ b: Int32) {
         edges[Int(a)].append(ByteEdge(lo: lo, hi: hi, to: b))
@@ -153,12 +187,19 @@ final class NFABuilder {
 
     /// True when some path leads from `start` to `end` (the fragment's language is not empty).
     func reaches(_ f: Fragment) -> Bool {
-        var seen = Set<Int32>([f.start])
+        var seen = [Bool](repeating: false, count: count)
+        seen[Int(f.start)] = true
         var stack = [f.start]
         while let s = stack.popLast() {
             if s == f.end { return true }
-            for t in epsilon[Int(s)] where seen.insert(t).inserted { stack.append(t) }
-            for e in edges[Int(s)] where seen.insert(e.to).inserted { stack.append(e.to) }
+            for t in epsilon[Int(s)] where !seen[Int(t)] {
+                seen[Int(t)] = true
+                stack.append(t)
+            }
+            for e in edges[Int(s)] where !seen[Int(e.to)] {
+                seen[Int(e.to)] = true
+                stack.append(e.to)
+            }
         }
         return false
     }
@@ -177,7 +218,7 @@ final class NFABuilder {
 
     /// The finished automaton of `f`, pruned; nil when its language is empty.
     func finish(_ f: Fragment) -> ByteNFA? {
-        ByteNFA(epsilon: epsilon, edges: edges, start: f.start, accept: f.end)
+        ByteNFA(epsilon: epsilon, edges: edges, start: f.start, accept: f.end, counted: counted, windows: windows)
     }
 }
 
@@ -199,32 +240,48 @@ struct ByteNFA: Sendable {
     let classCount: Int
     /// The lowest byte of each class.
     let classFirstByte: [UInt8]
+    /// Per state: its `CountedState` when it lies inside a string with a length window
+    /// (template -1 otherwise), and the windows they refer to.
+    let countedTemplate: [Int32]
+    let countedCount: [Int32]
+    let countedWindow: [Int32]
+    let windows: [LengthWindow]
 
-    init?(epsilon: [[Int32]], edges: [[ByteEdge]], start: Int32, accept: Int32) {
+    init?(epsilon: [[Int32]], edges: [[ByteEdge]], start: Int32, accept: Int32,
+          counted: [CountedState] = [], windows: [LengthWindow] = []) {
         let n = epsilon.count
         // Forward reachability from the start, then backward from the accepting state.
         var forward = [Bool](repeating: false, count: n)
         var stack: [Int32] = [start]
         forward[Int(start)] = true
-        var reverse = [[Int32]](repeating: [], count: n)
         while let s = stack.popLast() {
-            for t in epsilon[Int(s)] {
-                reverse[Int(t)].append(s)
-                if !forward[Int(t)] { forward[Int(t)] = true; stack.append(t) }
-            }
-            for e in edges[Int(s)] {
-                reverse[Int(e.to)].append(s)
-                if !forward[Int(e.to)] { forward[Int(e.to)] = true; stack.append(e.to) }
-            }
+            for t in epsilon[Int(s)] where !forward[Int(t)] { forward[Int(t)] = true; stack.append(t) }
+            for e in edges[Int(s)] where !forward[Int(e.to)] { forward[Int(e.to)] = true; stack.append(e.to) }
         }
         guard forward[Int(accept)] else { return nil }
+        // Predecessors in flat arrays: reverseStart[t]..<reverseStart[t + 1] in `reverse`.
+        var reverseStart = [Int32](repeating: 0, count: n + 1)
+        for s in 0..<n where forward[s] {
+            for t in epsilon[s] { reverseStart[Int(t) + 1] += 1 }
+            for e in edges[s] { reverseStart[Int(e.to) + 1] += 1 }
+        }
+        for i in 0..<n { reverseStart[i + 1] += reverseStart[i] }
+        var fill = reverseStart
+        var reverse = [Int32](repeating: 0, count: Int(reverseStart[n]))
+        for s in 0..<n where forward[s] {
+            for t in epsilon[s] { reverse[Int(fill[Int(t)])] = Int32(s); fill[Int(t)] += 1 }
+            for e in edges[s] { reverse[Int(fill[Int(e.to)])] = Int32(s); fill[Int(e.to)] += 1 }
+        }
         var alive = [Bool](repeating: false, count: n)
         alive[Int(accept)] = true
         stack = [accept]
         while let s = stack.popLast() {
-            for p in reverse[Int(s)] where !alive[Int(p)] && forward[Int(p)] {
-                alive[Int(p)] = true
-                stack.append(p)
+            for k in Int(reverseStart[Int(s)])..<Int(reverseStart[Int(s) + 1]) {
+                let p = reverse[k]
+                if !alive[Int(p)] {
+                    alive[Int(p)] = true
+                    stack.append(p)
+                }
             }
         }
         // Renumber the living states in order.
@@ -266,6 +323,19 @@ struct ByteNFA: Sendable {
         self.classOf = classOf
         self.classCount = c + 1
         self.classFirstByte = firstByte
+        var template = [Int32](repeating: -1, count: Int(count))
+        var countValue = [Int32](repeating: 0, count: Int(count))
+        var window = [Int32](repeating: 0, count: Int(count))
+        for (old, c) in counted.enumerated() where c.template >= 0 && newId[old] >= 0 {
+            let k = Int(newId[old])
+            template[k] = c.template
+            countValue[k] = c.count
+            window[k] = c.window
+        }
+        self.countedTemplate = template
+        self.countedCount = countValue
+        self.countedWindow = window
+        self.windows = windows
     }
 
     /// The epsilon closure of `seeds`, keeping only states that consume bytes or accept, sorted.

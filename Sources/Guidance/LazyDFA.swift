@@ -47,6 +47,9 @@ final class LazyDFA {
 
     func isAccepting(_ s: Int32) -> Bool { accepting[Int(s) / classCount] }
 
+    /// The NFA states of `s` (sorted).
+    func members(_ s: Int32) -> [Int32] { sets[Int(s) / classCount] }
+
     private func intern(_ set: [Int32]) -> Int32 {
         if let s = index[set] { return s }
         if sets.count >= maxStates {

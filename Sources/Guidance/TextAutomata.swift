@@ -29,6 +29,36 @@ enum ScalarEncoding {
     }
 }
 
+/// Byte-range sequences as a small automaton from a source (-1) to a target (-1) through
+/// `nodes` inner states, equal suffixes shared: built once per scalar set, copied per use.
+struct EncodingShape {
+    var nodes: Int32 = 0
+    var edges: [(from: Int32, ranges: ByteRanges, to: Int32)] = []
+
+    init(_ seqs: [[ByteRanges]]) {
+        var memo: [[ByteRanges]: Int32] = [:]
+        for seq in seqs {
+            guard !seq.isEmpty else { continue }
+            var cur: Int32 = -1
+            var j = seq.count - 1
+            while j >= 1 {
+                let key = Array(seq[j...])
+                if let n = memo[key] {
+                    cur = n
+                } else {
+                    let n = nodes
+                    nodes += 1
+                    edges.append((n, seq[j], cur))
+                    memo[key] = n
+                    cur = n
+                }
+                j -= 1
+            }
+            edges.append((-1, seq[0], cur))
+        }
+    }
+}
+
 /// A bound of a number: `minimum: 3` is (3, false), `exclusiveMinimum: 3` is (3, true).
 struct NumberBound {
     var value: Double
@@ -43,18 +73,33 @@ extension NFABuilder {
         let width = Int64(cap + 1)
         var ids: [Int64: Int32] = [:]
         var queue: [(p: Int32, c: Int)] = []
+        // States are annotated with their place in the automaton and their count when the
+        // count matters (a window), so that masks can be shared across counts (CountedState).
+        let window: Int32? = minLength > 0 || maxLength != nil ? newWindow(LengthWindow(minLength: minLength, maxLength: maxLength)) : nil
+        struct Place: Hashable {
+            var p: Int32
+            var set: Int32
+            var node: Int32
+        }
+        var places: [Place: Int32] = [:]
+        func template(_ key: Place) -> Int32 {
+            if let t = places[key] { return t }
+            let t = newTemplate()
+            places[key] = t
+            return t
+        }
         func id(_ p: Int32, _ c: Int) -> Int32 {
             let key = Int64(p) * width + Int64(c)
             if let s = ids[key] { return s }
             let s = state()
             ids[key] = s
             queue.append((p, c))
+            if let window { annotate(s, CountedState(template: template(Place(p: p, set: -1, node: -1)), count: Int32(c), window: window)) }
             return s
         }
         let start = id(nfa.start, 0)
         let end = state()
-        var encoded: [Int32: [[ByteRanges]]] = [:]
-        var memos: [Int32: [[ByteRanges]: Int32]] = [:]
+        var encoded: [Int32: EncodingShape] = [:]
         var next = 0
         while next < queue.count {
             let (p, c) = queue[next]
@@ -66,14 +111,25 @@ extension NFABuilder {
                 let c2: Int
                 if c < cap { c2 = c + 1 } else if maxLength == nil { c2 = c } else { continue }
                 let target = id(q, c2)
-                let seqs: [[ByteRanges]]
-                if let e = encoded[setIndex] { seqs = e } else {
-                    seqs = encoding.sequences(nfa.sets[Int(setIndex)])
-                    encoded[setIndex] = seqs
+                let shape: EncodingShape
+                if let e = encoded[setIndex] { shape = e } else {
+                    shape = EncodingShape(encoding.sequences(nfa.sets[Int(setIndex)]))
+                    encoded[setIndex] = shape
                 }
-                var memo = memos.removeValue(forKey: target) ?? [:]
-                sequences(from: s, to: target, seqs, memo: &memo)
-                memos[target] = memo
+                // A copy of the shape's inner states; on the way to (q, c2) each is the same
+                // place for every count.
+                let first = Int32(count)
+                for node in 0..<shape.nodes {
+                    let created = state()
+                    if let window {
+                        annotate(created, CountedState(template: template(Place(p: q, set: setIndex, node: Int32(node))), count: Int32(c2), window: window))
+                    }
+                }
+                for e in shape.edges {
+                    let from = e.from < 0 ? s : first + e.from
+                    let to = e.to < 0 ? target : first + e.to
+                    edge(from, e.ranges, to)
+                }
             }
             if isOverLimit { throw GuidanceError.tooLarge(path: path, limit: stateLimit) }
         }

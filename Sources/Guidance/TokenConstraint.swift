@@ -74,6 +74,10 @@ public final class TokenConstraint: @unchecked Sendable {
     private let lock = NSLock()
     private let dfa: LazyDFA
     private var masks: [Int32: TokenMask] = [:]
+    /// Masks by `maskKey`: DFA states that differ only in string counts far from both ends of
+    /// their windows share one.
+    private var masksByKey: [[Int64]: TokenMask] = [:]
+    private var walks = 0
     private var forced: [Int32: [Int]] = [:]
     private let emptyMask: TokenMask
     private var walkStack: [Int32]
@@ -99,11 +103,12 @@ public final class TokenConstraint: @unchecked Sendable {
         return ConstraintState(constraint: self, dfaState: dfa.start)
     }
 
-    /// DFA states built so far, and masks cached.
-    public var statistics: (dfaStates: Int, cachedMasks: Int) {
+    /// DFA states built so far, states with a mask, and trie walks made (fewer than masks when
+    /// string positions shared one).
+    public var statistics: (dfaStates: Int, cachedMasks: Int, trieWalks: Int) {
         lock.lock()
         defer { lock.unlock() }
-        return (dfa.stateCount, masks.count)
+        return (dfa.stateCount, masks.count, walks)
     }
 
     /// True when the DFA hit `maxDFAStates` and some tokens were masked out for that reason.
@@ -184,6 +189,12 @@ public final class TokenConstraint: @unchecked Sendable {
 
     private func maskLocked(_ s: Int32) -> TokenMask {
         if let m = masks[s] { return m }
+        let key = maskKey(s)
+        if let key, let m = masksByKey[key] {
+            masks[s] = m
+            return m
+        }
+        walks += 1
         var words = [UInt64](repeating: 0, count: (vocabulary.count + 63) / 64 + TokenTrie.spareWords)
         walk(from: s, into: &words)
         words.removeLast(TokenTrie.spareWords)
@@ -192,7 +203,36 @@ public final class TokenConstraint: @unchecked Sendable {
         }
         let m = TokenMask(count: vocabulary.count, words: words)
         masks[s] = m
+        if let key { masksByKey[key] = m }
         return m
+    }
+
+    /// What a state's mask depends on: its NFA states, those inside a length-windowed string
+    /// replaced by (template, scalars still needed, scalars still allowed), both clamped to the
+    /// longest token + 1 (no token can tell larger values apart). Nil when tokens are too long
+    /// to pack the key.
+    private func maskKey(_ s: Int32) -> [Int64]? {
+        let nfa = grammar.nfa
+        let horizon = vocabulary.maxTokenLength + 1
+        guard !nfa.windows.isEmpty, horizon < 4096 else { return nil }
+        var key: [Int64] = []
+        for q in dfa.members(s) {
+            let i = Int(q)
+            let template = nfa.countedTemplate[i]
+            if template < 0 {
+                key.append(Int64(q))
+                continue
+            }
+            let window = nfa.windows[Int(nfa.countedWindow[i])]
+            let c = Int(nfa.countedCount[i])
+            let need = min(max(window.minLength - c, 0), horizon)
+            let room = window.maxLength.map { min(max($0 - c, 0), horizon) } ?? horizon
+            key.append(1 << 62 | Int64(template) << 24 | Int64(need) << 12 | Int64(room))
+        }
+        key.sort()
+        var unique: [Int64] = []
+        for k in key where unique.last != k { unique.append(k) }
+        return unique
     }
 
     /// Sets the bit of every trie token whose bytes keep the DFA alive from `s`: one pass over

@@ -47,7 +47,7 @@ struct BenchGuidance: ParsableCommand {
 
         print("schemas: \(schemas.count); \(walks) walks per schema of at most \(maxSteps) tokens; closing bias \(closingBias); seed \(seed)")
         print("compile: median of 7 Grammar.jsonSchema calls. mask: allowedTokens at every step (cached per DFA state);")
-        print("new: the calls that computed a new mask (a walk of the vocabulary trie). step: allowedTokens + forcedTokens")
+        print("walks: the calls that computed a new mask (a walk of the vocabulary trie). step: allowedTokens + forcedTokens")
         print("+ advance, per token (forced tokens are appended together and share their step's time).")
         for (name, build) in vocabularies {
             let t0 = now()
@@ -57,7 +57,7 @@ struct BenchGuidance: ParsableCommand {
             print("vocabulary \(name): \(vocabulary.count) tokens, \(vocabulary.usableCount) usable, longest \(vocabulary.maxTokenLength) bytes, trie of \(vocabulary.trieNodeCount) nodes; built in \(format(buildMs)) ms")
             print(pad("schema", 34) + pad("compile", 10) + pad("states", 8) + pad("tokens", 8) + pad("forced", 8)
                   + pad("mask p50", 10) + pad("p99", 10) + pad("max", 10) + pad("step p50", 10) + pad("p99", 10)
-                  + pad("new masks", 10) + pad("new: mean", 11) + pad("max", 10) + pad("complete", 9))
+                  + pad("walks", 10) + pad("walk: mean", 11) + pad("max", 10) + pad("complete", 9))
             var allMask: [UInt64] = [], allStep: [UInt64] = [], allMisses: [UInt64] = [], allForced = 0, allTokens = 0
             var compileTimes: [Double] = []
             for (label, schema) in schemas {
@@ -119,7 +119,7 @@ struct BenchGuidance: ParsableCommand {
 
     struct WalkTimes {
         var mask: [UInt64] = []
-        /// Mask calls that computed a new mask (a trie walk).
+        /// Mask calls that walked the trie (a new mask).
         var misses: [UInt64] = []
         var step: [UInt64] = []
         var forced = 0
@@ -143,14 +143,14 @@ struct BenchGuidance: ParsableCommand {
             var state = constraint.start()
             var count = 0
             while count < maxSteps {
-                let cachedBefore = constraint.statistics.cachedMasks
+                let walksBefore = constraint.statistics.trieWalks
                 let s0 = now()
                 let mask = constraint.allowedTokens(state)
                 let m1 = now()
                 let forced = constraint.forcedTokens(state)
                 let f1 = now()
                 out.mask.append(m1 - s0)
-                if constraint.statistics.cachedMasks > cachedBefore { out.misses.append(m1 - s0) }
+                if constraint.statistics.trieWalks > walksBefore { out.misses.append(m1 - s0) }
                 if !forced.isEmpty {
                     let a0 = now()
                     try state.advance(tokens: forced)
@@ -214,6 +214,7 @@ struct BenchGuidance: ParsableCommand {
         // Beside the examples: $refs, a pattern, bounds and nested arrays; bounded strings.
         let builtIn = [
             ("event ($ref, pattern, bounds)", ##"{"type":"object","properties":{"title":{"type":"string","minLength":1},"attendees":{"type":"array","minItems":1,"items":{"$ref":"#/$defs/person"}},"priority":{"type":"integer","minimum":1,"maximum":5}},"required":["title","attendees"],"additionalProperties":false,"$defs":{"person":{"type":"object","properties":{"name":{"type":"string"},"email":{"type":"string","pattern":"^[^@]+@[^@]+$"}},"required":["name"]}}}"##),
+            ("long string (maxLength 500)", #"{"type":"object","properties":{"body":{"type":"string","minLength":20,"maxLength":500}},"required":["body"]}"#),
             ("bounded strings (maxLength 40)", #"{"type":"object","properties":{"summary":{"type":"string","maxLength":40},"tags":{"type":"array","items":{"type":"string","maxLength":12},"maxItems":3},"score":{"type":"number","minimum":0,"maximum":1}},"required":["summary","tags","score"]}"#),
         ]
         for (name, text) in builtIn { out.append((name, try JSONSchema(try JSONValue.parse(text), context: name))) }

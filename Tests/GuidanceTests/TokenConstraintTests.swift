@@ -80,6 +80,18 @@ final class TokenConstraintTests: XCTestCase {
         try checkMasksAgainstBruteForce(try Grammar.regex(#"[a-f]{2,5}(-\d+)?|x.*y"#), vocabulary, walks: 3, steps: 12)
     }
 
+    /// Long length windows: positions far from both ends share one mask (one trie walk), and
+    /// every mask still equals brute force, near the ends included.
+    func testStringPositionsShareMasksAndStayExact() throws {
+        let vocabulary = TokenVocabulary.synthetic(size: 1500, seed: 8)
+        let text = #"{"type":"object","properties":{"a":{"type":"string","minLength":30,"maxLength":70},"b":{"type":"string","pattern":"^[a-z ]+$","maxLength":90}},"required":["a","b"]}"#
+        try checkMasksAgainstBruteForce(try grammar(text), vocabulary, walks: 3, steps: 60)
+        let constraint = TokenConstraint(grammar: try grammar(text), vocabulary: vocabulary)
+        for seed in 0..<6 { _ = try Walker(constraint).walk(seed: UInt64(seed), maxSteps: 200, closingBias: 0.02, useForced: true) }
+        let stats = constraint.statistics
+        XCTAssertLessThan(stats.trieWalks * 2, stats.cachedMasks, "\(stats)")
+    }
+
     func testMasksMatchBruteForceOnSmolLM2Vocabulary() throws {
         let tokenizer = try BPETokenizer.load(tokenizerJSON: repositoryRoot.appendingPathComponent("Tests/TokenizerTests/Fixtures/smollm2/tokenizer.json"))
         let vocabulary = try TokenVocabulary(tokenizer: tokenizer)
