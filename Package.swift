@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "Autograd", targets: ["Autograd"]),
         .library(name: "ModelAssets", targets: ["ModelAssets"]),
         .library(name: "DataSchema", targets: ["DataSchema"]),
+        .library(name: "Guidance", targets: ["Guidance"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -42,6 +43,8 @@ let package = Package(
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: fast),
         .target(name: "DataSchema", dependencies: ["ModelAssets"], swiftSettings: fast),
+        // Constrained decoding: JSON schema / choice / regex grammars as byte automata, token masks.
+        .target(name: "Guidance", dependencies: ["DataSchema", "ModelAssets"], swiftSettings: fast),
         // The model definition: tensor table, LoRA config, frozen base weights, adapters and
         // drafts in every stored form, loading. Below both executors.
         .target(
@@ -131,6 +134,11 @@ let package = Package(
         .executableTarget(
             name: "bench-decode",
             dependencies: ["CLISupport", "Inference", "ModelDefinition", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .testTarget(name: "GuidanceTests", dependencies: ["Guidance", "DataSchema", "ModelAssets"]),
+        .executableTarget(
+            name: "bench-guidance",
+            dependencies: ["Guidance", "DataSchema", "ModelAssets", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
             name: "bench-kernels",

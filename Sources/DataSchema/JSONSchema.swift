@@ -171,6 +171,19 @@ public struct JSONSchema: Sendable, Equatable {
         return out
     }
 
+    /// Every way `instance` fails the subschema at the local JSON pointer `pointer` (`#`,
+    /// `#/properties/city`, `#/$defs/Name`), `$ref`s inside it resolved against the whole
+    /// document; nil when the pointer does not resolve. Guided generation checks enum values
+    /// against their sibling keywords with this.
+    public func validate(_ instance: JSONValue, atPointer pointer: String) -> [SchemaViolation]? {
+        guard let subschema = resolve(pointer) else { return nil }
+        var out: [SchemaViolation] = []
+        var walk = Walk()
+        validate(instance, against: subschema, path: "$", into: &out, &walk)
+        if let problem = walk.problem, !out.contains(problem) { out.append(problem) }
+        return out
+    }
+
     /// Bounds one validation: hostile schemas can loop (`{"not": {"$ref": "#"}}`) or multiply
     /// the work (shared `$ref`s nested in `allOf`), so each `validate` call gets a step budget, and a
     /// `$ref` met again before the walk has descended into the value is reported as circular.

@@ -182,6 +182,12 @@ public final class BPETokenizer: TextTokenizer {
 
     public func isSpecial(_ id: Int) -> Bool { specialTokenIds.contains(id) }
 
+    /// The bytes `id` decodes to (special tokens: their text); nil for an id outside the
+    /// vocabulary or a gap in it. Constrained decoding builds its byte trie from these.
+    public func bytes(of id: Int) -> [UInt8]? {
+        id >= 0 && id < tokens.count && tokens[id] != nil ? tokenBytes[id] : nil
+    }
+
     /// The scalars of `text` that `encode` would drop because one of their bytes has no token
     /// (see `unencodableBytes`); empty for almost all text.
     public func unencodableScalars(in text: String) -> [Unicode.Scalar] {

@@ -1,0 +1,69 @@
+// A compiled grammar: the byte-level automaton of the texts generation may produce — compact
+// JSON for a JSON schema, one of a list of strings, or a full match of a regular expression.
+// Immutable and shareable; `TokenConstraint` pairs it with a vocabulary.
+import DataSchema
+
+public final class Grammar: Sendable {
+    let nfa: ByteNFA
+    /// What the grammar was built from, for messages (`JSON schema`, `choice of 3 strings`, ...).
+    public let summary: String
+
+    /// Compilation stops with `GuidanceError.tooLarge` past this many automaton states.
+    public static let defaultStateLimit = 2_000_000
+
+    init(nfa: ByteNFA, summary: String) {
+        self.nfa = nfa
+        self.summary = summary
+    }
+
+    /// Compact JSON that `schema.validate` accepts (docs/guided-generation.md: the subset, the
+    /// refusals, why some valid values are never generated). Throws on keywords generation
+    /// cannot enforce, naming the keyword and its path, and when no value can be generated.
+    public static func jsonSchema(_ schema: JSONSchema, stateLimit: Int = defaultStateLimit) throws(GuidanceError) -> Grammar {
+        let compiler = SchemaCompiler(schema: schema, stateLimit: stateLimit)
+        switch try compiler.compile(schema.root, at: SchemaLocation()) {
+        case let .empty(path, reason):
+            throw GuidanceError.noValue(path: path, reason: reason)
+        case let .value(f):
+            guard let nfa = compiler.b.finish(f) else {
+                throw GuidanceError.noValue(path: "$", reason: "the schema admits no value generation can produce")
+            }
+            return Grammar(nfa: nfa, summary: "JSON schema")
+        }
+    }
+
+    /// Exactly one of `options`, as raw text (not JSON-quoted).
+    public static func choice(_ options: [String]) throws(GuidanceError) -> Grammar {
+        guard !options.isEmpty else {
+            throw GuidanceError.noValue(path: "choice", reason: "the list of choices is empty; give at least one string")
+        }
+        let b = NFABuilder(stateLimit: defaultStateLimit)
+        let f = b.union(options.map { b.literal($0) })
+        if b.isOverLimit { throw GuidanceError.tooLarge(path: "choice", limit: defaultStateLimit) }
+        return Grammar(nfa: b.finish(f)!, summary: "choice of \(options.count) string\(options.count == 1 ? "" : "s")")
+    }
+
+    /// Raw text that `pattern` matches in full, read per Unicode scalar: `.` is any scalar but
+    /// newline, `\d \w \s` are ASCII classes, `^`/`$` allowed only at the ends (they add nothing).
+    public static func regex(_ pattern: String, stateLimit: Int = defaultStateLimit) throws(GuidanceError) -> Grammar {
+        let scalars = try ScalarNFA.compile(pattern, reading: .raw, path: "regex", stateLimit: stateLimit)
+        let b = NFABuilder(stateLimit: stateLimit)
+        let f = try b.scalarStrings(scalars, minLength: 0, maxLength: nil, encoding: .raw, path: "regex")
+        guard let nfa = b.finish(f) else {
+            throw GuidanceError.noValue(path: "regex", reason: "the pattern \(GuidanceError.quoted(pattern)) matches no text")
+        }
+        return Grammar(nfa: nfa, summary: "regex \(GuidanceError.quoted(pattern))")
+    }
+
+    /// Automaton states (after pruning).
+    public var stateCount: Int { nfa.count }
+
+    /// Whether the grammar produces exactly these bytes.
+    public func matches(bytes: [UInt8]) -> Bool { nfa.matches(bytes) }
+
+    /// Whether the grammar produces exactly this text (its UTF-8 bytes).
+    public func matches(_ text: String) -> Bool { nfa.matches(Array(text.utf8)) }
+
+    /// Whether some text the grammar produces starts with these bytes.
+    public func isPrefix(bytes: [UInt8]) -> Bool { nfa.matches(bytes, prefixOnly: true) }
+}
