@@ -55,7 +55,7 @@ let package = Package(
             name: "Training",
             dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: fast),
-        .target(name: "Inference", dependencies: ["ModelDefinition", "Autograd", "ModelAssets"], swiftSettings: fast),
+        .target(name: "Inference", dependencies: ["ModelDefinition", "Guidance", "Autograd", "ModelAssets"], swiftSettings: fast),
         // Draft distillation: the draft model, its objective and run, the KV-cache teacher.
         .target(
             name: "Distillation",
@@ -87,7 +87,7 @@ let package = Package(
             name: "adapter-data",
             dependencies: ["DataSchema", "ModelAssets", "ModelDefinition", "CLISupport", "Training", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
-        .target(name: "Evaluation", dependencies: ["Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"], swiftSettings: fast),
+        .target(name: "Evaluation", dependencies: ["Training", "Inference", "ModelDefinition", "Guidance", "DataSchema", "ModelAssets", "Autograd"], swiftSettings: fast),
         .executableTarget(
             name: "evaluate-adapter",
             dependencies: ["Evaluation", "CLISupport", "ModelDefinition", "DataSchema",
@@ -128,7 +128,7 @@ let package = Package(
             resources: [.copy("Fixtures")]),
         .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Distillation", "Export", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
-        .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Export", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
+        .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Guidance", "Export", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "BlockKernelTests", dependencies: ["CBlockKernels", "ModelAssets"]),
         .testTarget(name: "ModelDefinitionTests", dependencies: ["TestSupport", "ModelDefinition", "Inference", "Training", "ModelAssets", "Autograd"]),
         .executableTarget(

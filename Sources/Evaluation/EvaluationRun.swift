@@ -4,6 +4,7 @@
 // results to a JSONL file and progress as events. The CLI parses flags and prints.
 import DataSchema
 import Foundation
+import Guidance
 import Inference
 import ModelAssets
 import ModelDefinition
@@ -33,6 +34,9 @@ public struct EvaluationSettings: Sendable {
     public var generate = true
     /// What stored base weights are multiplied with when generating (float32: the reference).
     public var activations: ActivationPrecision = .float32
+    /// Also generate every model's replies to response_format turns constrained to their schema
+    /// (guided generation): one more row per model, "LABEL constrained".
+    public var constrained = false
 
     public init(evalData: String) {
         self.evalData = evalData
@@ -197,6 +201,7 @@ public enum EvaluationRun {
         jsonEncoder.keyEncodingStrategy = .convertToSnakeCase
 
         var summaries: [ModelSummary] = []
+        let constraints = s.constrained ? try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds) : nil
         for (mi, m) in models.enumerated() {
             onEvent(.modelStarted(label: m.label, index: mi, count: models.count))
             let t0 = Date()
@@ -212,11 +217,17 @@ public enum EvaluationRun {
                 summary.evalTokens = tokens
                 onEvent(.lossComputed(label: m.label, loss: loss, tokens: tokens, seconds: Date().timeIntervalSince(tl)))
             }
+            var constrainedSummary: ModelSummary? = nil
             if s.generate {
                 let engine = InferenceModel(base: base.weights, adapter: adapter, activations: s.activations)
-                try Evaluator.generate(engine, targets: targets, base: base, encoder: encoder, maxNewTokens: maxNew,
-                                       batchSize: s.generationBatchSize, label: m.label) { ti, r in
-                    summary.add(r)
+                for guided in s.constrained ? [false, true] : [false] {
+                    let tg = Date()
+                    var row = guided ? ModelSummary(label: m.label + " constrained", checkpoint: m.checkpoint, step: summary.step) : summary
+                    row.constrained = guided
+                    let label = row.label
+                    try Evaluator.generate(engine, targets: targets, base: base, encoder: encoder, maxNewTokens: maxNew,
+                                           batchSize: s.generationBatchSize, label: label, constraints: guided ? constraints : nil) { ti, r in
+                    row.add(r)
                     if let output {
                         do {
                             var line = try jsonEncoder.encode(r)
@@ -226,13 +237,18 @@ public enum EvaluationRun {
                             throw EvaluationError.io(path: s.outputPath ?? "", reason: "cannot write a result (\(error.localizedDescription))")
                         }
                     }
-                    onEvent(.generated(label: m.label, done: ti + 1, total: targets.count, result: r))
+                    onEvent(.generated(label: label, done: ti + 1, total: targets.count, result: r))
+                    }
+                    row.seconds = Date().timeIntervalSince(tg)
+                    if guided { constrainedSummary = row } else { summary = row }
                 }
             }
-            summary.seconds = Date().timeIntervalSince(t0)
-            summary.finish()
-            summaries.append(summary)
-            onEvent(.modelFinished(summary))
+            summary.seconds = Date().timeIntervalSince(t0) - (constrainedSummary?.seconds ?? 0)
+            for var row in [summary] + (constrainedSummary.map { [$0] } ?? []) {
+                row.finish()
+                summaries.append(row)
+                onEvent(.modelFinished(row))
+            }
         }
         return EvaluationReport(evalData: s.evalData, baseModel: base.path, baseSignature: base.signature,
                                 samples: data.samples.count, targets: targets.count, turns: s.turns, maxNewTokens: maxNew,

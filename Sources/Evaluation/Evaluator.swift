@@ -5,6 +5,7 @@
 // are repeatable) and speculative decoding.
 import DataSchema
 import Foundation
+import Guidance
 import Inference
 import ModelAssets
 import ModelDefinition
@@ -56,6 +57,10 @@ public struct TargetResult: Sendable, Codable, Equatable {
     public var generatedTokens: Int
     /// False when the reply ran into --max-new-tokens.
     public var stoppedAtEndOfTurn: Bool
+    /// Generated under its response_format's constraint; then whether the token limit (or a
+    /// dead end) cut it before it was a whole value.
+    public var constrained = false
+    public var incomplete: Bool? = nil
     public var prefillSeconds: Double
     public var decodeSeconds: Double
 }
@@ -80,6 +85,10 @@ public struct ModelSummary: Sendable, Codable, Equatable {
     public var jsonValidRate: Double?
     public var schemaConformanceRate: Double?
     public var jsonEqualRate: Double?
+    /// Replies generated under their response_format's constraint (this row), and how many of
+    /// them the token limit cut before they were whole values.
+    public var constrained = false
+    public var incompleteReplies = 0
     /// Tool calls in the reference turns, and how many were matched by name / by name and arguments.
     public var referenceToolCalls = 0
     public var toolNamesCorrect = 0
@@ -118,6 +127,7 @@ public struct ModelSummary: Sendable, Codable, Equatable {
             unexpectedToolCalls += t.unexpected
         }
         generatedTokens += r.generatedTokens
+        if r.incomplete == true { incompleteReplies += 1 }
         if !r.stoppedAtEndOfTurn { hitTokenLimit += 1 }
         prefillSeconds += r.prefillSeconds
         decodeSeconds += r.decodeSeconds
@@ -169,10 +179,22 @@ public enum Evaluator {
         return (Double(loss), tokens)
     }
 
-    /// The greedy generation request for one target: its prompt turns rendered for the model.
-    public static func request(for target: EvalTarget, base: BaseModel, encoder: TrainingEncoder, maxNewTokens: Int) -> GenerationRequest {
-        GenerationRequest(prompt: encoder.encodePrompt(target.prompt), maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
-                          sampling: SamplingOptions(temperature: 0))
+    /// The greedy generation request for one target: its prompt turns rendered for the model;
+    /// with `constraints`, a reply to a response_format is constrained to its schema.
+    public static func request(for target: EvalTarget, base: BaseModel, encoder: TrainingEncoder, maxNewTokens: Int,
+                               constraints: ConstraintLibrary? = nil) throws(EvaluationError) -> GenerationRequest {
+        var constraint: TokenConstraint? = nil
+        if let constraints, let format = target.format {
+            do throws(GuidanceError) {
+                constraint = try constraints.jsonSchema(format.schema)
+            } catch {
+                throw EvaluationError.invalidOption(
+                    name: "--constrained",
+                    reason: "line \(target.line): the response_format \"\(format.name)\" cannot be enforced by constrained decoding: \(error.localizedDescription); evaluate without --constrained, or use the supported subset (docs/guided-generation.md)")
+            }
+        }
+        return GenerationRequest(prompt: encoder.encodePrompt(target.prompt), maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
+                                 sampling: SamplingOptions(temperature: 0), constraint: constraint)
     }
 
     /// A generated reply, decoded with special tokens skipped, scored against the target.
@@ -184,13 +206,15 @@ public enum Evaluator {
                             promptTokens: request.prompt.count, reference: ReplyMetrics.referenceText(target.reference),
                             output: output, exactMatch: score.exactMatch, json: score.json, toolCalls: score.toolCalls,
                             generatedTokens: stats.generatedTokens, stoppedAtEndOfTurn: stats.stoppedAtEndOfTurn,
+                            constrained: request.constraint != nil, incomplete: request.constraint != nil ? stats.incomplete : nil,
                             prefillSeconds: stats.prefillSeconds, decodeSeconds: stats.decodeSeconds)
     }
 
     /// Greedy generation of one target, decoded with special tokens skipped, then scored.
     public static func generate(_ engine: InferenceModel, target: EvalTarget, base: BaseModel,
-                                encoder: TrainingEncoder, maxNewTokens: Int, label: String) -> TargetResult {
-        let request = request(for: target, base: base, encoder: encoder, maxNewTokens: maxNewTokens)
+                                encoder: TrainingEncoder, maxNewTokens: Int, label: String,
+                                constraints: ConstraintLibrary? = nil) throws(EvaluationError) -> TargetResult {
+        let request = try request(for: target, base: base, encoder: encoder, maxNewTokens: maxNewTokens, constraints: constraints)
         let (tokens, stats) = Generator.generate(engine, request)
         return result(for: target, request: request, tokens: tokens, stats: stats, base: base, label: label)
     }
@@ -198,9 +222,11 @@ public enum Evaluator {
     /// Greedy generation of every target, `batchSize` conversations decoding together (the same
     /// replies as one at a time), reported through `onResult(index, result)` in target order.
     public static func generate(_ engine: InferenceModel, targets: [EvalTarget], base: BaseModel, encoder: TrainingEncoder,
-                                maxNewTokens: Int, batchSize: Int, label: String,
-                                onResult: (Int, TargetResult) throws -> Void) rethrows {
-        let requests = targets.map { request(for: $0, base: base, encoder: encoder, maxNewTokens: maxNewTokens) }
+                                maxNewTokens: Int, batchSize: Int, label: String, constraints: ConstraintLibrary? = nil,
+                                onResult: (Int, TargetResult) throws -> Void) throws {
+        let requests = try targets.map { t throws(EvaluationError) in
+            try request(for: t, base: base, encoder: encoder, maxNewTokens: maxNewTokens, constraints: constraints)
+        }
         var finished: [Int: TargetResult] = [:]
         var next = 0
         try Generator.generateBatch(engine, requests, batchSize: batchSize) { i, tokens, stats in

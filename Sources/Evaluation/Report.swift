@@ -10,9 +10,11 @@ public enum EvaluationTable {
         let hasJSON = report.models.contains { $0.jsonTargets > 0 }
         let hasTools = report.models.contains { $0.referenceToolCalls > 0 }
         let hasGeneration = report.models.contains { $0.targets > 0 }
+        let hasConstrained = report.models.contains(where: \.constrained)
         var header = ["model", "eval loss", "ppl"]
         if hasGeneration { header += ["exact match"] }
         if hasJSON { header += ["JSON valid", "schema ok", "JSON equal"] }
+        if hasConstrained { header += ["incomplete"] }
         if hasTools { header += ["tool name", "tool args"] }
         if hasGeneration { header += ["tok/s"] }
         var rows: [[String]] = [header]
@@ -22,6 +24,7 @@ public enum EvaluationTable {
                        m.perplexity.map { String(format: "%.3f", $0) } ?? "-"]
             if hasGeneration { row.append("\(pct(m.exactMatchRate)) (\(m.exactMatches)/\(m.targets))") }
             if hasJSON { row += [pct(m.jsonValidRate), pct(m.schemaConformanceRate), pct(m.jsonEqualRate)] }
+            if hasConstrained { row.append(m.constrained ? "\(m.incompleteReplies)" : "-") }
             if hasTools { row += [pct(m.toolNameAccuracy), pct(m.toolArgumentAccuracy)] }
             if hasGeneration { row.append(m.tokensPerSecond.map { String(format: "%.1f", $0) } ?? "-") }
             rows.append(row)

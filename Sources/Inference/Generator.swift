@@ -5,6 +5,7 @@
 // draft is SpeculativeDecoder.
 import Autograd
 import Foundation
+import Guidance
 
 public struct GenerationStats: Sendable, Equatable {
     public var promptTokens = 0
@@ -16,6 +17,11 @@ public struct GenerationStats: Sendable, Equatable {
     public var draftTokensProposed = 0
     public var draftTokensAccepted = 0
     public var targetForwardCalls = 0
+    /// Constrained generation only: tokens the grammar forced (appended without choosing), and
+    /// whether the reply stopped before it was a whole value (cut by the token limit, or no
+    /// token could continue it): such a reply is not valid and must not be used as one.
+    public var forcedTokens = 0
+    public var incomplete = false
 
     public var tokensPerSecond: Double { decodeSeconds > 0 ? Double(generatedTokens) / decodeSeconds : 0 }
     public var acceptanceRatio: Double {
@@ -29,13 +35,55 @@ public struct GenerationRequest: Sendable {
     public var stopTokens: Set<Int>
     public var sampling: SamplingOptions
     public var seed: UInt64
-    public init(prompt: [Int], maxNewTokens: Int, stopTokens: Set<Int>, sampling: SamplingOptions = .init(), seed: UInt64 = 0) {
+    /// Guided generation: every token is chosen among those the constraint allows, tokens it
+    /// forces are appended without choosing (several fed to one forward pass), and the reply
+    /// ends only at a stop token the constraint allows (when the text is a whole value).
+    public var constraint: TokenConstraint?
+    public init(prompt: [Int], maxNewTokens: Int, stopTokens: Set<Int>, sampling: SamplingOptions = .init(), seed: UInt64 = 0,
+                constraint: TokenConstraint? = nil) {
         self.prompt = prompt
         self.maxNewTokens = maxNewTokens
         self.stopTokens = stopTokens
         self.sampling = sampling
         self.seed = seed
+        self.constraint = constraint
     }
+}
+
+/// One reply's progress through its constraint: masks a row of logits before the choice,
+/// advances on each token, and hands out the tokens the grammar forces.
+struct GuidedReply {
+    let constraint: TokenConstraint
+    var state: ConstraintState
+
+    init?(_ request: GenerationRequest) {
+        guard let c = request.constraint else { return nil }
+        constraint = c
+        state = c.start()
+    }
+
+    /// Logits of disallowed tokens set to −infinity; false when no token is allowed at all.
+    func mask(_ row: UnsafeMutableBufferPointer<Float>) -> Bool {
+        if state.isDead { return false }
+        constraint.mask(logits: row, state)
+        return true
+    }
+
+    /// Takes `token` (allowed by the mask, so this cannot fail) and returns the tokens forced
+    /// after it, at most `room`, each taken too.
+    mutating func take(_ token: Int, room: Int) -> [Int] {
+        do {
+            try state.advance(token: token)
+            if state.isFinished || room <= 0 { return [] }
+            let forced = Array(constraint.forcedTokens(state).prefix(room))
+            try state.advance(tokens: forced)
+            return forced
+        } catch {
+            preconditionFailure("[Generator] the constraint refused a token its own mask allowed: \(error)")
+        }
+    }
+
+    var isComplete: Bool { state.isComplete }
 }
 
 public enum Generator {
@@ -56,19 +104,29 @@ public enum Generator {
         let t1 = monotonicSeconds()
         stats.prefillSeconds = t1 - t0
         var out: [Int] = []
-        while out.count < request.maxNewTokens {
+        var guided = GuidedReply(request)
+        decoding: while out.count < request.maxNewTokens {
+            if let g = guided, !logits.withUnsafeMutableBufferPointer({ g.mask(UnsafeMutableBufferPointer(rebasing: $0[0..<model.config.vocabSize])) }) {
+                break  // nothing can continue the text: incomplete
+            }
             let next = Sampler.sample(logits[...], request.sampling, rng: &rng)
+            let forced = guided?.take(next, room: request.maxNewTokens - out.count - 1) ?? []
             if request.stopTokens.contains(next) {
                 stats.stoppedAtEndOfTurn = true
                 break
             }
-            out.append(next)
-            if !onToken(next) || out.count == request.maxNewTokens { break }
-            model.forward([next], cache: cache, into: &logits)
+            stats.forcedTokens += forced.count
+            for t in [next] + forced {
+                out.append(t)
+                if !onToken(t) { break decoding }
+            }
+            if out.count == request.maxNewTokens { break }
+            model.forward([next] + forced, cache: cache, into: &logits)  // the last row's logits
             stats.targetForwardCalls += 1
         }
         stats.decodeSeconds = monotonicSeconds() - t1
         stats.generatedTokens = out.count
+        if let guided { stats.incomplete = !(stats.stoppedAtEndOfTurn && guided.isComplete) }
         return (out, stats)
     }
 
@@ -99,6 +157,8 @@ public enum Generator {
             var out: [Int] = []
             var stats = GenerationStats()
             var pending = 0  // the last chosen token, fed in the next pass
+            var guided: GuidedReply?
+            var forced: [Int] = []  // forced tokens still to append, one per pass
         }
         let V = model.config.vocabSize
         var results = [(tokens: [Int], stats: GenerationStats)](repeating: ([], GenerationStats()), count: requests.count)
@@ -110,19 +170,33 @@ public enum Generator {
         func finish(_ c: Conversation) throws {
             var c = c
             c.stats.generatedTokens = c.out.count
+            if let g = c.guided { c.stats.incomplete = !(c.stats.stoppedAtEndOfTurn && g.isComplete) }
             results[c.index] = (c.out, c.stats)
             try onFinish(c.index, c.out, c.stats)
         }
-        /// Takes the token chosen from `row`; false when the conversation ends with it.
-        func choose(_ c: inout Conversation, _ row: ArraySlice<Float>) -> Bool {
+        /// Takes the token chosen from the logits row at `row` (or a forced token, leaving the row
+        /// unused); false when the conversation ends with it.
+        func choose(_ c: inout Conversation, row: Int) -> Bool {
             let request = requests[c.index]
-            let next = Sampler.sample(row, request.sampling, rng: &c.rng)
+            if !c.forced.isEmpty {
+                c.pending = c.forced.removeFirst()
+                c.out.append(c.pending)
+                return c.out.count < request.maxNewTokens
+            }
+            let r = (row * V)..<((row + 1) * V)
+            if let g = c.guided, !logits.withUnsafeMutableBufferPointer({ g.mask(UnsafeMutableBufferPointer(rebasing: $0[r])) }) {
+                return false  // nothing can continue the text: incomplete
+            }
+            let next = Sampler.sample(logits[r], request.sampling, rng: &c.rng)
+            let forced = c.guided?.take(next, room: request.maxNewTokens - c.out.count - 1) ?? []
             if request.stopTokens.contains(next) {
                 c.stats.stoppedAtEndOfTurn = true
                 return false
             }
             c.out.append(next)
             c.pending = next
+            c.forced = forced
+            c.stats.forcedTokens += forced.count
             return c.out.count < request.maxNewTokens
         }
 
@@ -131,7 +205,7 @@ public enum Generator {
             while active.count < batchSize && nextRequest < requests.count {
                 let request = requests[nextRequest]
                 var c = Conversation(index: nextRequest, cache: model.makeCache(capacity: request.prompt.count + request.maxNewTokens + 1),
-                                     rng: SeededRNG(seed: request.seed))
+                                     rng: SeededRNG(seed: request.seed), guided: GuidedReply(request))
                 nextRequest += 1
                 c.stats.promptTokens = request.prompt.count
                 guard !request.prompt.isEmpty, request.maxNewTokens > 0 else {
@@ -144,7 +218,7 @@ public enum Generator {
                 c.stats.targetForwardCalls += 1
                 c.stats.prefillSeconds = monotonicSeconds() - t0
                 let t1 = monotonicSeconds()
-                let goOn = choose(&c, logits[0..<V])
+                let goOn = choose(&c, row: 0)
                 c.stats.decodeSeconds += monotonicSeconds() - t1
                 if goOn { active.append(c) } else { try finish(c) }
             }
@@ -155,7 +229,7 @@ public enum Generator {
             var ended: [Int] = []
             for b in active.indices {
                 active[b].stats.targetForwardCalls += 1
-                if !choose(&active[b], logits[(b * V)..<((b + 1) * V)]) { ended.append(b) }
+                if !choose(&active[b], row: b) { ended.append(b) }
             }
             let share = (monotonicSeconds() - t0) / Double(active.count)
             for b in active.indices { active[b].stats.decodeSeconds += share }

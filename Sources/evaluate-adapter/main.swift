@@ -67,6 +67,9 @@ struct EvaluateAdapter: ParsableCommand {
     @Flag(help: "Skip generation (eval loss and perplexity only).")
     var skipGeneration = false
 
+    @Flag(help: "Also generate each model's replies to response_format turns constrained to their schema (guided generation; docs/guided-generation.md): one more row per model, with the replies the token limit cut counted as incomplete.")
+    var constrained = false
+
     func validate() throws {
         if let n = maxSamples, n < 1 { throw ValidationError("--max-samples must be at least 1") }
         if let n = maxNewTokens, n < 1 { throw ValidationError("--max-new-tokens must be at least 1") }
@@ -95,6 +98,7 @@ struct EvaluateAdapter: ParsableCommand {
         s.computeLoss = !skipLoss
         s.generate = !skipGeneration
         s.activations = decoding.activations
+        s.constrained = constrained
         var exact = 0
         let report = try EvaluationRun.run(s, base: base) { event in
             switch event {

@@ -4,6 +4,7 @@ import ArgumentParser
 import CLISupport
 import DataSchema
 import Foundation
+import Guidance
 import Inference
 import ModelAssets
 import ModelDefinition
@@ -18,6 +19,13 @@ struct Generate: ParsableCommand {
             The prompt is a user message rendered through the model's chat template (with its default \
             system message unless --system is given), or a .jsonl file of conversations that end in a user \
             turn (Schema.md), each answered in turn. Output streams to stdout; tokens/second to stderr.
+
+            Guided generation: a reply to a user turn with a response_format (given with \
+            --response-format, or in the .jsonl) is constrained to compact JSON valid against its schema: \
+            tokens the schema does not allow are never chosen, so the reply is valid by construction \
+            (docs/guided-generation.md). --choice and --regex constrain the reply without changing the \
+            prompt. A reply the token limit cuts before it is a whole value is reported incomplete, and \
+            the command exits with status 3.
             """)
 
     @OptionGroup var model: BaseModelOptions
@@ -56,6 +64,18 @@ struct Generate: ParsableCommand {
     @Option(help: "Random seed for sampling.")
     var seed: UInt64 = 0
 
+    @Option(help: ArgumentHelp("A JSON schema the reply must follow: a file or inline JSON, either the schema itself or an OpenAI response_format ({\"type\": \"json_schema\", \"json_schema\": {\"name\", \"schema\"}}). It is put on the final user turn (rendered into the prompt as in training) and constrains the reply.", valueName: "schema"))
+    var responseFormat: String?
+
+    @Option(help: ArgumentHelp("The reply is exactly one of these strings (repeat the option for each).", valueName: "text"))
+    var choice: [String] = []
+
+    @Option(help: ArgumentHelp("The reply is text this regular expression matches in full.", valueName: "pattern"))
+    var regex: String?
+
+    @Flag(help: "Do not constrain replies to their response_format (the prompt still shows the schema): what the model writes by itself.")
+    var unconstrained = false
+
     @Flag(help: "Print the generated token ids to stderr as well.")
     var showIds = false
 
@@ -65,6 +85,18 @@ struct Generate: ParsableCommand {
         if let k = topK, k < 1 { throw ValidationError("--top-k must be at least 1") }
         if let p = topP, !(p > 0 && p <= 1) { throw ValidationError("--top-p must be in (0, 1]") }
         guard numDraftTokens >= 1 else { throw ValidationError("--num-draft-tokens must be at least 1") }
+        if !choice.isEmpty && regex != nil { throw ValidationError("give --choice or --regex, not both") }
+        if (!choice.isEmpty || regex != nil) && responseFormat != nil { throw ValidationError("--response-format already constrains the reply; drop --choice/--regex") }
+    }
+
+    /// --response-format: a file or inline JSON, a bare schema or an OpenAI response_format.
+    func parsedResponseFormat() throws -> ResponseFormat? {
+        guard let text = responseFormat else { return nil }
+        let isFile = FileManager.default.fileExists(atPath: text)
+        let source = isFile ? "--response-format file \(text)" : "--response-format"
+        let json = try JSONValue.parse(isFile ? String(contentsOfFile: text, encoding: .utf8) : text, context: source)
+        if json["json_schema"] != nil { return try ResponseFormat(json: json, context: source) }
+        return ResponseFormat(name: "reply", schema: try JSONSchema(json, context: source))
     }
 
     func run() throws {
@@ -81,6 +113,8 @@ struct Generate: ParsableCommand {
         }
         let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
 
+        let format = try parsedResponseFormat()
+        let guided = format != nil || !choice.isEmpty || regex != nil
         var conversations: [[Message]] = []
         if prompt.hasSuffix(".jsonl") && FileManager.default.fileExists(atPath: prompt) {
             let data = try DataReader.read(path: prompt, options: ReadOptions(mode: .prompt))
@@ -91,13 +125,30 @@ struct Generate: ParsableCommand {
             messages.append(Message(role: .user, content: prompt))
             conversations = [messages]
         }
+        if let format {
+            for i in conversations.indices {
+                guard let u = conversations[i].lastIndex(where: { $0.role == .user }) else { continue }
+                conversations[i][u].responseFormat = format
+            }
+        }
+        // one compiled constraint per schema (masks are cached per automaton state)
+        let library = try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds)
+        let fixed: TokenConstraint? = try choice.isEmpty ? regex.map { try library.regex($0) } : library.choice(choice)
+        if drafter != nil && (guided || conversations.contains { $0.last(where: { $0.role == .user })?.responseFormat != nil } && !unconstrained) {
+            throw ValidationError("speculative decoding does not take a constraint yet: drop the draft (--draft-checkpoint, or use the adapter checkpoint instead of its package) or pass --unconstrained")
+        }
+        var incompleteReplies = 0
         let sampling = SamplingOptions(temperature: temperature, topK: topK, topP: topP)
         for (i, conversation) in conversations.enumerated() {
-            if conversations.count > 1 { print("### \(i + 1)") }
+            if conversations.count > 1 { FileHandle.standardOutput.write(Data("### \(i + 1)\n".utf8)) }
             let ids = encoder.encodePrompt(conversation)
             var decoder = StreamingDecoder(tokenizer: base.tokenizer, skipSpecialTokens: true)
+            var constraint = fixed
+            if !unconstrained, let f = conversation.last(where: { $0.role == .user })?.responseFormat {
+                constraint = try library.jsonSchema(f.schema)
+            }
             let request = GenerationRequest(prompt: ids, maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
-                                            sampling: sampling, seed: seed)
+                                            sampling: sampling, seed: seed, constraint: constraint)
             let stream: (Int) -> Bool = { id in
                 let text = decoder.feed(id)
                 if !text.isEmpty {
@@ -119,6 +170,12 @@ struct Generate: ParsableCommand {
                               stats.promptTokens, stats.generatedTokens, stats.prefillSeconds, stats.tokensPerSecond,
                               stats.stoppedAtEndOfTurn ? ", stopped at end of turn" : "")
             FileHandle.standardError.write(Data(line.utf8))
+            if constraint != nil {
+                if stats.incomplete { incompleteReplies += 1 }
+                FileHandle.standardError.write(Data((stats.incomplete
+                    ? "[constrained: INCOMPLETE — the reply stopped before it was a whole value; raise --max-new-tokens (now \(maxNewTokens))]\n"
+                    : "[constrained: complete, \(stats.forcedTokens) of \(stats.generatedTokens) tokens forced by the grammar]\n").utf8))
+            }
             if let alpha {
                 let spec = String(format: "[speculative, gamma %d: %d draft tokens proposed, %d accepted (acceptance ratio %.3f), alpha %.3f, %d target passes]\n",
                                   numDraftTokens, stats.draftTokensProposed, stats.draftTokensAccepted, stats.acceptanceRatio,
@@ -126,6 +183,7 @@ struct Generate: ParsableCommand {
                 FileHandle.standardError.write(Data(spec.utf8))
             }
         }
+        if incompleteReplies > 0 { throw ExitCode(3) }
     }
 }
 

@@ -22,5 +22,5 @@ rm -rf "$RUN"
   --epochs 1 --max-steps "$STEPS" --learning-rate "$LR" --batch-size "$BATCH" --warmup-steps 5 \
   --max-sequence-length 320 --checkpoint-dir "$RUN"
 "$BIN/evaluate-adapter" --eval-data "$DATA/eval.jsonl" --max-samples "$EVAL_SAMPLES" \
-  --include-base --checkpoint "$RUN/adapter-final.safetensors" \
+  --include-base --checkpoint "$RUN/adapter-final.safetensors" --constrained \
   --output "$RUN/eval-results.jsonl" | tee "$RUN/eval-table.txt"

@@ -1,0 +1,43 @@
+// The constraints of one vocabulary, compiled once per schema, list or expression and shared:
+// an eval set's samples repeat one response_format, a server's requests repeat theirs, and a
+// constraint's masks (cached per automaton state) are worth keeping across replies.
+import DataSchema
+import Foundation
+import ModelAssets
+
+public final class ConstraintLibrary: @unchecked Sendable {
+    public let vocabulary: TokenVocabulary
+    private let lock = NSLock()
+    private var compiled: [String: TokenConstraint] = [:]
+
+    public init(vocabulary: TokenVocabulary) { self.vocabulary = vocabulary }
+
+    /// For a tokenizer, stopping at `stopTokens` (a model's end-of-turn tokens).
+    public convenience init(tokenizer: BPETokenizer, stopTokens: Set<Int>) throws(GuidanceError) {
+        self.init(vocabulary: try TokenVocabulary(tokenizer: tokenizer, stopTokens: stopTokens.sorted()))
+    }
+
+    /// Replies that are compact JSON valid against `schema`.
+    public func jsonSchema(_ schema: JSONSchema) throws(GuidanceError) -> TokenConstraint {
+        try constraint(key: "schema " + schema.root.compactText) { () throws(GuidanceError) in try Grammar.jsonSchema(schema) }
+    }
+
+    /// Replies that are exactly one of `options`.
+    public func choice(_ options: [String]) throws(GuidanceError) -> TokenConstraint {
+        try constraint(key: "choice " + JSONValue.array(options.map { .string($0) }).compactText) { () throws(GuidanceError) in try Grammar.choice(options) }
+    }
+
+    /// Replies that `pattern` matches in full.
+    public func regex(_ pattern: String) throws(GuidanceError) -> TokenConstraint {
+        try constraint(key: "regex " + pattern) { () throws(GuidanceError) in try Grammar.regex(pattern) }
+    }
+
+    private func constraint(key: String, _ make: () throws(GuidanceError) -> Grammar) throws(GuidanceError) -> TokenConstraint {
+        lock.lock()
+        defer { lock.unlock() }
+        if let c = compiled[key] { return c }
+        let c = TokenConstraint(grammar: try make(), vocabulary: vocabulary)
+        compiled[key] = c
+        return c
+    }
+}
