@@ -26,6 +26,8 @@ let package = Package(
         .library(name: "ModelAssets", targets: ["ModelAssets"]),
         .library(name: "DataSchema", targets: ["DataSchema"]),
         .library(name: "Guidance", targets: ["Guidance"]),
+        // The runtime: a base loaded once, adapted models over it, sessions with guided replies.
+        .library(name: "AdapterRuntime", targets: ["AdapterRuntime"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -87,6 +89,11 @@ let package = Package(
             name: "adapter-data",
             dependencies: ["DataSchema", "ModelAssets", "ModelDefinition", "CLISupport", "Training", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
+        .target(
+            name: "AdapterRuntime",
+            dependencies: ["Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets"],
+            swiftSettings: fast),
+        .testTarget(name: "AdapterRuntimeTests", dependencies: ["AdapterRuntime", "TestSupport", "Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets"]),
         .target(name: "Evaluation", dependencies: ["Training", "Inference", "ModelDefinition", "Guidance", "DataSchema", "ModelAssets", "Autograd"], swiftSettings: fast),
         .executableTarget(
             name: "evaluate-adapter",

@@ -89,17 +89,23 @@ struct GuidedReply {
 public enum Generator {
     /// Generates up to `maxNewTokens` tokens. `onToken` receives each token as it is chosen
     /// (a stop token is reported in the stats, not passed on); returning false stops early.
+    ///
+    /// `cache`, when given, already holds the keys and values of a prefix of the prompt (a
+    /// session's earlier turns, a prewarmed prefix; at least one prompt token must be left to
+    /// run); only the rest is prefilled, and afterwards it holds the prompt and every reply token
+    /// that was fed back (all of them when the reply ended at a stop token).
     @discardableResult
-    public static func generate(_ model: InferenceModel, _ request: GenerationRequest,
+    public static func generate(_ model: InferenceModel, _ request: GenerationRequest, cache given: KVCache? = nil,
                                 onToken: (Int) -> Bool = { _ in true }) -> (tokens: [Int], stats: GenerationStats) {
         var stats = GenerationStats()
         stats.promptTokens = request.prompt.count
         guard !request.prompt.isEmpty, request.maxNewTokens > 0 else { return ([], stats) }
         var rng = SeededRNG(seed: request.seed)
-        let cache = model.makeCache(capacity: request.prompt.count + request.maxNewTokens + 1)
+        let cache = given ?? model.makeCache(capacity: request.prompt.count + request.maxNewTokens + 1)
+        precondition(cache.count < request.prompt.count, "[Generator.generate] the cache holds \(cache.count) positions of a \(request.prompt.count)-token prompt; leave one to run")
         let t0 = monotonicSeconds()
         var logits: [Float] = []
-        model.forward(request.prompt, cache: cache, into: &logits)
+        model.forward(Array(request.prompt[cache.count...]), cache: cache, into: &logits)
         stats.targetForwardCalls += 1
         let t1 = monotonicSeconds()
         stats.prefillSeconds = t1 - t0

@@ -1,0 +1,233 @@
+// A conversation with an adapted model, shaped like Foundation Models' LanguageModelSession:
+// instructions, a Codable transcript, respond / streamResponse, guided replies constrained to a
+// JSON schema (valid by construction, or an error: never an invalid value), and prewarm, which
+// computes the instructions (and a prompt prefix) into the session's KV cache ahead of time.
+// The cache is kept between turns: each turn prefills only what the cache does not hold yet.
+// Leaves out tool calls (see the README's issue notes) and the @Generable macro (a Decodable
+// type and its JSON schema stand in).
+import DataSchema
+import Foundation
+import Guidance
+import Inference
+import ModelAssets
+import ModelDefinition
+
+/// What was said, in order: Codable, so a conversation can be saved and resumed.
+public struct Transcript: Sendable, Codable, Equatable {
+    public enum Entry: Sendable, Codable, Equatable {
+        case instructions(String)
+        /// A user prompt, with the JSON schema its reply was guided by (compact text), if any.
+        case prompt(String, responseSchema: String?)
+        case response(String)
+    }
+    public var entries: [Entry] = []
+    public init(entries: [Entry] = []) { self.entries = entries }
+
+    /// The chat messages the model sees.
+    func messages() throws -> [Message] {
+        var out: [Message] = []
+        for e in entries {
+            switch e {
+            case .instructions(let text): out.append(Message(role: .system, content: text))
+            case let .prompt(text, schema):
+                var m = Message(role: .user, content: text)
+                if let schema {
+                    m.responseFormat = ResponseFormat(name: "response", schema: try JSONSchema(try JSONValue.parse(schema, context: "transcript schema")))
+                }
+                out.append(m)
+            case .response(let text): out.append(Message(role: .assistant, content: text))
+            }
+        }
+        return out
+    }
+}
+
+/// A reply: its content (text, or a value decoded from a guided reply), the raw text, and figures.
+public struct Response<Content: Sendable>: Sendable {
+    public let content: Content
+    public let rawContent: String
+    public let promptTokens: Int
+    /// Prompt tokens the session's cache already held (earlier turns, prewarm): not computed again.
+    public let reusedPromptTokens: Int
+    public let generatedTokens: Int
+    /// Tokens the guide forced (appended without a choice).
+    public let forcedTokens: Int
+    public let tokensPerSecond: Double
+}
+
+public final class LanguageModelSession: @unchecked Sendable {
+    public let model: AdaptedModel
+    private let lock = NSLock()
+    private var _transcript: Transcript
+    private var responding = false
+    private var cache: KVCache
+    private var cachedTokens: [Int] = []
+    private let encoder: TrainingEncoder
+
+    /// A session over `model`; `instructions` become the system message (the chat template's
+    /// default one when nil).
+    public init(model: AdaptedModel, instructions: String? = nil) {
+        self.model = model
+        _transcript = Transcript(entries: instructions.map { [.instructions($0)] } ?? [])
+        cache = model.engine.makeCache(capacity: 1024)
+        encoder = TrainingEncoder(tokenizer: model.model.base.tokenizer, template: model.model.base.template, maxSequenceLength: Int.max)
+    }
+
+    /// A session that continues `transcript` (its next prompt prefills the whole conversation once).
+    public init(model: AdaptedModel, transcript: Transcript) {
+        self.model = model
+        _transcript = transcript
+        cache = model.engine.makeCache(capacity: 1024)
+        encoder = TrainingEncoder(tokenizer: model.model.base.tokenizer, template: model.model.base.template, maxSequenceLength: Int.max)
+    }
+
+    public var transcript: Transcript { lock.withLock { _transcript } }
+    public var isResponding: Bool { lock.withLock { responding } }
+
+    /// Computes the instructions and, when given, the start of the next prompt into the cache, so
+    /// the next reply begins sooner.
+    public func prewarm(promptPrefix: String? = nil) throws {
+        try begin()
+        defer { end() }
+        var messages = try _transcript.messages()
+        var ids = encoder.encodePrompt(messages)
+        if let promptPrefix, !promptPrefix.isEmpty {
+            messages.append(Message(role: .user, content: promptPrefix))
+            // the rendered prompt up to the end of the prefix's text (what a longer prompt shares)
+            let full = encoder.encodePrompt(messages)
+            let suffix = model.model.base.tokenizer.encode(promptPrefix)
+            if let end = Self.endOfText(suffix, in: full) { ids = Array(full[..<end]) }
+        }
+        // leave the last token to run with the real prompt (generation needs one prompt token)
+        try advanceCache(to: Array(ids.dropLast()))
+    }
+
+    /// The model's reply to `prompt`.
+    public func respond(to prompt: String, options: GenerationOptions = .init()) async throws -> Response<String> {
+        try await run(prompt: prompt, schema: nil, options: options, onText: nil)
+    }
+
+    /// The model's reply to `prompt` as it is produced: pieces of text, in order.
+    public func streamResponse(to prompt: String, options: GenerationOptions = .init()) -> AsyncThrowingStream<String, Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    _ = try await self.run(prompt: prompt, schema: nil, options: options) { continuation.yield($0) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// A reply constrained to `schema`: compact JSON the schema validates, by construction. The
+    /// prompt shows the schema as training renders a `response_format`. Throws
+    /// `RuntimeError.incomplete` when the token limit cuts the reply.
+    public func respond(to prompt: String, schema: JSONSchema, options: GenerationOptions = .init()) async throws -> Response<JSONValue> {
+        let r = try await run(prompt: prompt, schema: schema, options: options, onText: nil)
+        let value = try JSONValue.parse(r.rawContent, context: "guided reply")
+        return Response(content: value, rawContent: r.rawContent, promptTokens: r.promptTokens, reusedPromptTokens: r.reusedPromptTokens,
+                        generatedTokens: r.generatedTokens, forcedTokens: r.forcedTokens, tokensPerSecond: r.tokensPerSecond)
+    }
+
+    /// A reply constrained to `schema` and decoded as `type` (the schema should describe it).
+    public func respond<T: Decodable & Sendable>(to prompt: String, generating type: T.Type, schema: JSONSchema,
+                                                 options: GenerationOptions = .init()) async throws -> Response<T> {
+        let r = try await run(prompt: prompt, schema: schema, options: options, onText: nil)
+        let value: T
+        do {
+            value = try JSONDecoder().decode(T.self, from: Data(r.rawContent.utf8))
+        } catch {
+            throw RuntimeError.decoding("\(T.self) from \(r.rawContent.prefix(200)): \(error)")
+        }
+        return Response(content: value, rawContent: r.rawContent, promptTokens: r.promptTokens, reusedPromptTokens: r.reusedPromptTokens,
+                        generatedTokens: r.generatedTokens, forcedTokens: r.forcedTokens, tokensPerSecond: r.tokensPerSecond)
+    }
+
+    // MARK: the turn
+
+    private func begin() throws(RuntimeError) {
+        lock.lock()
+        defer { lock.unlock() }
+        if responding { throw RuntimeError.busy }
+        responding = true
+    }
+
+    private func end() { lock.withLock { responding = false } }
+
+    private func run(prompt: String, schema: JSONSchema?, options: GenerationOptions,
+                     onText: ((String) -> Void)?) async throws -> Response<String> {
+        try options.check()
+        try begin()
+        defer { end() }
+        var constraint: TokenConstraint? = nil
+        if let schema {
+            do throws(GuidanceError) {
+                constraint = try model.model.constraints.jsonSchema(schema)
+            } catch {
+                throw RuntimeError.unsupportedGuide(error.localizedDescription)
+            }
+        }
+        var entries = _transcript.entries
+        entries.append(.prompt(prompt, responseSchema: schema.map { $0.root.compactText }))
+        let ids = encoder.encodePrompt(try Transcript(entries: entries).messages())
+        let limit = model.engine.config.maxPositionEmbeddings
+        if ids.count + options.maximumResponseTokens > limit {
+            throw RuntimeError.contextExceeded(tokens: ids.count + options.maximumResponseTokens, limit: limit)
+        }
+        // keep what the cache already holds of this prompt
+        let shared = PromptPrefix.common(cachedTokens, ids)
+        cache.truncate(to: min(shared, ids.count - 1))
+        cachedTokens = Array(ids[..<cache.count])
+        let reused = cache.count
+        let base = model.model.base
+        let request = GenerationRequest(prompt: ids, maxNewTokens: options.maximumResponseTokens, stopTokens: base.stopTokenIds,
+                                        sampling: options.sampling, seed: options.seed, constraint: constraint)
+        var decoder = StreamingDecoder(tokenizer: base.tokenizer, skipSpecialTokens: true)
+        let (tokens, stats) = Generator.generate(model.engine, request, cache: cache) { id in
+            let piece = decoder.feed(id)
+            if !piece.isEmpty { onText?(piece) }
+            return !Task.isCancelled
+        }
+        let tail = decoder.finish()
+        if !tail.isEmpty { onText?(tail) }
+        cachedTokens = Array((ids + tokens).prefix(cache.count))
+        let text = base.tokenizer.decode(tokens, skipSpecialTokens: true)
+        if constraint != nil && stats.incomplete {
+            throw RuntimeError.incomplete(partial: text, maximumResponseTokens: options.maximumResponseTokens)
+        }
+        entries.append(.response(text))
+        _transcript.entries = entries
+        return Response(content: text, rawContent: text, promptTokens: ids.count, reusedPromptTokens: reused,
+                        generatedTokens: stats.generatedTokens, forcedTokens: stats.forcedTokens, tokensPerSecond: stats.tokensPerSecond)
+    }
+
+    /// Runs `ids` into the cache after what it already holds of them.
+    private func advanceCache(to ids: [Int]) throws {
+        let shared = PromptPrefix.common(cachedTokens, ids)
+        cache.truncate(to: shared)
+        if ids.count > shared {
+            _ = model.engine.forward(Array(ids[shared...]), cache: cache)
+        }
+        cachedTokens = ids
+    }
+
+    /// Where `text`'s tokens end inside `ids` (the last occurrence), or nil.
+    static func endOfText(_ text: [Int], in ids: [Int]) -> Int? {
+        guard !text.isEmpty, text.count <= ids.count else { return nil }
+        for start in stride(from: ids.count - text.count, through: 0, by: -1) where ids[start..<(start + text.count)].elementsEqual(text) {
+            return start + text.count
+        }
+        return nil
+    }
+}
+
+enum PromptPrefix {
+    static func common(_ a: [Int], _ b: [Int]) -> Int {
+        var n = 0
+        while n < a.count && n < b.count && a[n] == b[n] { n += 1 }
+        return n
+    }
+}

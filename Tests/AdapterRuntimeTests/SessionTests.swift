@@ -1,0 +1,144 @@
+// The session API on a tiny model: a reply equals the generation loop's on the rendered
+// conversation; later turns reuse the cache and give what a fresh session continuing the
+// transcript gives; prewarm changes nothing but the work; guided replies validate or throw
+// `incomplete`; sessions with different adapters over one base run concurrently and each gets
+// what it gets alone; an adapter for another base is refused.
+import AdapterRuntime
+import Autograd
+import DataSchema
+import Foundation
+import Inference
+import ModelAssets
+import ModelDefinition
+import TestSupport
+import XCTest
+
+final class SessionTests: XCTestCase {
+    func tinyModel(_ name: String = #function, seed: UInt64 = 1) throws -> LanguageModel {
+        let dir = TinyAssets.tempDir(name)
+        return try LanguageModel(path: try TinyAssets.writeModel(in: dir, seed: seed))
+    }
+
+    /// A random adapter on all seven targets with B ≠ 0.
+    func randomAdapter(_ base: BaseModel, seed: UInt64) -> Adapter {
+        let lora = LoRAConfig(rank: 4, alpha: 8)
+        var rng = SeededRNG(seed: seed)
+        let tensors = TensorTable.loraTensors(config: base.config, lora: lora).map { name, shape in
+            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.2 * Float.random(in: -1...1, using: &rng) }))
+        }
+        return Adapter(source: "random \(seed)", lora: lora, baseConfig: base.config, baseSignature: base.signature, tensors: tensors)
+    }
+
+    /// The generation loop's reply to `messages` (the reference a session must equal).
+    func reference(_ model: AdaptedModel, _ messages: [Message], _ options: GenerationOptions = .init()) -> String {
+        let base = model.model.base
+        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
+        let engine = InferenceModel(base: base.weights, adapter: model.adapter)
+        let request = GenerationRequest(prompt: encoder.encodePrompt(messages), maxNewTokens: options.maximumResponseTokens,
+                                        stopTokens: base.stopTokenIds, sampling: SamplingOptions(temperature: Float(options.temperature)), seed: options.seed)
+        return base.tokenizer.decode(Generator.generate(engine, request).tokens, skipSpecialTokens: true)
+    }
+
+    func testRepliesEqualTheGenerationLoopAndLaterTurnsReuseTheCache() async throws {
+        let lm = try tinyModel()
+        let options = GenerationOptions(maximumResponseTokens: 12)
+        let session = LanguageModelSession(model: lm.plain, instructions: "be brief")
+        let first = try await session.respond(to: "say alpha0", options: options)
+        XCTAssertEqual(first.content, reference(lm.plain, [Message(role: .system, content: "be brief"), Message(role: .user, content: "say alpha0")], options))
+        XCTAssertEqual(first.reusedPromptTokens, 0)
+        let second = try await session.respond(to: "and hotel2", options: options)
+        XCTAssertGreaterThan(second.reusedPromptTokens, 10, "the instructions and the first turn stay in the cache")
+        let fresh = LanguageModelSession(model: lm.plain, transcript: Transcript(entries: Array(session.transcript.entries.prefix(3))))
+        let again = try await fresh.respond(to: "and hotel2", options: options)
+        XCTAssertEqual(again.reusedPromptTokens, 0)
+        XCTAssertEqual(second.content, again.content, "a cached turn gives what a whole-conversation prefill gives")
+        XCTAssertEqual(session.transcript.entries.count, 5)
+        let data = try JSONEncoder().encode(session.transcript)
+        XCTAssertEqual(try JSONDecoder().decode(Transcript.self, from: data), session.transcript, "the transcript is Codable")
+    }
+
+    func testPrewarmChangesOnlyTheWork() async throws {
+        let lm = try tinyModel()
+        let options = GenerationOptions(maximumResponseTokens: 10)
+        let cold = LanguageModelSession(model: lm.plain, instructions: "answer the request")
+        let warm = LanguageModelSession(model: lm.plain, instructions: "answer the request")
+        try warm.prewarm(promptPrefix: "the thing")
+        let a = try await cold.respond(to: "the thing at once", options: options)
+        let b = try await warm.respond(to: "the thing at once", options: options)
+        XCTAssertGreaterThan(b.reusedPromptTokens, 5)
+        XCTAssertEqual(a.content, b.content)
+    }
+
+    func testGuidedRepliesValidateOrThrowIncomplete() async throws {
+        let lm = try tinyModel()
+        let schema = try JSONSchema(try JSONValue.parse(#"{"type":"object","properties":{"p":{"enum":["a","b"]},"n":{"type":"integer","minimum":0,"maximum":9}},"required":["p","n"]}"#))
+        struct Pick: Decodable, Sendable { var p: String; var n: Int }
+        for seed in 0..<4 {
+            let session = LanguageModelSession(model: lm.plain)
+            let r = try await session.respond(to: "pick one", generating: Pick.self, schema: schema,
+                                              options: GenerationOptions(temperature: 1, seed: UInt64(seed), maximumResponseTokens: 24))
+            XCTAssertTrue(["a", "b"].contains(r.content.p))
+            XCTAssertTrue((0...9).contains(r.content.n))
+            XCTAssertEqual(schema.validate(try JSONValue.parse(r.rawContent)), [])
+            XCTAssertGreaterThan(r.forcedTokens, 0)
+        }
+        let session = LanguageModelSession(model: lm.plain)
+        let before = session.transcript
+        do {
+            _ = try await session.respond(to: "pick again", schema: schema, options: GenerationOptions(maximumResponseTokens: 3))
+            XCTFail("three tokens cannot hold the object")
+        } catch RuntimeError.incomplete {
+            XCTAssertEqual(session.transcript, before, "an incomplete reply is not added to the transcript")
+        }
+        let bad = try JSONSchema(try JSONValue.parse(#"{"not":{"type":"string"}}"#))
+        do {
+            _ = try await session.respond(to: "x", schema: bad)
+            XCTFail("not cannot be enforced")
+        } catch RuntimeError.unsupportedGuide(let m) {
+            XCTAssertTrue(m.contains("not"), m)
+        }
+    }
+
+    func testSessionsWithDifferentAdaptersShareOneBase() async throws {
+        let lm = try tinyModel()
+        let a = try lm.adapted(with: randomAdapter(lm.base, seed: 3)), b = try lm.adapted(with: randomAdapter(lm.base, seed: 4))
+        let options = GenerationOptions(maximumResponseTokens: 16)
+        let prompts = ["say alpha0", "the thing", "x"]
+        var alone: [String] = []
+        for m in [a, b, lm.plain] {
+            for p in prompts { alone.append(try await LanguageModelSession(model: m).respond(to: p, options: options).content) }
+        }
+        XCTAssertNotEqual(alone[0..<3], alone[3..<6], "the two adapters answer differently")
+        // all at once: nine sessions on three adapted models over one base
+        let together = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+            for (mi, m) in [a, b, lm.plain].enumerated() {
+                for (pi, p) in prompts.enumerated() {
+                    group.addTask { (mi * 3 + pi, try await LanguageModelSession(model: m).respond(to: p, options: options).content) }
+                }
+            }
+            var out = [String](repeating: "", count: 9)
+            for try await (i, text) in group { out[i] = text }
+            return out
+        }
+        XCTAssertEqual(together, alone, "each session sees only its own adapter")
+    }
+
+    func testAnAdapterForAnotherBaseIsRefused() throws {
+        let lm = try tinyModel()
+        let other = try tinyModel("other", seed: 2)
+        XCTAssertThrowsError(try lm.adapted(with: randomAdapter(other.base, seed: 3))) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains(String(lm.base.signature.prefix(12))) || text.contains(String(other.base.signature.prefix(12))), text)
+        }
+    }
+
+    func testStreamingGivesTheReplyInPieces() async throws {
+        let lm = try tinyModel()
+        let options = GenerationOptions(maximumResponseTokens: 12)
+        var pieces: [String] = []
+        for try await piece in LanguageModelSession(model: lm.plain).streamResponse(to: "say alpha0", options: options) { pieces.append(piece) }
+        let whole = try await LanguageModelSession(model: lm.plain).respond(to: "say alpha0", options: options).content
+        XCTAssertEqual(pieces.joined(), whole)
+        XCTAssertGreaterThan(pieces.count, 1)
+    }
+}
