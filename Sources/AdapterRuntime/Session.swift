@@ -3,8 +3,10 @@
 // JSON schema (valid by construction, or an error: never an invalid value), and prewarm, which
 // computes the instructions (and a prompt prefix) into the session's KV cache ahead of time.
 // The cache is kept between turns: each turn prefills only what the cache does not hold yet.
-// Leaves out tool calls (see the README's issue notes) and the @Generable macro (a Decodable
-// type and its JSON schema stand in).
+// Tools: a call is constrained to `<tool_call>` + the tool's argument schema (Schema.md's
+// rendering), the session runs the Swift handler, appends the call and its result to the
+// transcript and generates again, as Foundation Models does. Leaves out the @Generable macro
+// (a Decodable type and its JSON schema stand in).
 import DataSchema
 import Foundation
 import Guidance
@@ -19,16 +21,30 @@ public struct Transcript: Sendable, Codable, Equatable {
         /// A user prompt, with the JSON schema its reply was guided by (compact text), if any.
         case prompt(String, responseSchema: String?)
         case response(String)
+        /// The model's call of a tool (arguments as compact JSON) and the handler's output.
+        case toolCall(id: String, name: String, arguments: String)
+        case toolOutput(id: String, name: String, content: String)
     }
     public var entries: [Entry] = []
     public init(entries: [Entry] = []) { self.entries = entries }
 
-    /// The chat messages the model sees.
-    func messages() throws -> [Message] {
+    /// The chat messages the model sees; `tools` go on the system message.
+    func messages(tools: [ToolDefinition] = []) throws -> [Message] {
         var out: [Message] = []
+        if !tools.isEmpty, !entries.contains(where: { if case .instructions = $0 { return true } else { return false } }) {
+            out.append(Message(role: .system, content: "", tools: tools))
+        }
         for e in entries {
             switch e {
-            case .instructions(let text): out.append(Message(role: .system, content: text))
+            case .instructions(let text): out.append(Message(role: .system, content: text, tools: tools))
+            case let .toolCall(id, name, arguments):
+                let call = ToolCall(id: id, name: name, arguments: try JSONValue.parse(arguments, context: "transcript tool call"))
+                if let last = out.last, last.role == .assistant, !last.toolCalls.isEmpty {
+                    out[out.count - 1].toolCalls.append(call)
+                } else {
+                    out.append(Message(role: .assistant, content: "", toolCalls: [call]))
+                }
+            case let .toolOutput(id, name, content): out.append(Message(role: .tool, content: content, toolCallId: id, name: name))
             case let .prompt(text, schema):
                 var m = Message(role: .user, content: text)
                 if let schema {
@@ -55,7 +71,33 @@ public struct Response<Content: Sendable>: Sendable {
     public let tokensPerSecond: Double
 }
 
+/// A function the model may call: its name, description and argument schema (as Schema.md
+/// declares tools), and the Swift handler that runs it and returns its output as text.
+public struct Tool: Sendable {
+    public var name: String
+    public var description: String?
+    public var parameters: JSONSchema?
+    public var call: @Sendable (JSONValue) async throws -> String
+
+    public init(name: String, description: String? = nil, parameters: JSONSchema? = nil,
+                call: @escaping @Sendable (JSONValue) async throws -> String) {
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+        self.call = call
+    }
+}
+
+/// Whether a reply may call tools: `auto` lets the model choose between a call and text,
+/// `required` makes the first reply a call, `none` allows text only.
+public enum ToolChoice: String, Sendable, Codable {
+    case auto, required, none
+}
+
 public final class LanguageModelSession: @unchecked Sendable {
+    public let tools: [Tool]
+    /// Tool rounds per prompt before the model must answer in text.
+    public var maximumToolRounds = 4
     public let model: AdaptedModel
     private let lock = NSLock()
     private var _transcript: Transcript
@@ -66,16 +108,18 @@ public final class LanguageModelSession: @unchecked Sendable {
 
     /// A session over `model`; `instructions` become the system message (the chat template's
     /// default one when nil).
-    public init(model: AdaptedModel, instructions: String? = nil) {
+    public init(model: AdaptedModel, instructions: String? = nil, tools: [Tool] = []) {
         self.model = model
+        self.tools = tools
         _transcript = Transcript(entries: instructions.map { [.instructions($0)] } ?? [])
         cache = model.engine.makeCache(capacity: 1024)
         encoder = TrainingEncoder(tokenizer: model.model.base.tokenizer, template: model.model.base.template, maxSequenceLength: Int.max)
     }
 
     /// A session that continues `transcript` (its next prompt prefills the whole conversation once).
-    public init(model: AdaptedModel, transcript: Transcript) {
+    public init(model: AdaptedModel, transcript: Transcript, tools: [Tool] = []) {
         self.model = model
+        self.tools = tools
         _transcript = transcript
         cache = model.engine.makeCache(capacity: 1024)
         encoder = TrainingEncoder(tokenizer: model.model.base.tokenizer, template: model.model.base.template, maxSequenceLength: Int.max)
@@ -89,7 +133,7 @@ public final class LanguageModelSession: @unchecked Sendable {
     public func prewarm(promptPrefix: String? = nil) throws {
         try begin()
         defer { end() }
-        var messages = try _transcript.messages()
+        var messages = try _transcript.messages(tools: toolDefinitions)
         var ids = encoder.encodePrompt(messages)
         if let promptPrefix, !promptPrefix.isEmpty {
             messages.append(Message(role: .user, content: promptPrefix))
@@ -103,8 +147,10 @@ public final class LanguageModelSession: @unchecked Sendable {
     }
 
     /// The model's reply to `prompt`.
-    public func respond(to prompt: String, options: GenerationOptions = .init()) async throws -> Response<String> {
-        try await run(prompt: prompt, schema: nil, options: options, onText: nil)
+    /// With tools, the model may call them first (`toolChoice`): each call runs its handler and
+    /// the model continues from the result; the response is its text reply after the calls.
+    public func respond(to prompt: String, options: GenerationOptions = .init(), toolChoice: ToolChoice = .auto) async throws -> Response<String> {
+        try await run(prompt: prompt, schema: nil, options: options, toolChoice: toolChoice, onText: nil)
     }
 
     /// The model's reply to `prompt` as it is produced: pieces of text, in order.
@@ -112,7 +158,7 @@ public final class LanguageModelSession: @unchecked Sendable {
         AsyncThrowingStream { continuation in
             let task = Task {
                 do {
-                    _ = try await self.run(prompt: prompt, schema: nil, options: options) { continuation.yield($0) }
+                    _ = try await self.run(prompt: prompt, schema: nil, options: options, toolChoice: .auto) { continuation.yield($0) }
                     continuation.finish()
                 } catch {
                     continuation.finish(throwing: error)
@@ -126,7 +172,7 @@ public final class LanguageModelSession: @unchecked Sendable {
     /// prompt shows the schema as training renders a `response_format`. Throws
     /// `RuntimeError.incomplete` when the token limit cuts the reply.
     public func respond(to prompt: String, schema: JSONSchema, options: GenerationOptions = .init()) async throws -> Response<JSONValue> {
-        let r = try await run(prompt: prompt, schema: schema, options: options, onText: nil)
+        let r = try await run(prompt: prompt, schema: schema, options: options, toolChoice: .none, onText: nil)
         let value = try JSONValue.parse(r.rawContent, context: "guided reply")
         return Response(content: value, rawContent: r.rawContent, promptTokens: r.promptTokens, reusedPromptTokens: r.reusedPromptTokens,
                         generatedTokens: r.generatedTokens, forcedTokens: r.forcedTokens, tokensPerSecond: r.tokensPerSecond)
@@ -135,7 +181,7 @@ public final class LanguageModelSession: @unchecked Sendable {
     /// A reply constrained to `schema` and decoded as `type` (the schema should describe it).
     public func respond<T: Decodable & Sendable>(to prompt: String, generating type: T.Type, schema: JSONSchema,
                                                  options: GenerationOptions = .init()) async throws -> Response<T> {
-        let r = try await run(prompt: prompt, schema: schema, options: options, onText: nil)
+        let r = try await run(prompt: prompt, schema: schema, options: options, toolChoice: .none, onText: nil)
         let value: T
         do {
             value = try JSONDecoder().decode(T.self, from: Data(r.rawContent.utf8))
@@ -157,22 +203,65 @@ public final class LanguageModelSession: @unchecked Sendable {
 
     private func end() { lock.withLock { responding = false } }
 
-    private func run(prompt: String, schema: JSONSchema?, options: GenerationOptions,
+    private var toolDefinitions: [ToolDefinition] { tools.map { ToolDefinition(name: $0.name, description: $0.description, parameters: $0.parameters) } }
+
+    /// The constraint of a reply: the schema's, or with tools a call (or text, or text only).
+    private func constraint(schema: JSONSchema?, toolChoice: ToolChoice) throws(RuntimeError) -> TokenConstraint? {
+        do throws(GuidanceError) {
+            if let schema { return try model.model.constraints.jsonSchema(schema) }
+            if tools.isEmpty { return nil }
+            switch toolChoice {
+            case .none: return try model.model.constraints.regex(#"[^<][\s\S]*"#)
+            case .auto, .required:
+                return try model.model.constraints.toolCall(tools.map { ($0.name, $0.parameters) }, allowText: toolChoice == .auto)
+            }
+        } catch {
+            throw RuntimeError.unsupportedGuide(error.localizedDescription)
+        }
+    }
+
+    private func run(prompt: String, schema: JSONSchema?, options: GenerationOptions, toolChoice: ToolChoice,
                      onText: ((String) -> Void)?) async throws -> Response<String> {
         try options.check()
         try begin()
         defer { end() }
-        var constraint: TokenConstraint? = nil
-        if let schema {
-            do throws(GuidanceError) {
-                constraint = try model.model.constraints.jsonSchema(schema)
-            } catch {
-                throw RuntimeError.unsupportedGuide(error.localizedDescription)
-            }
-        }
         var entries = _transcript.entries
         entries.append(.prompt(prompt, responseSchema: schema.map { $0.root.compactText }))
-        let ids = encoder.encodePrompt(try Transcript(entries: entries).messages())
+        var choice = toolChoice
+        var round = 0
+        while true {
+            let last = round >= maximumToolRounds
+            let guide = try constraint(schema: schema, toolChoice: last ? .none : choice)
+            let (text, r, stats) = try generate(entries: entries, constraint: guide, options: options, onText: choice == .none || tools.isEmpty ? onText : nil)
+            // a cut guided value or call is an error; cut plain text is a reply, as without tools
+            if guide != nil && stats.incomplete && (schema != nil || text.hasPrefix("<")) {
+                throw RuntimeError.incomplete(partial: text, maximumResponseTokens: options.maximumResponseTokens)
+            }
+            guard schema == nil, !tools.isEmpty, text.hasPrefix("<tool_call>\n") else {
+                if !tools.isEmpty && choice != .none { onText?(text) }  // held back while it could have been a call
+                entries.append(.response(text))
+                _transcript.entries = entries
+                return r
+            }
+            // a call: run the handler, record both, continue from the result
+            let body = text.dropFirst("<tool_call>\n".count).dropLast("\n</tool_call>".count)
+            let call = try JSONValue.parse(String(body), context: "tool call")
+            guard let name = call["name"]?.stringValue, let tool = tools.first(where: { $0.name == name }), let arguments = call["arguments"] else {
+                throw RuntimeError.decoding("tool call \(text.prefix(200))")
+            }
+            let id = "call\(entries.count)"
+            entries.append(.toolCall(id: id, name: name, arguments: arguments.compactText))
+            let output = try await tool.call(arguments)
+            entries.append(.toolOutput(id: id, name: name, content: output))
+            if choice == .required { choice = .auto }
+            round += 1
+        }
+    }
+
+    /// One reply to the conversation `entries`, reusing what the cache holds of its prompt.
+    private func generate(entries: [Transcript.Entry], constraint: TokenConstraint?, options: GenerationOptions,
+                          onText: ((String) -> Void)?) throws -> (String, Response<String>, GenerationStats) {
+        let ids = encoder.encodePrompt(try Transcript(entries: entries).messages(tools: toolDefinitions))
         let limit = model.engine.config.maxPositionEmbeddings
         if ids.count + options.maximumResponseTokens > limit {
             throw RuntimeError.contextExceeded(tokens: ids.count + options.maximumResponseTokens, limit: limit)
@@ -195,13 +284,8 @@ public final class LanguageModelSession: @unchecked Sendable {
         if !tail.isEmpty { onText?(tail) }
         cachedTokens = Array((ids + tokens).prefix(cache.count))
         let text = base.tokenizer.decode(tokens, skipSpecialTokens: true)
-        if constraint != nil && stats.incomplete {
-            throw RuntimeError.incomplete(partial: text, maximumResponseTokens: options.maximumResponseTokens)
-        }
-        entries.append(.response(text))
-        _transcript.entries = entries
-        return Response(content: text, rawContent: text, promptTokens: ids.count, reusedPromptTokens: reused,
-                        generatedTokens: stats.generatedTokens, forcedTokens: stats.forcedTokens, tokensPerSecond: stats.tokensPerSecond)
+        return (text, Response(content: text, rawContent: text, promptTokens: ids.count, reusedPromptTokens: reused,
+                               generatedTokens: stats.generatedTokens, forcedTokens: stats.forcedTokens, tokensPerSecond: stats.tokensPerSecond), stats)
     }
 
     /// Runs `ids` into the cache after what it already holds of them.

@@ -32,12 +32,20 @@ public final class ConstraintLibrary: @unchecked Sendable {
         try constraint(key: "regex " + pattern) { () throws(GuidanceError) in try Grammar.regex(pattern) }
     }
 
-    private func constraint(key: String, _ make: () throws(GuidanceError) -> Grammar) throws(GuidanceError) -> TokenConstraint {
+    func constraint(key: String, _ make: () throws(GuidanceError) -> Grammar) throws(GuidanceError) -> TokenConstraint {
         lock.lock()
         defer { lock.unlock() }
         if let c = compiled[key] { return c }
         let c = TokenConstraint(grammar: try make(), vocabulary: vocabulary)
         compiled[key] = c
         return c
+    }
+}
+
+extension ConstraintLibrary {
+    /// Replies that call one of `tools` (or, with `allowText`, plain text not beginning with `<`).
+    public func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], allowText: Bool) throws(GuidanceError) -> TokenConstraint {
+        let key = "tools \(allowText) " + JSONValue.array(tools.map { .array([.string($0.name), $0.parameters?.root ?? .null]) }).compactText
+        return try constraint(key: key) { () throws(GuidanceError) in try Grammar.toolCall(tools, allowText: allowText) }
     }
 }

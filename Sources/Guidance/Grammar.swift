@@ -67,3 +67,47 @@ public final class Grammar: Sendable {
     /// Whether some text the grammar produces starts with these bytes.
     public func isPrefix(bytes: [UInt8]) -> Bool { nfa.matches(bytes, prefixOnly: true) }
 }
+
+extension Grammar {
+    /// A reply that calls one of `tools` — `<tool_call>\n{"name":"NAME","arguments":{...}}\n</tool_call>`
+    /// (the rendering of Schema.md's tool calls), the arguments valid against that tool's
+    /// parameters (any JSON object when it has none) — or, with `allowText`, plain text that does
+    /// not begin with `<`. Parameters are inlined, so a tool's schema may not use `$ref`.
+    public static func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], allowText: Bool,
+                                stateLimit: Int = defaultStateLimit) throws(GuidanceError) -> Grammar {
+        guard !tools.isEmpty else { throw GuidanceError.noValue(path: "tools", reason: "no tool is declared") }
+        let calls: [JSONValue] = tools.map { tool in
+            .object([
+                JSONMember(key: "type", value: .string("object")),
+                JSONMember(key: "properties", value: .object([
+                    JSONMember(key: "name", value: .object([JSONMember(key: "const", value: .string(tool.name))])),
+                    JSONMember(key: "arguments", value: tool.parameters?.root ?? .object([JSONMember(key: "type", value: .string("object"))])),
+                ])),
+                JSONMember(key: "required", value: .array([.string("name"), .string("arguments")])),
+                JSONMember(key: "additionalProperties", value: .bool(false)),
+            ])
+        }
+        let root: JSONValue = calls.count == 1 ? calls[0] : .object([JSONMember(key: "anyOf", value: .array(calls))])
+        let schema: JSONSchema
+        do throws(DataSchemaError) {
+            schema = try JSONSchema(root, context: "tool calls")
+        } catch {
+            throw GuidanceError.unsupported(path: "tools", keyword: "$ref", reason: "a tool's parameters must stand alone to be combined with the others (\(error.localizedDescription))")
+        }
+        let compiler = SchemaCompiler(schema: schema, stateLimit: stateLimit)
+        let b = compiler.b
+        guard case let .value(call) = try compiler.compile(schema.root, at: SchemaLocation()) else {
+            throw GuidanceError.noValue(path: "tools", reason: "no tool call can be generated for these parameters")
+        }
+        var branches = [b.concat([b.literal("<tool_call>\n"), call, b.literal("\n</tool_call>")])]
+        if allowText {
+            let text = try ScalarNFA.compile(#"[^<][\s\S]*"#, reading: .raw, path: "text", stateLimit: stateLimit)
+            branches.append(try b.scalarStrings(text, minLength: 0, maxLength: nil, encoding: .raw, path: "text"))
+        }
+        if b.isOverLimit { throw GuidanceError.tooLarge(path: "tools", limit: stateLimit) }
+        guard let nfa = b.finish(b.union(branches)) else {
+            throw GuidanceError.noValue(path: "tools", reason: "no tool call can be generated")
+        }
+        return Grammar(nfa: nfa, summary: "tool call (\(tools.map(\.name).joined(separator: ", ")))\(allowText ? " or text" : "")")
+    }
+}

@@ -16,7 +16,7 @@ import XCTest
 final class SessionTests: XCTestCase {
     func tinyModel(_ name: String = #function, seed: UInt64 = 1) throws -> LanguageModel {
         let dir = TinyAssets.tempDir(name)
-        return try LanguageModel(path: try TinyAssets.writeModel(in: dir, seed: seed))
+        return try LanguageModel(path: try TinyAssets.writeModel(in: dir, seed: seed, context: 2048))  // room for byte-level tool prompts
     }
 
     /// A random adapter on all seven targets with B ≠ 0.
@@ -140,5 +140,30 @@ final class SessionTests: XCTestCase {
         let whole = try await LanguageModelSession(model: lm.plain).respond(to: "say alpha0", options: options).content
         XCTAssertEqual(pieces.joined(), whole)
         XCTAssertGreaterThan(pieces.count, 1)
+    }
+
+    func testToolCallsAreConstrainedRunAndRecorded() async throws {
+        let lm = try tinyModel()
+        let parameters = try JSONSchema(try JSONValue.parse(#"{"type":"object","properties":{"a":{"type":"integer","minimum":0,"maximum":9},"b":{"type":"integer","minimum":0,"maximum":9}},"required":["a","b"],"additionalProperties":false}"#))
+        final class Calls: @unchecked Sendable { var seen: [JSONValue] = []; let lock = NSLock() }
+        let calls = Calls()
+        let add = Tool(name: "add", description: "adds", parameters: parameters) { args in
+            calls.lock.withLock { calls.seen.append(args) }
+            func n(_ v: JSONValue?) -> Double { if case .number(let x)? = v { return x.doubleValue } else { return 0 } }
+            return "\(n(args["a"]) + n(args["b"]))"
+        }
+        let session = LanguageModelSession(model: lm.plain, instructions: "use tools", tools: [add])
+        session.maximumToolRounds = 2
+        let r = try await session.respond(to: "1+2", options: GenerationOptions(temperature: 1, seed: 5, maximumResponseTokens: 120), toolChoice: .required)
+        XCTAssertFalse(calls.seen.isEmpty, "a required call runs the handler")
+        for args in calls.seen { XCTAssertEqual(parameters.validate(args), [], "arguments follow the tool's schema: \(args)") }
+        XCTAssertFalse(r.content.hasPrefix("<"), "the final reply is text: \(r.content)")
+        let entries = session.transcript.entries
+        XCTAssertTrue(entries.contains { if case .toolCall(_, "add", _) = $0 { return true } else { return false } })
+        XCTAssertTrue(entries.contains { if case .toolOutput(_, "add", _) = $0 { return true } else { return false } })
+        if case .response = entries.last {} else { XCTFail("the transcript ends with the reply") }
+        // a session without a tool choice keeps plain replies unconstrained: no tools, no change
+        let plain = try await LanguageModelSession(model: lm.plain).respond(to: "1+2", options: GenerationOptions(maximumResponseTokens: 8))
+        XCTAssertEqual(plain.forcedTokens, 0)
     }
 }

@@ -262,3 +262,23 @@ final class AutomatonTests: XCTestCase {
         }
     }
 }
+
+final class ToolCallGrammarTests: XCTestCase {
+    func testACallNamesADeclaredToolWithValidArgumentsOrIsText() throws {
+        let add = try JSONSchema(try JSONValue.parse(#"{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}"#))
+        let g = try Grammar.toolCall([("add", add), ("now", nil)], allowText: true)
+        for ok in ["<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":-2}}\n</tool_call>",
+                   "<tool_call>\n{\"name\":\"now\",\"arguments\":{}}\n</tool_call>", "hello <b>", "x"] {
+            XCTAssertTrue(g.matches(ok), ok)
+        }
+        for bad in ["<tool_call>\n{\"name\":\"sub\",\"arguments\":{\"a\":1,\"b\":2}}\n</tool_call>",
+                    "<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":1}}\n</tool_call>",
+                    "<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":2}}", "<b>text", ""] {
+            XCTAssertFalse(g.matches(bad), bad)
+        }
+        let callOnly = try Grammar.toolCall([("add", add)], allowText: false)
+        XCTAssertFalse(callOnly.matches("hello"))
+        XCTAssertTrue(callOnly.matches("<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":0,\"b\":0}}\n</tool_call>"))
+        XCTAssertThrowsError(try Grammar.toolCall([], allowText: true))
+    }
+}

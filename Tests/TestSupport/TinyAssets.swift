@@ -40,17 +40,17 @@ public enum TinyAssets {
                              bosTokenId: 1, eosTokenId: 2, padTokenId: 0, chatTemplate: template)
     }
 
-    public static func config(vocab: Int, layers: Int = 2) throws -> ModelConfig {
+    public static func config(vocab: Int, layers: Int = 2, context: Int = 512) throws -> ModelConfig {
         try ModelConfig(architecture: .llama, hiddenSize: 32, intermediateSize: 48, numLayers: layers, numHeads: 4, numKVHeads: 2,
                     headDim: 8, vocabSize: vocab, ropeTheta: 10000, rmsNormEps: 1e-5, tieWordEmbeddings: true,
-                    attentionBias: false, maxPositionEmbeddings: 512)
+                    attentionBias: false, maxPositionEmbeddings: context)
     }
 
     /// Writes tiny.gguf into `dir` and returns its path. `seed` changes every weight.
     public static func writeModel(in dir: String, seed: UInt64 = 1, name: String = "tiny", layers: Int = 2,
-                           extraMerges: [String] = []) throws -> String {
+                           extraMerges: [String] = [], context: Int = 512) throws -> String {
         let tok = tokenizer(extraMerges: extraMerges)
-        let cfg = try config(vocab: tok.tokens.count, layers: layers)
+        let cfg = try config(vocab: tok.tokens.count, layers: layers, context: context)
         var rng = SeededRNG(seed: seed)
         var tensors: [String: HostTensor] = [:]
         for (name, shape) in TensorTable.shapes(for: cfg) {
