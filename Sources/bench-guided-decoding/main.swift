@@ -203,7 +203,7 @@ struct BenchGuidedDecoding: ParsableCommand {
 
     /// The eval file's conversations up to their last user turn that has a response_format.
     func timingConversations() throws -> [[Message]] {
-        let data = try DataReader.read(path: timingData, options: ReadOptions(mode: .prompt, skipInvalid: true))
+        let data = try DataReader.read(path: timingData, options: ReadOptions(skipInvalid: true))
         var out: [[Message]] = []
         for sample in data.samples {
             guard let last = sample.messages.lastIndex(where: { $0.role == .user && $0.responseFormat != nil }) else { continue }
