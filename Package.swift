@@ -32,6 +32,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        // TensorBoard event files (RunLog). The generated message code is committed
+        // (scripts/generate-protos.sh): no build plugin, no protoc at build time.
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
     ],
     targets: [
         .systemLibrary(
@@ -45,6 +48,8 @@ let package = Package(
             dependencies: [.product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: fast),
         .target(name: "DataSchema", dependencies: ["ModelAssets"], swiftSettings: fast),
+        // A run's log: metrics.jsonl with a header, TensorBoard event files, the loss curve.
+        .target(name: "RunLog", dependencies: ["ModelAssets", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // Constrained decoding: JSON schema / choice / regex grammars as byte automata, token masks.
         .target(name: "Guidance", dependencies: ["DataSchema", "ModelAssets"], swiftSettings: fast),
         // The model definition: tensor table, LoRA config, frozen base weights, adapters and
@@ -55,17 +60,17 @@ let package = Package(
             swiftSettings: fast),
         .target(
             name: "Training",
-            dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", "RunLog", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: fast),
         .target(name: "Inference", dependencies: ["ModelDefinition", "Guidance", "Autograd", "ModelAssets"], swiftSettings: fast),
         // Draft distillation: the draft model, its objective and run, the KV-cache teacher.
         .target(
             name: "Distillation",
-            dependencies: ["Training", "Inference", "ModelDefinition", "DataSchema", "Autograd", "ModelAssets"],
+            dependencies: ["Training", "Inference", "ModelDefinition", "DataSchema", "Autograd", "ModelAssets", "RunLog"],
             swiftSettings: fast),
         .target(
             name: "CLISupport",
-            dependencies: ["Training", "ModelDefinition", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["Training", "ModelDefinition", "DataSchema", "RunLog", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
             name: "generate",
@@ -94,7 +99,7 @@ let package = Package(
             dependencies: ["Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets"],
             swiftSettings: fast),
         .testTarget(name: "AdapterRuntimeTests", dependencies: ["AdapterRuntime", "TestSupport", "Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets"]),
-        .target(name: "Evaluation", dependencies: ["Training", "Inference", "ModelDefinition", "Guidance", "DataSchema", "ModelAssets", "Autograd"], swiftSettings: fast),
+        .target(name: "Evaluation", dependencies: ["Training", "Inference", "ModelDefinition", "Guidance", "DataSchema", "ModelAssets", "Autograd", "RunLog"], swiftSettings: fast),
         .executableTarget(
             name: "evaluate-adapter",
             dependencies: ["Evaluation", "CLISupport", "ModelDefinition", "DataSchema",
@@ -124,14 +129,15 @@ let package = Package(
             dependencies: ["CLISupport", "Inference", "ModelDefinition", "DataSchema", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
-        .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Distillation", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
+        .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Distillation", "Training", "RunLog", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .target(name: "TestSupport", dependencies: ["ModelAssets", "ModelDefinition", "Training", "Inference", "Autograd"], path: "Tests/TestSupport"),
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
         .testTarget(name: "CLISupportTests", dependencies: ["CLISupport"]),
+        .testTarget(name: "RunLogTests", dependencies: ["RunLog"]),
         .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
         .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
         .testTarget(
-            name: "TrainingTests", dependencies: ["TestSupport", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"],
+            name: "TrainingTests", dependencies: ["TestSupport", "Training", "RunLog", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Distillation", "Export", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
