@@ -10,6 +10,9 @@ scripts/setup.sh
 python3 scripts/check-architecture.py
 export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
 swift test -c release -Xswiftc -enable-testing "$@"
+# The run logs as TensorBoard reads them: a short real adapter, draft and evaluation run into one
+# folder, loaded with TensorBoard's own reader and compared with the metrics files (~2 minutes).
+scripts/check-run-logs.sh
 # Then every parser fuzzer briefly (FUZZ_SECONDS each, default 20; 0 skips), so that a
 # regression on hostile input shows in CI. Long runs: scripts/fuzz.sh 600 (docs/reliability.md).
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then

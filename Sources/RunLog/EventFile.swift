@@ -125,6 +125,8 @@ public final class EventFileWriter {
             v.simpleValue = Float(s.value)
             if !described.contains(s.tag), let d = descriptions[s.tag] {
                 v.metadata.summaryDescription = d
+                // Metadata names its plugin (TensorBoard warns about metadata without one).
+                v.metadata.pluginData.pluginName = "scalars"
                 described.insert(s.tag)
             }
             return v
