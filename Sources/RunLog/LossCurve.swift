@@ -34,7 +34,15 @@ public enum LossCurve {
     /// The SVG text. `scale` .log falls back to linear (said in the axis title) when a value is not positive.
     public static func svg(_ s: Series, title: String, subtitle: String = "", yLabel: String = "loss",
                            scale: Scale = .log, width: Int = 760, height: Int = 440) -> String {
-        let left = 70.0, right = 20.0, top = subtitle.isEmpty ? 40.0 : 58.0, bottom = 48.0
+        let train = s.train.filter { $0.value.isFinite }, smooth = s.smoothed.filter { $0.value.isFinite }
+        let ev = s.eval.filter { $0.value.isFinite }
+        // the legend: a row of its own under the title, entries only for series with data
+        var legend: [(symbol: String, text: String)] = []
+        if !train.isEmpty { legend.append(("<line x1=\"0\" y1=\"0\" x2=\"22\" y2=\"0\" stroke=\"#9ecae1\" stroke-width=\"1.5\"/>", "train loss")) }
+        if !smooth.isEmpty { legend.append(("<line x1=\"0\" y1=\"0\" x2=\"22\" y2=\"0\" stroke=\"#08519c\" stroke-width=\"2.2\"/>", "train loss, moving average")) }
+        if !ev.isEmpty { legend.append(("<circle cx=\"11\" cy=\"0\" r=\"4.5\" fill=\"#d94801\"/>", "eval loss")) }
+        let legendY = subtitle.isEmpty ? 42.0 : 60.0
+        let left = 70.0, right = 20.0, top = legendY + (legend.isEmpty ? 0 : 16), bottom = 48.0
         let w = Double(width) - left - right, h = Double(height) - top - bottom
         let values = (s.train + s.smoothed + s.eval).map(\.value).filter(\.isFinite)
         let steps = (s.train + s.smoothed + s.eval).map(\.step) + s.epochStarts.map(\.step)
@@ -103,38 +111,20 @@ public enum LossCurve {
             let p = pts.filter { $0.value.isFinite }.map { "\(f(x($0.step))),\(f(yPos($0.value)))" }.joined(separator: " ")
             return "<polyline fill=\"none\" \(style) points=\"\(p)\"/>\n"
         }
-        var legend: [(String, String)] = []
-        let train = s.train.filter { $0.value.isFinite }
-        if !train.isEmpty {
-            svg += polyline(train, "stroke=\"#9ecae1\" stroke-width=\"1\"")
-            legend.append(("<line x1=\"0\" y1=\"0\" x2=\"22\" y2=\"0\" stroke=\"#9ecae1\" stroke-width=\"1.5\"/>", "train loss"))
-        }
-        let smooth = s.smoothed.filter { $0.value.isFinite }
-        if !smooth.isEmpty {
-            svg += polyline(smooth, "stroke=\"#08519c\" stroke-width=\"2.2\"")
-            legend.append(("<line x1=\"0\" y1=\"0\" x2=\"22\" y2=\"0\" stroke=\"#08519c\" stroke-width=\"2.2\"/>", "train loss, moving average"))
-        }
-        let ev = s.eval.filter { $0.value.isFinite }
-        if !ev.isEmpty {
-            if ev.count > 1 { svg += polyline(ev, "stroke=\"#d94801\" stroke-width=\"1\" stroke-dasharray=\"3 3\"") }
-            for p in ev {
-                svg += "<circle cx=\"\(f(x(p.step)))\" cy=\"\(f(yPos(p.value)))\" r=\"4.5\" fill=\"#d94801\" stroke=\"white\"/>\n"
-            }
-            legend.append(("<circle cx=\"11\" cy=\"0\" r=\"4.5\" fill=\"#d94801\"/>", "eval loss"))
+        if !train.isEmpty { svg += polyline(train, "stroke=\"#9ecae1\" stroke-width=\"1\"") }
+        if !smooth.isEmpty { svg += polyline(smooth, "stroke=\"#08519c\" stroke-width=\"2.2\"") }
+        if ev.count > 1 { svg += polyline(ev, "stroke=\"#d94801\" stroke-width=\"1\" stroke-dasharray=\"3 3\"") }
+        for p in ev {
+            svg += "<circle cx=\"\(f(x(p.step)))\" cy=\"\(f(yPos(p.value)))\" r=\"4.5\" fill=\"#d94801\" stroke=\"white\"/>\n"
         }
         if values.isEmpty {
             svg += "<text x=\"\(f(left + w / 2))\" y=\"\(f(top + h / 2))\" text-anchor=\"middle\" fill=\"#888\">no steps logged yet</text>\n"
         }
-        // legend, top right, on a white box
-        if !legend.isEmpty {
-            let lw = 210.0, lh = Double(legend.count) * 18 + 8
-            let lx = left + w - lw - 8, ly = top + 8
-            svg += "<rect x=\"\(f(lx))\" y=\"\(f(ly))\" width=\"\(f(lw))\" height=\"\(f(lh))\" fill=\"white\" fill-opacity=\"0.9\" stroke=\"#ccc\"/>\n"
-            for (i, entry) in legend.enumerated() {
-                let yy = ly + 13 + Double(i) * 18
-                svg += "<g transform=\"translate(\(f(lx + 8)) \(f(yy)))\">\(entry.0)</g>"
-                svg += "<text x=\"\(f(lx + 38))\" y=\"\(f(yy + 4))\">\(escape(entry.1))</text>\n"
-            }
+        var lx = left
+        for entry in legend {
+            svg += "<g transform=\"translate(\(f(lx)) \(f(legendY - 4)))\">\(entry.symbol)</g>"
+            svg += "<text x=\"\(f(lx + 28))\" y=\"\(f(legendY))\">\(escape(entry.text))</text>\n"
+            lx += 28 + Double(entry.text.count) * 6.8 + 18
         }
         svg += "</svg>\n"
         return svg

@@ -71,7 +71,7 @@ public struct BiasCorrectedEMA: Sendable, Equatable {
     private var average = 0.0
     private var weight = 0.0  // 1 − β^t
 
-    public init(beta: Double = 0.9) { self.beta = beta }
+    public init(beta: Double = 0.8) { self.beta = beta }
 
     /// Adds `x` and returns the corrected average of everything added so far.
     public mutating func add(_ x: Double) -> Double {

@@ -71,7 +71,7 @@ public enum MetricScalars {
     public static let descriptions: [String: String] = {
         var d: [String: String] = [
             "train/loss": "Training loss of the optimizer step (mean over the batch's target tokens): cross-entropy of the assistant tokens for an adapter, the distillation divergence for a draft.",
-            "train/smoothed_loss": "Exponential moving average of train/loss (beta 0.9), divided by 1 - 0.9^t so that it does not start at zero.",
+            "train/smoothed_loss": "Exponential moving average of train/loss (beta 0.8), divided by 1 - 0.8^t so that it does not start at zero.",
             "train/learning_rate": "AdamW learning rate of the step (warmup and schedule applied).",
             "train/grad_norm": "Global L2 norm of the gradients before clipping.",
             "train/tokens_per_second": "Positions computed per second since the previous logged step (padding included, shared prefixes once).",
