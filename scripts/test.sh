@@ -10,6 +10,8 @@ scripts/setup.sh
 python3 scripts/check-architecture.py
 export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
 swift test -c release -Xswiftc -enable-testing "$@"
+# An app that depends on the toolkit by git URL and version (a tagged clone of HEAD) builds and runs.
+scripts/test-example-app.sh
 # The run logs as TensorBoard reads them: a short real adapter, draft and evaluation run into one
 # folder, loaded with TensorBoard's own reader and compared with the metrics files (~2 minutes).
 scripts/check-run-logs.sh
