@@ -38,6 +38,11 @@ let package = Package(
             name: "COpenBLAS", path: "Sources/COpenBLAS", pkgConfig: "openblas",
             providers: [.apt(["libopenblas-dev", "liblapacke-dev"])]),
         .target(name: "Autograd", dependencies: ["COpenBLAS"], swiftSettings: fast),
+        // MPI for data-parallel training (train-adapter/train-draft under mpirun); only
+        // Sources/DataParallel imports it, and no library product depends on it.
+        .systemLibrary(
+            name: "CMPI", path: "Sources/CMPI", pkgConfig: "mpi",
+            providers: [.apt(["libopenmpi-dev", "openmpi-bin"])]),
         // Block-format matrix kernels in C: per-CPU-level code via target attributes, no unsafe flags.
         .target(name: "CBlockKernels"),
         .target(
@@ -67,6 +72,12 @@ let package = Package(
             name: "CLISupport",
             dependencies: ["Training", "ModelDefinition", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
+        // Data-parallel training: Training's ProcessGroup over MPI, and the executables' glue.
+        .target(
+            name: "DataParallel",
+            dependencies: ["CMPI", "Training", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: fast),
+        .testTarget(name: "DataParallelTests", dependencies: ["DataParallel", "TestSupport", "Training", "DataSchema", "ModelDefinition", "ModelAssets", "Autograd"]),
         .executableTarget(
             name: "generate",
             dependencies: ["CLISupport", "ModelDefinition", "Inference", "DataSchema", "ModelAssets",
@@ -74,7 +85,7 @@ let package = Package(
             swiftSettings: fast),
         .executableTarget(
             name: "train-adapter",
-            dependencies: ["CLISupport", "Training", "ModelDefinition", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["CLISupport", "DataParallel", "Training", "ModelDefinition", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(
             name: "bench-train",
@@ -112,7 +123,7 @@ let package = Package(
         .testTarget(name: "ExportTests", dependencies: ["TestSupport", "Export", "Training", "Inference", "Distillation", "ModelDefinition", "ModelAssets", "Autograd", "DataSchema"]),
         .executableTarget(
             name: "train-draft",
-            dependencies: ["CLISupport", "Distillation", "Training", "ModelDefinition", "DataSchema", "Autograd",
+            dependencies: ["CLISupport", "DataParallel", "Distillation", "Training", "ModelDefinition", "DataSchema", "Autograd",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
         .executableTarget(

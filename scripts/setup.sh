@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the toolkit needs on a fresh Debian/Ubuntu machine, and nothing when it is
-# already there: OpenBLAS + LAPACKE (matrix work) and pkg-config (how SwiftPM finds them).
+# already there: OpenBLAS + LAPACKE (matrix work), Open MPI (data-parallel training under mpirun)
+# and pkg-config (how SwiftPM finds them).
 set -euo pipefail
 need=()
-for p in libopenblas-dev liblapacke-dev pkg-config; do
+for p in libopenblas-dev liblapacke-dev libopenmpi-dev openmpi-bin pkg-config; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -14,3 +15,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 command -v swift >/dev/null || { echo "setup: swift not found on PATH (Swift 6 toolchain required)" >&2; exit 1; }
 pkg-config --exists openblas || { echo "setup: pkg-config cannot find openblas after install" >&2; exit 1; }
+pkg-config --exists mpi || { echo "setup: pkg-config cannot find mpi (Open MPI) after install" >&2; exit 1; }

@@ -29,6 +29,9 @@ public struct DraftRunSettings {
     public var metricsPositions = 2048
     /// Recompute the draft's block activations in backward (less memory, more compute).
     public var activationCheckpointing = false
+    /// The processes of a data-parallel run (nil: this process alone). Only rank 0 uses the run
+    /// folder and measures the per-epoch draft metrics; the others start from its state.
+    public var group: ProcessGroup?
 
     public init(data: DataSettings, teacherAdapter: String?, source: DraftSource, freezeEmbeddings: Bool,
                 divergence: Divergence, vocabulary: DraftVocabularyMode, checkpoints: CheckpointSettings,
@@ -67,11 +70,11 @@ struct DraftTrainingRecord: Codable, Equatable {
 /// Keeps metrics.jsonl and the loss curve of a run up to date from the loop's events.
 /// (The same bookkeeping AdapterRun does inline; a shared home for both.)
 final class RunRecorder {
-    let folder: RunFolder
+    let folder: RunFolder?
     let title: String
     var latest: TrainerState
 
-    init(folder: RunFolder, title: String, state: TrainerState) {
+    init(folder: RunFolder?, title: String, state: TrainerState) {
         self.folder = folder
         self.title = title
         latest = state
@@ -81,18 +84,18 @@ final class RunRecorder {
         switch event {
         case .step(let r, _, let tps, _):
             latest.history.append(r)
-            folder.appendMetric(["type": "train", "step": r.step, "epoch": r.epoch, "loss": Double(r.loss),
+            folder?.appendMetric(["type": "train", "step": r.step, "epoch": r.epoch, "loss": Double(r.loss),
                                  "learning_rate": Double(r.learningRate), "grad_norm": Double(r.gradNorm),
                                  "tokens": r.tokens, "tokens_per_second": tps])
         case .evaluated(let e):
             latest.evals.append(e)
-            folder.appendMetric(["type": "eval", "step": e.step, "epoch": e.epoch, "loss": Double(e.loss), "tokens": e.tokens])
-            try? folder.writeLossCurve(state: latest, title: title)
+            folder?.appendMetric(["type": "eval", "step": e.step, "epoch": e.epoch, "loss": Double(e.loss), "tokens": e.tokens])
+            try? folder?.writeLossCurve(state: latest, title: title)
         case .finished(let st):
             latest = st
-            try? folder.writeLossCurve(state: st, title: title)
+            try? folder?.writeLossCurve(state: st, title: title)
         case .stopped:
-            try? folder.writeLossCurve(state: latest, title: title)
+            try? folder?.writeLossCurve(state: latest, title: title)
         default:
             break
         }
@@ -152,8 +155,10 @@ public enum DraftRun {
         // Files are checked before the folder is locked or any data is read.
         let adapter = try s.teacherAdapter.map { try Adapter.load($0, base: base) }
         try adapter?.requireBase(base)
-        let folder = try RunFolder(s.checkpoints.directory)
-        defer { folder.releaseLock() }
+        let parallel = s.group.flatMap { $0.size > 1 ? $0 : nil }
+        let isRoot = (parallel?.rank ?? 0) == 0
+        let folder = isRoot ? try RunFolder(s.checkpoints.directory) : nil
+        defer { folder?.releaseLock() }
         let data = try DataPreparation.prepare(s.data, base: base)
         notice(.dataSummary(train: data.trainSummary, eval: data.evalSummary, trainTokens: data.trainTokens,
                             targetTokens: data.trainTargetTokens, computedPositions: data.firstEpochPositions, skipped: data.issues))
@@ -180,7 +185,7 @@ public enum DraftRun {
                                          vocabulary: s.vocabulary.rawValue, source: sourceText)
         let teacherSignature = adapter?.signature
 
-        let resumed = try s.checkpoints.resumeCheckpoint(in: folder, prefix: "draft-model")
+        let resumed = try folder.flatMap { try s.checkpoints.resumeCheckpoint(in: $0, prefix: "draft-model") }
         var state = TrainerState(seed: options.seed)
         var optimizer: AdamW? = nil
         var runOptions = options
@@ -219,19 +224,23 @@ public enum DraftRun {
         let objective = DraftObjective(draft: draft, teacher: teacher, head: base.weights.head, divergence: s.divergence)
         notice(.draft(summary: draft.summary, trainable: draft.trainableParameters.reduce(0) { $0 + $1.tensor.count },
                       frozen: draft.frozenParameters.reduce(0) { $0 + $1.tensor.count }, divergence: s.divergence))
-        let checkpointer = DraftCheckpointer(directory: folder.path, draft: draft, record: record) { st, opts, label in
+        let checkpointer = DraftCheckpointer(directory: s.checkpoints.directory, draft: draft, record: record) { st, opts, label in
             CheckpointHeader(content: .draft, baseSignature: base.signature, baseConfig: base.config, lora: nil,
                              draftConfig: draft.config, draftLayers: draft.layers, teacherAdapterSignature: teacherSignature,
                              state: st, options: opts, dataFingerprint: data.fingerprint, label: label)
         }
-        let trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
+        var trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
+        trainer.group = parallel
         let recorder = RunRecorder(folder: folder, title: "draft distillation (\(s.divergence.rawValue)): \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
                                    state: state)
         // c on the engine generation uses, the teacher's KV-cache model against the draft's: a cost
-        // of shapes, not of values, so it is measured once, before training.
-        let cost = SpeculativeCost.measure(target: teacher.model, draft: DraftEngine(try draft.definition()))
+        // of shapes, not of values, so it is measured once, before training (by rank 0, which
+        // alone measures the per-epoch metrics while the other ranks wait).
+        let cost = isRoot ? SpeculativeCost.measure(target: teacher.model, draft: DraftEngine(try draft.definition())) : nil
         let metricsSource: BatchSource = data.eval ?? data.train
+        if let parallel { try GroupSetup.agree(parallel, key: "data \(data.fingerprint), base \(base.signature)", error: nil) }
         func epochMetrics(epoch: Int, step: Int) {
+            guard let cost, let folder else { return }
             let m = DraftEvaluation.measure(objective, metricsSource, maxPositions: s.metricsPositions)
             let metrics = DraftEpochMetrics(epoch: epoch, step: step, eval: m, dataSet: data.eval == nil ? "train" : "eval", cost: cost)
             folder.appendMetric(metrics.json)

@@ -139,6 +139,9 @@ public struct AdapterRunSettings {
     /// Recompute block activations in backward (less memory, one more forward of compute).
     /// Not part of the checkpoint: a run may be resumed with it on or off.
     public var activationCheckpointing = false
+    /// The processes of a data-parallel run (nil: this process alone). Only rank 0 uses the run
+    /// folder (lock, resume, checkpoints, metrics); the others start from its state.
+    public var group: ProcessGroup?
 
     public init(data: DataSettings, lora: LoRAConfig, checkpoints: CheckpointSettings, makeOptions: @escaping (Int) -> TrainingOptions) {
         self.data = data
@@ -158,14 +161,15 @@ public enum RunNotice {
 public enum AdapterRun {
     public static func run(_ s: AdapterRunSettings, base: BaseModel, shouldStop: () -> Bool,
                            notice: (RunNotice) -> Void, onEvent: (TrainingEvent) -> Void) throws -> TrainingOutcome {
-        let folder = try RunFolder(s.checkpoints.directory)
-        defer { folder.releaseLock() }
+        let parallel = s.group.flatMap { $0.size > 1 ? $0 : nil }
+        let folder = (parallel?.rank ?? 0) == 0 ? try RunFolder(s.checkpoints.directory) : nil
+        defer { folder?.releaseLock() }
         let data = try DataPreparation.prepare(s.data, base: base)
         notice(.dataSummary(train: data.trainSummary, eval: data.evalSummary, trainTokens: data.trainTokens,
                             targetTokens: data.trainTargetTokens, computedPositions: data.firstEpochPositions, skipped: data.issues))
         let options = s.makeOptions(data.train.batchCount(epoch: 0))
 
-        let resumed = try s.checkpoints.resumeCheckpoint(in: folder, prefix: "adapter")
+        let resumed = try folder.flatMap { try s.checkpoints.resumeCheckpoint(in: $0, prefix: "adapter") }
         let lora = resumed?.header.lora ?? s.lora
         if let r = resumed {
             try r.requireAdapter(for: base)
@@ -195,11 +199,13 @@ public enum AdapterRun {
         let params = model.loraParameters
         notice(.model(path: base.path, signature: base.signature, layers: base.config.numLayers, hidden: base.config.hiddenSize,
                       trainable: params.reduce(0) { $0 + $1.tensor.count }, lora: lora))
-        let checkpointer = FolderCheckpointer(directory: folder.path, prefix: "adapter", params: params) { st, opts, label in
+        let checkpointer = FolderCheckpointer(directory: s.checkpoints.directory, prefix: "adapter", params: params) { st, opts, label in
             CheckpointHeader(content: .adapter, baseSignature: base.signature, baseConfig: base.config, lora: lora,
                              state: st, options: opts, dataFingerprint: data.fingerprint, label: label)
         }
-        let trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
+        var trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
+        trainer.group = parallel
+        if let parallel { try GroupSetup.agree(parallel, key: "data \(data.fingerprint), base \(base.signature)", error: nil) }
         var latest = state
         let title = "adapter training: \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)"
         return try trainer.run(objective: objective, train: data.train, eval: data.eval, checkpointer: checkpointer,
@@ -207,19 +213,19 @@ public enum AdapterRun {
             switch event {
             case .step(let r, _, let tps, _):
                 latest.history.append(r)
-                folder.appendMetric(["type": "train", "step": r.step, "epoch": r.epoch, "loss": Double(r.loss),
+                folder?.appendMetric(["type": "train", "step": r.step, "epoch": r.epoch, "loss": Double(r.loss),
                                      "learning_rate": Double(r.learningRate), "grad_norm": Double(r.gradNorm),
                                      "tokens": r.tokens, "tokens_per_second": tps])
             case .evaluated(let e):
                 latest.evals.append(e)
-                folder.appendMetric(["type": "eval", "step": e.step, "epoch": e.epoch, "loss": Double(e.loss),
+                folder?.appendMetric(["type": "eval", "step": e.step, "epoch": e.epoch, "loss": Double(e.loss),
                                      "perplexity": Double(e.perplexity), "tokens": e.tokens])
-                try? folder.writeLossCurve(state: latest, title: title)
+                try? folder?.writeLossCurve(state: latest, title: title)
             case .finished(let st):
                 latest = st
-                try? folder.writeLossCurve(state: st, title: title)
+                try? folder?.writeLossCurve(state: st, title: title)
             case .stopped:
-                try? folder.writeLossCurve(state: latest, title: title)
+                try? folder?.writeLossCurve(state: latest, title: title)
             default:
                 break
             }

@@ -2,6 +2,7 @@
 // Training.AdapterRun, print what happens. See README for a walk-through.
 import ArgumentParser
 import CLISupport
+import DataParallel
 import DataSchema
 import Foundation
 import ModelDefinition
@@ -27,6 +28,8 @@ struct TrainAdapter: ParsableCommand {
 
     func run() throws {
         let printer = ProgressPrinter()
+        printer.silent = !DataParallelJob.isRoot
+        if let line = DataParallelJob.summary { printer.log(line) }
         let t0 = Date()
         let base = try model.load()
         printer.log(String(format: "loaded base model %@ in %.1fs (signature %@)", base.path, Date().timeIntervalSince(t0), String(base.signature.prefix(16))))
@@ -34,6 +37,7 @@ struct TrainAdapter: ParsableCommand {
             data: data.settings(schedule), lora: try adapter.config(), checkpoints: checkpoints.settings,
             makeOptions: { schedule.trainingOptions(batchesPerEpoch: $0, checkpointFrequency: checkpoints.checkpointFrequency) })
         settings.activationCheckpointing = schedule.activationCheckpointing
+        settings.group = DataParallelJob.group
         if checkpoints.resume { printer.logResumeScan(directory: checkpoints.checkpointDir, prefix: "adapter") }
         StopSignal.install()
         let outcome = try AdapterRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in
@@ -56,4 +60,4 @@ struct TrainAdapter: ParsableCommand {
     }
 }
 
-TrainAdapter.main()
+DataParallelJob.main(TrainAdapter.self)
