@@ -16,14 +16,13 @@ public enum DataParallelJob {
     /// Whether this process prints (rank 0, or the only process).
     public static var isRoot: Bool { (group?.rank ?? 0) == 0 }
 
-    /// Threads for this rank: all the cores it may run on when mpirun bound it to some
-    /// (the default for up to 2 ranks: one core each), else the node's cores shared by its ranks.
+    /// Threads for this rank: the cores mpirun bound it to (one core each by default for up to
+    /// 2 ranks), but never more than the node's cores divided among the ranks on it.
     public static func threadsPerRank(environment: [String: String] = ProcessInfo.processInfo.environment) -> Int {
         let usable = ProcessInfo.processInfo.activeProcessorCount
         let online = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         let local = environment["OMPI_COMM_WORLD_LOCAL_SIZE"].flatMap(Int.init) ?? environment["MPI_LOCALNRANKS"].flatMap(Int.init) ?? 1
-        if usable < online { return max(1, usable) }
-        return max(1, online / max(1, local))
+        return max(1, min(usable, online / max(1, local)))
     }
 
     /// A line for the start of the run, or nil for one process.

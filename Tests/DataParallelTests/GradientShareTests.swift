@@ -104,3 +104,42 @@ final class GradientShareTests: XCTestCase {
         }
     }
 }
+
+/// A group whose gathers return what the test says the other ranks sent.
+final class ScriptedGroup: ProcessGroup {
+    let rank = 0
+    let size: Int
+    let others: [String]
+    init(others: [String]) {
+        self.others = others
+        size = others.count + 1
+    }
+    func sum(_ values: inout [Float]) throws {}
+    func allGather(_ bytes: [UInt8]) throws -> [[UInt8]] { [bytes] + others.map { Array($0.utf8) } }
+    func broadcast(_ bytes: [UInt8], root: Int) throws -> [UInt8] { bytes }
+}
+
+final class GroupSetupTests: XCTestCase {
+    struct Failure: LocalizedError {
+        var errorDescription: String? { "train.jsonl:4: malformed JSON" }
+    }
+
+    func testEveryRankFailingAlikeIsOneMessage() {
+        XCTAssertThrowsError(try GroupSetup.agree(ScriptedGroup(others: ["Etrain.jsonl:4: malformed JSON"]), key: "", error: Failure())) {
+            XCTAssertEqual(($0 as? SharedError)?.message, "train.jsonl:4: malformed JSON")
+        }
+    }
+
+    func testOneRankFailingIsNamed() {
+        XCTAssertThrowsError(try GroupSetup.agree(ScriptedGroup(others: ["Kdata 1", "Ebase.gguf: no such file"]), key: "data 1", error: nil)) {
+            XCTAssertEqual(($0 as? SharedError)?.message, "base.gguf: no such file (on rank 2)")
+        }
+    }
+
+    func testRanksWithOtherDataAreRefused() {
+        XCTAssertNoThrow(try GroupSetup.agree(ScriptedGroup(others: ["Kdata 1", "Kdata 1"]), key: "data 1", error: nil))
+        XCTAssertThrowsError(try GroupSetup.agree(ScriptedGroup(others: ["Kdata 2"]), key: "data 1", error: nil)) {
+            XCTAssert(($0 as? SharedError)?.message.hasPrefix("rank 1 prepared a different run than rank 0") == true, "\($0)")
+        }
+    }
+}
