@@ -196,6 +196,28 @@ final class MPIRunTests: XCTestCase {
         XCTAssertNotNil(scan.newest)
     }
 
+    func testCtrlCStopsEveryRankAfterTheSameStepWithAResumableCheckpoint() throws {
+        let folder = dir + "/stopped"
+        let args = try Tools.mpi(2) + [try Tools.products() + "/train-adapter", "--base-model", model, "--train-data", dir + "/train.jsonl",
+                                       "--epochs", "2000", "--batch-size", "4", "--rank", "4", "--max-sequence-length", "256",
+                                       "--checkpoint-frequency", "1000", "--checkpoint-dir", folder]
+        let job = Tools.start(args, log: folder + ".log")
+        defer { if job.isRunning { job.terminate() } }
+        let deadline = Date().addingTimeInterval(60)
+        var metrics = ""
+        while Date() < deadline && metrics.split(separator: "\n").count < 20 {
+            metrics = (try? String(contentsOfFile: folder + "/metrics.jsonl", encoding: .utf8)) ?? ""
+            usleep(20_000)
+        }
+        job.interrupt()  // SIGINT to mpirun, which passes it on to the ranks
+        job.waitUntilExit()
+        let output = (try? String(contentsOfFile: folder + ".log", encoding: .utf8)) ?? ""
+        XCTAssertEqual(output.components(separatedBy: "stopped after step").count - 1, 1, output)
+        let stopped = try Checkpoint.load(folder + "/adapter-interrupted.safetensors")
+        XCTAssertGreaterThanOrEqual(stopped.header.state.step, 20)
+        XCTAssertEqual(stopped.header.label, "interrupted")
+    }
+
     func rank1(of launcher: Int32) -> Int32? {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
         for n in names {
