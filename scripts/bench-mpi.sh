@@ -94,15 +94,21 @@ echo "no overlap of the sum with backward. Efficiency = step compute / (compute 
 echo
 echo "| model | adapter (rank 32, 7 targets) | link | M = 1 | 2 | 4 | 8 | 16 |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+# Positions per step of a batch of $batch: SmolLM2's run (the 3B file carries SmolLM2's tokenizer,
+# so the same data gives the same positions); a bigger model is timed on BIG_BATCH (2) samples
+# per step over BIG_STEPS (2) steps and its step time scaled to those positions.
+[ -f "$out/one-share/metrics.jsonl" ] || train "$out/one-share" env --
+read -r _ _ tokens < <(rate "$out/one-share")
 for entry in "${models[@]}"; do
   name=${entry%%=*}; path=${entry#*=}
-  if [ "$name" = smollm2-135m ] && [ -f "$out/one-share/metrics.jsonl" ]; then
-    dir=$out/one-share
-  else
+  dir=$out/one-share
+  if [ "$name" != smollm2-135m ]; then
     dir=$out/step-$name
-    MODEL_UNDER_TEST=$path steps=${BIG_STEPS:-2} train "$dir" env --
+    MODEL_UNDER_TEST=$path steps=${BIG_STEPS:-2} batch=${BIG_BATCH:-2} train "$dir" env --
   fi
-  read -r tps step tokens < <(rate "$dir")
+  read -r tps _ _ < <(rate "$dir")
+  step=$(awk -v t="$tokens" -v r="$tps" 'BEGIN { printf "%.3f", t / r }')
+  echo "   $name: $tps tok/s in one process, so $step s for a step of $tokens positions" >&2
   params=$(grep -o '[0-9]* trainable parameters' "$dir.log" | head -1 | awk '{print $1}')
   for link in 10 100; do
     awk -v n="$name" -v tps="$tps" -v step="$step" -v tok="$tokens" -v p="$params" -v gbit="$link" -v lat="$latency_us" 'BEGIN {
