@@ -32,6 +32,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         .systemLibrary(
@@ -147,6 +148,22 @@ let package = Package(
             name: "bench-guidance",
             dependencies: ["Guidance", "DataSchema", "ModelAssets", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: fast),
+        // The OpenAI-compatible server: per-row adapters in one batch, continuous batching, HTTP.
+        .target(
+            name: "Server",
+            dependencies: ["Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
+                           .product(name: "Hummingbird", package: "hummingbird")],
+            swiftSettings: fast),
+        .executableTarget(
+            name: "serve",
+            dependencies: ["Server", "CLISupport", "Inference", "ModelDefinition",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Hummingbird", package: "hummingbird")],
+            swiftSettings: fast),
+        .testTarget(
+            name: "ServerTests",
+            dependencies: ["Server", "TestSupport", "Export", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
+                           .product(name: "Hummingbird", package: "hummingbird")]),
         .executableTarget(
             name: "bench-kernels",
             dependencies: ["CBlockKernels", "ModelAssets", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
