@@ -14,3 +14,6 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 command -v swift >/dev/null || { echo "setup: swift not found on PATH (Swift 6 toolchain required)" >&2; exit 1; }
 pkg-config --exists openblas || { echo "setup: pkg-config cannot find openblas after install" >&2; exit 1; }
+# The real clients the test command runs against `serve` (openai, jsonschema, schemathesis in a
+# venv, curl): test clients only, never used by the toolkit.
+"$(dirname "$0")/serve/setup-clients.sh" > /dev/null

@@ -10,6 +10,11 @@ scripts/setup.sh
 python3 scripts/check-architecture.py
 export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
 swift test -c release -Xswiftc -enable-testing "$@"
+# The OpenAI-compatible server against real clients on loopback: the openai Python package, curl,
+# schemathesis on docs/openapi.yaml (SERVE_CHECK=0 skips; scripts/serve/check.sh says what it does).
+if [ "${SERVE_CHECK:-1}" != 0 ]; then
+  scripts/serve/check.sh
+fi
 # Then every parser fuzzer briefly (FUZZ_SECONDS each, default 20; 0 skips), so that a
 # regression on hostile input shows in CI. Long runs: scripts/fuzz.sh 600 (docs/reliability.md).
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then

@@ -19,7 +19,7 @@ public enum HTTPServer {
         router.get("/health") { _, _ -> Response in
             let s = service.scheduler.status
             return json(object([("status", .string("ok")), ("active", number(s.active)), ("queued", number(s.queued)),
-                                ("passes", number(s.passes)), ("row_steps", number(s.rowSteps))]))
+                                ("passes", number(s.passes)), ("row_steps", number(s.rowSteps)), ("cancelled", number(s.cancelled))]))
         }
         router.get("/v1/models") { _, _ -> Response in json(service.models()) }
         router.get("/v1/models/:id") { _, context -> Response in

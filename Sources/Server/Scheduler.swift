@@ -90,6 +90,8 @@ public final class Scheduler: @unchecked Sendable {
     private var thread: Thread?
     /// Passes run, rows advanced (for the figures of a load run).
     private var passes = 0, rowSteps = 0
+    /// Requests ended early: their consumer left (a client gone, a stop sequence met) or the server stopped.
+    private var cancelled = 0
 
     public init(model: InferenceModel, maxActive: Int, queueCapacity: Int) {
         precondition(maxActive >= 1 && queueCapacity >= 0, "[Scheduler] maxActive \(maxActive), queueCapacity \(queueCapacity)")
@@ -98,11 +100,11 @@ public final class Scheduler: @unchecked Sendable {
         self.queueCapacity = queueCapacity
     }
 
-    /// Requests in flight and waiting, passes run and rows they advanced.
-    public var status: (active: Int, queued: Int, passes: Int, rowSteps: Int) {
+    /// Requests in flight and waiting, passes run and rows they advanced, requests cancelled.
+    public var status: (active: Int, queued: Int, passes: Int, rowSteps: Int, cancelled: Int) {
         condition.lock()
         defer { condition.unlock() }
-        return (active, queue.count, passes, rowSteps)
+        return (active, queue.count, passes, rowSteps, cancelled)
     }
 
     /// Starts the decoding thread.
@@ -276,7 +278,13 @@ public final class Scheduler: @unchecked Sendable {
         return true
     }
 
+    /// Called without the lock held.
     private func finish(_ t: DecodeTicket, _ reason: DecodeFinish, generated: Int, complete: Bool) {
+        if reason == .cancelled {
+            condition.lock()
+            cancelled += 1
+            condition.unlock()
+        }
         t.continuation.yield(.finished(reason, completionTokens: generated, complete: complete))
         t.continuation.finish()
     }
