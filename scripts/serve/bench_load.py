@@ -16,7 +16,8 @@ import statistics
 import threading
 import time
 
-import httpx
+import http.client
+import urllib.parse
 
 PROMPTS = [
     "Write a short story about a lighthouse keeper.",
@@ -36,29 +37,35 @@ def rss_mb(pid):
     return float("nan")
 
 
-def one_request(client, url, model, prompt, max_tokens, seed):
-    """Streams one chat completion; returns (ttft seconds, completion tokens, seconds)."""
+def one_request(conn, model, prompt, max_tokens, seed):
+    """Streams one chat completion on `conn`; returns (ttft seconds, completion tokens, seconds)."""
     body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
             "temperature": 0.8, "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
     t0 = time.monotonic()
     ttft, tokens = None, None
-    with client.stream("POST", url + "/v1/chat/completions", json=body, timeout=300) as r:
-        if r.status_code != 200:
-            raise RuntimeError(f"HTTP {r.status_code}: {r.read()[:200]!r}")
-        for line in r.iter_lines():
-            if not line.startswith("data: "):
-                continue
-            data = line[6:]
-            if data == "[DONE]":
-                break
-            chunk = json.loads(data)
-            if "error" in chunk:
-                raise RuntimeError(f"stream error: {chunk['error']}")
-            if chunk.get("usage"):
-                tokens = chunk["usage"]["completion_tokens"]
-            for c in chunk.get("choices", []):
-                if ttft is None and c["delta"].get("content"):
-                    ttft = time.monotonic() - t0
+    conn.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    if r.status != 200:
+        raise RuntimeError(f"HTTP {r.status}: {r.read()[:200]!r}")
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        line = line.decode().rstrip("\n")
+        if not line.startswith("data: "):
+            continue
+        data = line[6:]
+        if data == "[DONE]":
+            break
+        chunk = json.loads(data)
+        if "error" in chunk:
+            raise RuntimeError(f"stream error: {chunk['error']}")
+        if chunk.get("usage"):
+            tokens = chunk["usage"]["completion_tokens"]
+        for c in chunk.get("choices", []):
+            if ttft is None and c["delta"].get("content"):
+                ttft = time.monotonic() - t0
+    r.read()  # the rest of the chunked body, so the connection can be reused
     if tokens is None:
         raise RuntimeError("no usage chunk")
     return (ttft if ttft is not None else time.monotonic() - t0), tokens, time.monotonic() - t0
@@ -71,16 +78,20 @@ def phase(name, url, models, clients, seconds, max_tokens, pid=None, rss_every=5
     def client_loop(i):
         model = models[i % len(models)]
         n = 0
-        with httpx.Client() as client:
-            while time.monotonic() < stop_at:
-                try:
-                    r = one_request(client, url, model, PROMPTS[(i + n) % len(PROMPTS)], max_tokens, seed=1000 * i + n)
-                    with lock:
-                        results.append(r)
-                except Exception as e:  # counted and reported, never hidden
-                    with lock:
-                        errors.append(f"client {i} ({model}): {e}")
-                n += 1
+        u = urllib.parse.urlparse(url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
+        while time.monotonic() < stop_at:
+            try:
+                r = one_request(conn, model, PROMPTS[(i + n) % len(PROMPTS)], max_tokens, seed=1000 * i + n)
+                with lock:
+                    results.append(r)
+            except Exception as e:  # counted and reported, never hidden
+                with lock:
+                    errors.append(f"client {i} ({model}): {e}")
+                conn.close()
+                conn = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
+            n += 1
+        conn.close()
 
     rss = []
     t0 = time.monotonic()

@@ -86,7 +86,7 @@ if [ "${SERVE_SCHEMATHESIS_EXAMPLES:-25}" != 0 ]; then
   "$(dirname "$python")/schemathesis" run docs/openapi.yaml --url "$url" --phases examples,fuzzing \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance \
     --max-examples "${SERVE_SCHEMATHESIS_EXAMPLES:-25}" --seed 1 --workers 4 --request-timeout 120 --no-color \
-    --suppress-health-check all
+    --suppress-health-check all --generation-database none
 fi
 
 stop_server
