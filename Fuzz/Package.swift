@@ -4,7 +4,7 @@
 // toolkit's own, reached through the symlinks in Sources/ (the toolkit exports only some of its
 // modules as products). Build and run with ../scripts/fuzz.sh; it passes
 // `-sanitize=fuzzer,address -parse-as-library`. Debug builds on purpose: integer overflow traps
-// stay on (release uses -Ounchecked, where an overflow would pass silently).
+// stay on and the sanitizers see every access.
 import PackageDescription
 
 let fuzzers = ["fuzz-gguf", "fuzz-safetensors", "fuzz-tokenizer-json", "fuzz-model-config", "fuzz-jsonl",
@@ -25,7 +25,8 @@ let package = Package(
                 path: "Sources/ModelDefinition"),
         .target(name: "Training", dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", .product(name: "Crypto", package: "swift-crypto")],
                 path: "Sources/Training"),
-        .target(name: "Inference", dependencies: ["ModelDefinition", "Autograd", "ModelAssets"], path: "Sources/Inference"),
+        .target(name: "Guidance", dependencies: ["DataSchema", "ModelAssets"], path: "Sources/Guidance"),
+        .target(name: "Inference", dependencies: ["ModelDefinition", "Guidance", "Autograd", "CBlockKernels", "ModelAssets"], path: "Sources/Inference"),
         .target(name: "Export", dependencies: ["Training", "Inference", "ModelDefinition", "ModelAssets", "Autograd", .product(name: "Crypto", package: "swift-crypto")],
                 path: "Sources/Export"),
         .target(name: "CFuzzerDriver", path: "Fuzzers/CFuzzerDriver"),

@@ -10,6 +10,8 @@ scripts/setup.sh
 python3 scripts/check-architecture.py
 export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
 swift test -c release -Xswiftc -enable-testing "$@"
+# An app that depends on the toolkit by git URL and version (a tagged clone of HEAD) builds and runs.
+scripts/test-example-app.sh
 # The OpenAI-compatible server against real clients on loopback: the openai Python package, curl,
 # schemathesis on docs/openapi.yaml (SERVE_CHECK=0 skips; scripts/serve/check.sh says what it does).
 if [ "${SERVE_CHECK:-1}" != 0 ]; then

@@ -179,3 +179,42 @@ int bk_matmul_nt_q8(uint32_t type, const void *xq, size_t m, size_t k, const voi
                     size_t n0, size_t n1, float *y, size_t ldy) {
     return bk_matmul_nt_q8_at(bk_active_level(), type, xq, m, k, w, rowBytes, n0, n1, y, ldy);
 }
+
+// ---------------------------------------------------------------------------------------------
+// float-vector kernels
+
+#if defined(__x86_64__)
+#define BK_VECTOR_CALL(level, name, ...)                                            \
+    switch (level) {                                                                \
+    case BK_LEVEL_AVX2: return bk_avx2_##name(__VA_ARGS__);                         \
+    case BK_LEVEL_AVX512: case BK_LEVEL_AVX512_VNNI: return bk_avx512_##name(__VA_ARGS__); \
+    default: return bk_portable_##name(__VA_ARGS__);                                \
+    }
+#else
+#define BK_VECTOR_CALL(level, name, ...) return bk_portable_##name(__VA_ARGS__);
+#endif
+
+static int vector_level(int level) { return bk_level_supported(level) ? level : BK_LEVEL_PORTABLE; }
+
+float bk_dot_at(int level, const float *a, const float *b, size_t n) {
+    BK_VECTOR_CALL(vector_level(level), dot, a, b, n)
+}
+
+void bk_axpy_at(int level, float alpha, const float *x, float *y, size_t n) {
+    BK_VECTOR_CALL(vector_level(level), axpy, alpha, x, y, n)
+}
+
+void bk_attend_at(int level, const float *q, const float *keys, const float *values, size_t stride, size_t len,
+                  size_t hd, float scale, float *scores, float *out) {
+    if (len == 0) return;
+    BK_VECTOR_CALL(vector_level(level), attend, q, keys, values, stride, len, hd, scale, scores, out)
+}
+
+float bk_dot(const float *a, const float *b, size_t n) { return bk_dot_at(bk_active_level(), a, b, n); }
+
+void bk_axpy(float alpha, const float *x, float *y, size_t n) { bk_axpy_at(bk_active_level(), alpha, x, y, n); }
+
+void bk_attend(const float *q, const float *keys, const float *values, size_t stride, size_t len, size_t hd,
+               float scale, float *scores, float *out) {
+    bk_attend_at(bk_active_level(), q, keys, values, stride, len, hd, scale, scores, out);
+}

@@ -115,4 +115,16 @@ void bk_vnni_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const 
                        size_t n0, size_t n1, float *y, size_t ldy);
 #endif
 
+// The float-vector kernels (vector_impl.h), one set per level.
+#define BK_VECTOR_DECLS(level)                                                                          \
+    float bk_##level##_dot(const float *a, const float *b, size_t n);                                   \
+    void bk_##level##_axpy(float alpha, const float *x, float *y, size_t n);                            \
+    void bk_##level##_attend(const float *q, const float *keys, const float *values, size_t stride,     \
+                             size_t len, size_t hd, float scale, float *scores, float *out);
+BK_VECTOR_DECLS(portable)
+#if defined(__x86_64__)
+BK_VECTOR_DECLS(avx2)
+BK_VECTOR_DECLS(avx512)
+#endif
+
 #endif

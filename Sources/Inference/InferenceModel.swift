@@ -14,6 +14,7 @@
 // Dimensions: n new tokens, L tokens in the cache, D hidden, H query heads, K kv heads,
 // G = H/K query heads per kv head, hd head dim, F feed-forward, V vocab, Q = (H+2K)·hd.
 import Autograd
+import CBlockKernels
 import Foundation
 import ModelAssets
 import ModelDefinition
@@ -299,13 +300,15 @@ public final class InferenceModel: @unchecked Sendable {
                     width: Int, ws: Workspace) {
         for t in layer.lora where t.input == input {
             let r = t.rank, inDim = t.a.count / r, out = t.b.count / r
-            let down = ws.lora.ensure(r)
+            let down = ws.lora.ensure(r + out), up = down + r
             t.a.withUnsafeBufferPointer { a in
                 t.b.withUnsafeBufferPointer { b in
                     for row in 0..<n {
                         let xr = x + row * inDim, yr = y + row * width + t.offset
-                        for j in 0..<r { down[j] = t.scale * simdDot(xr, a.baseAddress! + j * inDim, inDim) }  // [r]
-                        for o in 0..<out { yr[o] += simdDot(UnsafePointer(down), b.baseAddress! + o * r, r) }
+                        InferenceModel.streamProduct(BKType.f32, a.baseAddress!, rowBytes: inDim * 4, xr, m: 1, n: r, k: inDim, down, serial: true)  // [r]
+                        for j in 0..<r { down[j] *= t.scale }
+                        InferenceModel.streamProduct(BKType.f32, b.baseAddress!, rowBytes: r * 4, UnsafePointer(down), m: 1, n: out, k: r, up, serial: true)  // [out]
+                        for o in 0..<out { yr[o] += up[o] }
                     }
                 }
             }
@@ -336,24 +339,7 @@ public final class InferenceModel: @unchecked Sendable {
                     let kBase = keys[rowSegment[r]] + kvh * hd, vBase = values[rowSegment[r]] + kvh * hd
                     for g in 0..<G {
                         let hh = kvh * G + g
-                        let q = UnsafePointer(qkv + r * Q + hh * hd)
-                        let s = sc + g * maxLength
-                        var mx = -Float.infinity
-                        for j in 0..<len {
-                            let v = simdDot(q, kBase + j * width, hd) * scale
-                            s[j] = v
-                            mx = max(mx, v)
-                        }
-                        var total: Float = 0
-                        for j in 0..<len {
-                            let e = Foundation.exp(s[j] - mx)
-                            s[j] = e
-                            total += e
-                        }
-                        let inv = 1 / total
-                        let out = att + r * H * hd + hh * hd
-                        out.update(repeating: 0, count: hd)
-                        for j in 0..<len { simdAxpy(s[j] * inv, vBase + j * width, out, hd) }
+                        bk_attend(qkv + r * Q + hh * hd, kBase, vBase, width, len, hd, scale, sc + g * maxLength, att + r * H * hd + hh * hd)
                     }
                     item += chunks
                 }
@@ -365,11 +351,11 @@ public final class InferenceModel: @unchecked Sendable {
 
     /// C[m, n] = A[m, k] · B[n, k]ᵀ. Decoding has m = 1 (or a few rows when a draft's tokens
     /// are verified or conversations are batched): there sgemm would repack the whole weight
-    /// matrix per call, so a weight-streaming kernel reads each weight row once for all m rows.
+    /// matrix per call, so the block kernels' F32 product reads each weight row once for all m rows.
     static func matmulNT(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, m: Int, n: Int, k: Int,
                          _ c: UnsafeMutablePointer<Float>) {
         if m <= streamingRows {
-            streamingMatmulNT(a, b, m: m, n: n, k: k, c)
+            streamProduct(BKType.f32, b, rowBytes: k * 4, a, m: m, n: n, k: k, c)
         } else {
             BLAS.sgemm(transA: false, transB: true, m: m, n: n, k: k, alpha: 1, a: a, lda: k, b: b, ldb: k,
                        beta: 0, c: c, ldc: n)
@@ -379,57 +365,18 @@ public final class InferenceModel: @unchecked Sendable {
     /// Rows up to which the streaming kernel is used (beyond, sgemm's blocking wins).
     static let streamingRows = 16
 
-    /// C[m, n] = A[m, k] · B[n, k]ᵀ for small m: output columns in fixed chunks of 32 over the
-    /// cores, four weight rows at a time against each input row (independent FMA chains; the
-    /// four rows stay in L1 while the m input rows pass). Every output is `simdDot(a_r, b_o)` with the
-    /// same operation order, whatever m, the chunking or the thread count.
-    static func streamingMatmulNT<W: StreamedWeight>(_ a: UnsafePointer<Float>, _ b: UnsafePointer<W>, m: Int, n: Int, k: Int,
-                                  _ c: UnsafeMutablePointer<Float>) {
-        let chunk = 32
-        let chunks = (n + chunk - 1) / chunk
-        let vec = k / 16 * 16
-        let serial = n * k < 1 << 16
-        WorkerPool.forEach(serial ? 1 : chunks) { first in
-            var ci = first
-            while ci < chunks {
-                var o = ci * chunk
-                let end = min(n, o + chunk)
-                while o + 4 <= end {
-                    let w0 = b + o * k, w1 = w0 + k, w2 = w1 + k, w3 = w2 + k
-                    for r in 0..<m {
-                        let x = a + r * k
-                        var a0 = SIMD16<Float>(), a1 = SIMD16<Float>(), a2 = SIMD16<Float>(), a3 = SIMD16<Float>()
-                        var i = 0
-                        while i < vec {
-                            let xv = load16(x + i)
-                            a0 = a0.addingProduct(W.load16(w0 + i), xv)
-                            a1 = a1.addingProduct(W.load16(w1 + i), xv)
-                            a2 = a2.addingProduct(W.load16(w2 + i), xv)
-                            a3 = a3.addingProduct(W.load16(w3 + i), xv)
-                            i += 16
-                        }
-                        var s0 = horizontalSum(a0), s1 = horizontalSum(a1), s2 = horizontalSum(a2), s3 = horizontalSum(a3)
-                        while i < k {
-                            s0 = s0.addingProduct(w0[i].float, x[i])
-                            s1 = s1.addingProduct(w1[i].float, x[i])
-                            s2 = s2.addingProduct(w2[i].float, x[i])
-                            s3 = s3.addingProduct(w3[i].float, x[i])
-                            i += 1
-                        }
-                        let out = c + r * n + o
-                        out[0] = s0
-                        out[1] = s1
-                        out[2] = s2
-                        out[3] = s3
-                    }
-                    o += 4
-                }
-                while o < end {
-                    for r in 0..<m { c[r * n + o] = simdDot(a + r * k, b + o * k, k) }
-                    o += 1
-                }
-                ci += serial ? 1 : chunks
-            }
+    /// C[m, n] = A[m, k] · W[n, k]ᵀ for small m, W rows of a float type the block kernels read
+    /// (F32, F16; `rowBytes` apart): output rows in chunks of 128 over the cores (one thread when
+    /// the matrix is small or `serial`). Every output's operations are fixed whatever m, the
+    /// chunking or the thread count, so a batched row gives the bits of a one-row step.
+    static func streamProduct(_ type: UInt32, _ w: UnsafeRawPointer, rowBytes: Int, _ a: UnsafePointer<Float>, m: Int, n: Int, k: Int,
+                              _ c: UnsafeMutablePointer<Float>, serial: Bool = false) {
+        let chunk = 128, chunks = (n + chunk - 1) / chunk
+        let one = serial || n * k < 1 << 16
+        WorkerPool.forEach(one ? 1 : chunks) { first in
+            let (n0, n1) = one ? (0, n) : (first * chunk, Swift.min(n, first * chunk + chunk))
+            let rc = bk_matmul_nt(type, a, m, k, w, rowBytes, n0, n1, c, n)
+            precondition(rc == 0, "[InferenceModel] bk_matmul_nt returned \(rc) for type \(type), \(m)x\(k) by \(n)x\(k)")
         }
     }
 
@@ -441,54 +388,10 @@ public final class InferenceModel: @unchecked Sendable {
     }
 }
 
-// MARK: shared kernels (each output's operation order fixed, so rows agree bit for bit)
-
-@inline(__always)
-func load16(_ p: UnsafePointer<Float>) -> SIMD16<Float> { UnsafeRawPointer(p).loadUnaligned(as: SIMD16<Float>.self) }
-
-/// Pairwise halves, in a fixed order.
-@inline(__always)
-func horizontalSum(_ v: SIMD16<Float>) -> Float {
-    let a = v.lowHalf + v.highHalf
-    let b = a.lowHalf + a.highHalf
-    let c = b.lowHalf + b.highHalf
-    return c[0] + c[1]
-}
-
-/// Σ a[i]·b[i]: 16 lanes of fused multiply-adds, their pairwise sum, then the scalar tail.
-@inline(__always)
-func simdDot<W: StreamedWeight>(_ a: UnsafePointer<Float>, _ b: UnsafePointer<W>, _ k: Int) -> Float {
-    let vec = k / 16 * 16
-    var acc = SIMD16<Float>()
-    var i = 0
-    while i < vec {
-        acc = acc.addingProduct(W.load16(b + i), load16(a + i))
-        i += 16
-    }
-    var s = horizontalSum(acc)
-    while i < k {
-        s = s.addingProduct(b[i].float, a[i])
-        i += 1
-    }
-    return s
-}
-
-/// A weight element the streaming kernel reads: Float, or Float16 widened on load.
-protocol StreamedWeight {
-    static func load16(_ p: UnsafePointer<Self>) -> SIMD16<Float>
-    var float: Float { get }
-}
-
-extension Float: StreamedWeight {
-    @inline(__always) static func load16(_ p: UnsafePointer<Float>) -> SIMD16<Float> { UnsafeRawPointer(p).loadUnaligned(as: SIMD16<Float>.self) }
-    @inline(__always) var float: Float { self }
-}
-
-extension Float16: StreamedWeight {
-    @inline(__always) static func load16(_ p: UnsafePointer<Float16>) -> SIMD16<Float> {
-        SIMD16<Float>(UnsafeRawPointer(p).loadUnaligned(as: SIMD16<Float16>.self))
-    }
-    @inline(__always) var float: Float { Float(self) }
+/// ggml type ids of the float weights the block kernels stream (CBlockKernels.h).
+enum BKType {
+    static let f32: UInt32 = 0
+    static let f16: UInt32 = 1
 }
 
 /// A weight matrix [n, k]: float32 or float16 values, or frozen matrices kept as their file
@@ -558,28 +461,11 @@ enum Weights {
                 var first = 0
                 while first < m {
                     let rows = min(InferenceModel.streamingRows, m - first)
-                    InferenceModel.streamingMatmulNT(a + first * k, bp.baseAddress!, m: rows, n: n, k: k, c + first * n)
+                    InferenceModel.streamProduct(BKType.f16, bp.baseAddress!, rowBytes: k * 2, a + first * k, m: rows, n: n, k: k, c + first * n)
                     first += rows
                 }
             }
         }
-    }
-}
-
-/// y[0..<k] += alpha · x[0..<k].
-@inline(__always)
-func simdAxpy(_ alpha: Float, _ x: UnsafePointer<Float>, _ y: UnsafeMutablePointer<Float>, _ k: Int) {
-    let vec = k / 16 * 16
-    let av = SIMD16<Float>(repeating: alpha)
-    var i = 0
-    while i < vec {
-        let yv = load16(y + i).addingProduct(av, load16(x + i))
-        UnsafeMutableRawPointer(y + i).storeBytes(of: yv, as: SIMD16<Float>.self)
-        i += 16
-    }
-    while i < k {
-        y[i] = y[i].addingProduct(alpha, x[i])
-        i += 1
     }
 }
 

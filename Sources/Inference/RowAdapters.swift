@@ -90,12 +90,15 @@ extension InferenceModel {
             let row = adapted[i]
             for t in adapters[row]!.layers[li] where t.input == input {
                 let r = t.rank, inDim = t.a.count / r, out = t.b.count / r
-                withUnsafeTemporaryAllocation(of: Float.self, capacity: r) { down in
+                withUnsafeTemporaryAllocation(of: Float.self, capacity: r + out) { scratch in
+                    let down = scratch.baseAddress!, up = down + r
                     t.a.withUnsafeBufferPointer { a in
                         t.b.withUnsafeBufferPointer { b in
                             let xr = x + row * inDim, yr = y + row * width + t.offset
-                            for j in 0..<r { down[j] = t.scale * simdDot(xr, a.baseAddress! + j * inDim, inDim) }  // [r]
-                            for o in 0..<out { yr[o] += simdDot(UnsafePointer(down.baseAddress!), b.baseAddress! + o * r, r) }
+                            InferenceModel.streamProduct(BKType.f32, a.baseAddress!, rowBytes: inDim * 4, xr, m: 1, n: r, k: inDim, down, serial: true)  // [r]
+                            for j in 0..<r { down[j] *= t.scale }
+                            InferenceModel.streamProduct(BKType.f32, b.baseAddress!, rowBytes: r * 4, UnsafePointer(down), m: 1, n: out, k: r, up, serial: true)  // [out]
+                            for o in 0..<out { yr[o] += up[o] }
                         }
                     }
                 }

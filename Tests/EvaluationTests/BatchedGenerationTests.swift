@@ -164,7 +164,7 @@ final class BatchedGenerationTests: XCTestCase {
             a.withUnsafeBufferPointer { ap in
                 b.withUnsafeBufferPointer { bp in
                     c.withUnsafeMutableBufferPointer { cp in
-                        InferenceModel.streamingMatmulNT(ap.baseAddress!, bp.baseAddress!, m: m, n: n, k: k, cp.baseAddress!)
+                        InferenceModel.matmulNT(ap.baseAddress!, bp.baseAddress!, m: m, n: n, k: k, cp.baseAddress!)
                     }
                 }
             }

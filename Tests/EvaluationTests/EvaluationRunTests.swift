@@ -72,7 +72,7 @@ final class EvaluationRunTests: XCTestCase {
             XCTAssertEqual(m.jsonTargets, 0)
             XCTAssertNil(m.toolNameAccuracy)
             // every reply was generated: tokens came out, or the model ended its turn at once
-            // (the tiny random model may; -target-cpu changes its rounding) — never a silent skip
+            // (the tiny random model may; the CPU level changes its rounding) — never a silent skip
             XCTAssert(m.generatedTokens > 0 || m.hitTokenLimit == 0, "\(m.label): no tokens, yet the token limit was hit")
         }
         XCTAssertNil(report.models[0].step)

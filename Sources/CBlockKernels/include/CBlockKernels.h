@@ -116,6 +116,29 @@ int bk_quantize_q8_at(int level, const float *x, size_t m, size_t k, void *xq);
 int bk_matmul_nt_q8_at(int level, uint32_t type, const void *xq, size_t m, size_t k, const void *w,
                        size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy);
 
+// ---------------------------------------------------------------------------------------------
+// Float-vector kernels of the decoding path (16 lanes; fused multiply-adds on the AVX2 and
+// AVX-512 levels, so levels differ in the last bits; within a level a result depends only on
+// its inputs). Single-threaded. The _at forms run a level the CPU lacks as the portable one.
+
+/// Σ a[i]·b[i] over n values: 16 lane sums, added pairwise, then the tail in order.
+float bk_dot(const float *a, const float *b, size_t n);
+
+/// y[i] += alpha·x[i] for i < n.
+void bk_axpy(float alpha, const float *x, float *y, size_t n);
+
+/// One query head's causal attention over `len` cached positions (len >= 1): s_j =
+/// (q·k_j)·scale, p = softmax(s), out[0..<hd] = Σ_j p_j·v_j, where k_j = keys + j·stride and
+/// v_j = values + j·stride (hd floats each). `scores` is scratch for len floats. e^x is a
+/// polynomial with about 2e-7 relative error.
+void bk_attend(const float *q, const float *keys, const float *values, size_t stride, size_t len, size_t hd,
+               float scale, float *scores, float *out);
+
+float bk_dot_at(int level, const float *a, const float *b, size_t n);
+void bk_axpy_at(int level, float alpha, const float *x, float *y, size_t n);
+void bk_attend_at(int level, const float *q, const float *keys, const float *values, size_t stride, size_t len,
+                  size_t hd, float scale, float *scores, float *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,106 @@
+// The float-vector kernels of the decoding path that are not weight products: a dot product,
+// y += a·x, and one query head's attention over a KV cache (scores, softmax, weighted values).
+// Written once with clang vector extensions (16 lanes) and included by vector_portable.c,
+// vector_avx2.c and vector_avx512.c, each of which compiles it for its level (a target
+// attribute on every function) and names the functions with BK_VEC. Levels differ only in
+// whether a·b + c is fused; within a level every result's operations are fixed by its inputs.
+// Included only by those files: no include guard, on purpose.
+#include <math.h>
+#include <string.h>
+
+typedef float bk_v16 __attribute__((vector_size(64), aligned(4)));
+typedef int32_t bk_i16 __attribute__((vector_size(64), aligned(4)));
+
+#define BK_INLINE static inline __attribute__((always_inline))
+// The helpers below pass 16-lane vectors by value; they are always inlined, so the calling
+// convention clang warns about (-Wpsabi) never applies.
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wpsabi"
+
+BK_INLINE bk_v16 BK_VEC(load)(const float *p) { bk_v16 v; memcpy(&v, p, sizeof v); return v; }
+BK_INLINE void BK_VEC(store)(float *p, bk_v16 v) { memcpy(p, &v, sizeof v); }
+BK_INLINE bk_v16 BK_VEC(splat)(float f) { return (bk_v16){0} + f; }
+
+// Pairwise halves in a fixed order (the order Inference's Swift code used).
+BK_INLINE float BK_VEC(hsum)(bk_v16 v) {
+    typedef float v8 __attribute__((vector_size(32)));
+    typedef float v4 __attribute__((vector_size(16)));
+    typedef float v2 __attribute__((vector_size(8)));
+    v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+    v2 c = __builtin_shufflevector(b, b, 0, 1) + __builtin_shufflevector(b, b, 2, 3);
+    return c[0] + c[1];
+}
+
+// e^x over 16 lanes: the Cephes expf polynomial on [-ln2/2, ln2/2] scaled by 2^n (Autograd's
+// Kernels.exp). Relative error about 2e-7; x > 88.7 is clamped; x < -87.3 gives exactly 0.
+BK_INLINE bk_v16 BK_VEC(exp16)(bk_v16 input) {
+    bk_v16 x = __builtin_elementwise_min(__builtin_elementwise_max(input, BK_VEC(splat)(-87.3f)), BK_VEC(splat)(88.7f));
+    const bk_v16 magic = BK_VEC(splat)(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+    bk_v16 shifted = x * 1.44269504f + magic;
+    bk_v16 n = shifted - magic;
+    bk_v16 r = x - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    bk_v16 z = r * r;
+    bk_v16 y = BK_VEC(splat)(1.9875691500e-4f);
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * z + r + 1.0f;
+    bk_i16 ni = (bk_i16)shifted - (bk_i16)magic;
+    bk_v16 scale = (bk_v16)((ni + 127) << 23);
+    bk_i16 under = input < -87.3f;  // all ones where e^x underflows (masked scores: -inf)
+    return (bk_v16)((bk_i16)(y * scale) & ~under);
+}
+
+float BK_VEC(dot)(const float *a, const float *b, size_t n) {
+    bk_v16 acc = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) acc += BK_VEC(load)(a + i) * BK_VEC(load)(b + i);
+    float s = BK_VEC(hsum)(acc);
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+void BK_VEC(axpy)(float alpha, const float *x, float *y, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) BK_VEC(store)(y + i, BK_VEC(load)(y + i) + alpha * BK_VEC(load)(x + i));
+    for (; i < n; i++) y[i] += alpha * x[i];
+}
+
+void BK_VEC(attend)(const float *q, const float *keys, const float *values, size_t stride, size_t len, size_t hd,
+                    float scale, float *scores, float *out) {
+    float mx = -INFINITY;
+    for (size_t j = 0; j < len; j++) {
+        float s = BK_VEC(dot)(q, keys + j * stride, hd) * scale;
+        scores[j] = s;
+        mx = s > mx ? s : mx;
+    }
+    // e^(s - max), 16 at a time; the tail through the same polynomial (padded lanes)
+    bk_v16 sums = {0};
+    size_t j = 0;
+    for (; j + 16 <= len; j += 16) {
+        bk_v16 e = BK_VEC(exp16)(BK_VEC(load)(scores + j) - mx);
+        BK_VEC(store)(scores + j, e);
+        sums += e;
+    }
+    float total = BK_VEC(hsum)(sums);
+    if (j < len) {
+        float tail[16];
+        for (size_t t = 0; t < 16; t++) tail[t] = j + t < len ? scores[j + t] - mx : -INFINITY;
+        bk_v16 e = BK_VEC(exp16)(BK_VEC(load)(tail));
+        BK_VEC(store)(tail, e);
+        for (size_t t = 0; j + t < len; t++) {
+            scores[j + t] = tail[t];
+            total += tail[t];
+        }
+    }
+    float inv = 1.0f / total;
+    memset(out, 0, hd * sizeof(float));
+    for (size_t p = 0; p < len; p++) BK_VEC(axpy)(scores[p] * inv, values + p * stride, out, hd);
+}
+
+#pragma clang diagnostic pop
+#undef BK_INLINE

@@ -1,0 +1,94 @@
+// CBlockKernels' float-vector kernels (bk_dot, bk_axpy, bk_attend) at every feature level this
+// CPU runs, against float64 loops: lengths around the 16-lane width, one cached position, masked
+// (-inf) and huge scores for the softmax's exp, and keys/values at a stride as in a KV cache.
+import CBlockKernels
+import Foundation
+import XCTest
+
+final class VectorKernelTests: XCTestCase {
+    typealias RNG = BlockKernelTests.SplitMix64
+
+    func testDotAndAxpyMatchFloat64AtEveryLevel() {
+        var rng = RNG(state: 11)
+        for level in BlockKernelTests.levels {
+            for n in [0, 1, 15, 16, 17, 33, 64, 100, 576] {
+                let a = (0..<n).map { _ in rng.float() }, b = (0..<n).map { _ in rng.float() }
+                let dot = a.withUnsafeBufferPointer { ap in b.withUnsafeBufferPointer { bk_dot_at(level, ap.baseAddress, $0.baseAddress, n) } }
+                var expected = 0.0, magnitude = 0.0
+                for i in 0..<n {
+                    expected += Double(a[i]) * Double(b[i])
+                    magnitude += abs(Double(a[i]) * Double(b[i]))
+                }
+                XCTAssertEqual(Double(dot), expected, accuracy: 1e-6 * max(magnitude, 1e-30),
+                               "dot n \(n) at \(BlockKernelTests.levelName(level))")
+                var y = b
+                let alpha: Float = -0.375
+                a.withUnsafeBufferPointer { ap in y.withUnsafeMutableBufferPointer { bk_axpy_at(level, alpha, ap.baseAddress, $0.baseAddress, n) } }
+                for i in 0..<n {
+                    XCTAssertEqual(Double(y[i]), Double(b[i]) + Double(alpha) * Double(a[i]), accuracy: 1e-6,
+                                   "axpy n \(n) at \(i), \(BlockKernelTests.levelName(level))")
+                }
+            }
+        }
+    }
+
+    /// Softmax-weighted values in float64, the reference for bk_attend.
+    static func reference(q: [Float], keys: [Float], values: [Float], stride: Int, len: Int, hd: Int, scale: Float) -> [Double] {
+        var s = (0..<len).map { j in (0..<hd).reduce(0.0) { $0 + Double(q[$1]) * Double(keys[j * stride + $1]) } * Double(scale) }
+        let mx = s.max()!
+        s = s.map { Foundation.exp($0 - mx) }
+        let total = s.reduce(0, +)
+        return (0..<hd).map { d in (0..<len).reduce(0.0) { $0 + s[$1] / total * Double(values[$1 * stride + d]) } }
+    }
+
+    func attend(level: Int32, q: [Float], keys: [Float], values: [Float], stride: Int, len: Int, hd: Int, scale: Float) -> [Float] {
+        var out = [Float](repeating: .nan, count: hd)
+        var scores = [Float](repeating: .nan, count: len)
+        q.withUnsafeBufferPointer { qp in
+            keys.withUnsafeBufferPointer { kp in
+                values.withUnsafeBufferPointer { vp in
+                    scores.withUnsafeMutableBufferPointer { sp in
+                        out.withUnsafeMutableBufferPointer { op in
+                            bk_attend_at(level, qp.baseAddress, kp.baseAddress, vp.baseAddress, stride, len, hd, scale,
+                                         sp.baseAddress, op.baseAddress)
+                        }
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    func testAttendMatchesFloat64AtEveryLevel() {
+        var rng = RNG(state: 12)
+        for level in BlockKernelTests.levels {
+            for (len, hd, stride) in [(1, 64, 64), (2, 8, 24), (15, 64, 192), (16, 32, 32), (17, 64, 128), (100, 80, 160), (300, 64, 64)] {
+                let q = (0..<hd).map { _ in rng.float() * 3 }
+                let keys = (0..<(len * stride)).map { _ in rng.float() * 3 }
+                let values = (0..<(len * stride)).map { _ in rng.float() }
+                let scale = 1 / Float(hd).squareRoot()
+                let got = attend(level: level, q: q, keys: keys, values: values, stride: stride, len: len, hd: hd, scale: scale)
+                let want = Self.reference(q: q, keys: keys, values: values, stride: stride, len: len, hd: hd, scale: scale)
+                for d in 0..<hd {
+                    XCTAssertEqual(Double(got[d]), want[d], accuracy: 2e-6, "len \(len) hd \(hd) at \(d), \(BlockKernelTests.levelName(level))")
+                }
+            }
+        }
+    }
+
+    /// One position takes all the weight when the others' scores are far below it (their
+    /// exponentials underflow to exactly 0), and a single position gives its value row exactly.
+    func testAttendUnderflowAndSinglePosition() {
+        for level in BlockKernelTests.levels {
+            let hd = 16
+            let q = [Float](repeating: 1, count: hd)
+            var keys = [Float](repeating: -10, count: 3 * hd)
+            for d in 0..<hd { keys[hd + d] = 10 }  // position 1: score 160 vs -160 elsewhere
+            let values = (0..<(3 * hd)).map { Float($0) }
+            let got = attend(level: level, q: q, keys: keys, values: values, stride: hd, len: 3, hd: hd, scale: 1)
+            XCTAssertEqual(got, Array(values[hd..<(2 * hd)]), "\(BlockKernelTests.levelName(level))")
+            let one = attend(level: level, q: q, keys: keys, values: values, stride: hd, len: 1, hd: hd, scale: 1)
+            XCTAssertEqual(one, Array(values[0..<hd]), "\(BlockKernelTests.levelName(level))")
+        }
+    }
+}
