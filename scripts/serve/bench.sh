@@ -6,7 +6,8 @@
 #      default 60): aggregate tokens/s, speed-up over one client, TTFT p50/p99,
 #   3. with LONG_SECONDS (e.g. 600), a long run of the same load: errors and the server's RSS
 #      sampled every 5 s (first, last, max, slope over the second half).
-# Every request streams MAX_TOKENS (default 96) tokens at most, temperature 0.8. Prints one JSON
+# Every request streams MAX_TOKENS (default 96) tokens at most, temperature 0.8; ACTIVATIONS=q8
+# serves with int8 activations (--activations q8). Prints one JSON
 # line per phase. Needs ADAPTER_BASE_MODEL (scripts/fetch-model.sh) and 2 quiet cores.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,6 +30,7 @@ for i in 1 2 3 4; do
 done
 
 "$bin/serve" --base-model "$ADAPTER_BASE_MODEL" --adapters "$work/adapters" --port 0 --max-active "${CLIENTS:-8}" --queue 64 \
+  --activations "${ACTIVATIONS:-float32}" \
   > "$work/serve.log" 2> "$work/serve.err" &
 server=$!
 for _ in $(seq 300); do grep -q listening "$work/serve.log" && break; sleep 0.1; done
