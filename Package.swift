@@ -24,6 +24,7 @@ let package = Package(
         // TensorBoard event files (RunLog). The generated message code is committed
         // (scripts/generate-protos.sh): no build plugin, no protoc at build time.
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         .systemLibrary(
@@ -137,6 +138,20 @@ let package = Package(
             name: "bench-guided-decoding",
             dependencies: ["CLISupport", "DataSchema", "Guidance", "Inference", "ModelAssets", "ModelDefinition",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        // The OpenAI-compatible server: per-row adapters in one batch, continuous batching, HTTP.
+        .target(
+            name: "Server",
+            dependencies: ["Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
+                           .product(name: "Hummingbird", package: "hummingbird")]),
+        .executableTarget(
+            name: "serve",
+            dependencies: ["Server", "CLISupport", "Inference", "ModelDefinition",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Hummingbird", package: "hummingbird")]),
+        .testTarget(
+            name: "ServerTests",
+            dependencies: ["Server", "TestSupport", "Export", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
+                           .product(name: "Hummingbird", package: "hummingbird")]),
         .executableTarget(
             name: "bench-kernels",
             dependencies: ["CBlockKernels", "ModelAssets", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),

@@ -20,3 +20,6 @@ pkg-config --exists openblas || { echo "setup: pkg-config cannot find openblas a
 pkg-config --exists mpi || { echo "setup: pkg-config cannot find mpi (Open MPI) after install" >&2; exit 1; }
 scripts_dir=$(cd "$(dirname "$0")" && pwd)
 "$scripts_dir/tensorboard-env.sh" >/dev/null
+# The real clients the test command runs against `serve` (openai, jsonschema, schemathesis in a
+# venv, curl): test clients only, never used by the toolkit.
+"$(dirname "$0")/serve/setup-clients.sh" > /dev/null
