@@ -79,21 +79,44 @@ extension InferenceModel {
     }
 
     /// y[:, offset..<offset+out] += scale·(x·Aᵀ)·Bᵀ for each row's own adapter terms of layer `li`
-    /// fed by `input` (x [n, in], y [n, width]): the arithmetic of `addLowRank`, row by row, the
-    /// rows spread over the cores (each row's bits its own, whatever the split).
+    /// fed by `input` (x [n, in], y [n, width]): the arithmetic of `addLowRank`, row by row. Rows
+    /// that share an adapter are taken together, a term at a time, so each A and B is read once
+    /// for all of them and stays in cache across their rows (row by row, every row streamed its
+    /// adapter's factors again: 41 MB per row per token for SmolLM2 at rank 32 on seven targets).
+    /// The (adapter, term, rows) items run on every core: distinct terms write distinct columns,
+    /// distinct adapters distinct rows, so each row's bits are its own whatever the split.
     func addRowLowRank(_ adapters: [RowAdapter?], layer li: Int, input: Int, _ x: UnsafePointer<Float>, rows n: Int,
                        into y: UnsafeMutablePointer<Float>, width: Int, ws: Workspace) {
         precondition(adapters.count == n, "[InferenceModel.addRowLowRank] \(adapters.count) adapters for \(n) rows")
-        let adapted = (0..<n).filter { adapters[$0] != nil }
-        if adapted.isEmpty { return }
-        WorkerPool.forEach(adapted.count) { i in
-            let row = adapted[i]
-            for t in adapters[row]!.layers[li] where t.input == input {
-                let r = t.rank, inDim = t.a.count / r, out = t.b.count / r
-                withUnsafeTemporaryAllocation(of: Float.self, capacity: r + out) { scratch in
-                    let down = scratch.baseAddress!, up = down + r
-                    t.a.withUnsafeBufferPointer { a in
-                        t.b.withUnsafeBufferPointer { b in
+        var groups: [(adapter: RowAdapter, rows: [Int])] = []  // in order of first appearance
+        for row in 0..<n {
+            guard let a = adapters[row] else { continue }
+            if let g = groups.firstIndex(where: { $0.adapter === a }) { groups[g].rows.append(row) } else { groups.append((a, [row])) }
+        }
+        if groups.isEmpty { return }
+        var items: [(term: InferenceModel.LowRank, rows: ArraySlice<Int>)] = []
+        for g in groups {
+            for t in g.adapter.layers[li] where t.input == input { items.append((t, g.rows[...])) }
+        }
+        // too few items for the cores: split each one's rows (a row stays whole)
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        if items.count < cores {
+            items = items.flatMap { item -> [(term: InferenceModel.LowRank, rows: ArraySlice<Int>)] in
+                let parts = min(item.rows.count, (cores + items.count - 1) / items.count)
+                let size = (item.rows.count + parts - 1) / parts
+                return stride(from: item.rows.startIndex, to: item.rows.endIndex, by: size).map {
+                    (item.term, item.rows[$0..<min($0 + size, item.rows.endIndex)])
+                }
+            }
+        }
+        WorkerPool.forEach(items.count) { i in
+            let t = items[i].term
+            let r = t.rank, inDim = t.a.count / r, out = t.b.count / r
+            withUnsafeTemporaryAllocation(of: Float.self, capacity: r + out) { scratch in
+                let down = scratch.baseAddress!, up = down + r
+                t.a.withUnsafeBufferPointer { a in
+                    t.b.withUnsafeBufferPointer { b in
+                        for row in items[i].rows {
                             let xr = x + row * inDim, yr = y + row * width + t.offset
                             InferenceModel.streamProduct(BKType.f32, a.baseAddress!, rowBytes: inDim * 4, xr, m: 1, n: r, k: inDim, down, serial: true)  // [r]
                             for j in 0..<r { down[j] *= t.scale }
