@@ -23,7 +23,7 @@ export ADAPTER_TOOLKIT_URL="file://$repo"
 app="$root/examples/runtime-app"
 rm -f "$app/Package.resolved"   # a pin of an earlier clone's 0.1.0 would not match this one
 echo "test-example-app: building examples/runtime-app against $ADAPTER_TOOLKIT_URL (from: 0.1.0)" >&2
-swift build -c release --package-path "$app" --scratch-path "$work/build" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
+swift build -c release --package-path "$app" --scratch-path "$work/build" --product events-app 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
 bin=$(swift build -c release --package-path "$app" --scratch-path "$work/build" --show-bin-path)
 [ -x "$bin/events-app" ] || { echo "test-example-app: the example did not build" >&2; exit 1; }
 
