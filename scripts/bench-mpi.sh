@@ -10,7 +10,7 @@
 # GGUF that make-model writes under runs/, never committed) and prints the scaling estimate.
 # The machine is shared: part 1 alternates the runs REPEATS times and keeps each one's fastest,
 # but run it when the machine is otherwise idle. Usage: scripts/bench-mpi.sh
-# Environment: STEPS (default 6), BATCH (8), SAMPLES (64 training samples of the extraction
+# Environment: LAYOUTS (default "share no-share"), STEPS (default 6), BATCH (8), SAMPLES (64 training samples of the extraction
 # example), REPEATS (3), OUT (runs/bench-mpi), LATENCY_US (per-message latency in the estimate, 50),
 # BUILD_FLAGS.
 set -euo pipefail
@@ -59,7 +59,7 @@ train() {  # train FOLDER [launcher...] -- [flags...]
 echo "== part 1: 1 process × 2 threads vs 2 ranks × 1 thread (TCP), SmolLM2, batch $batch, $steps steps" >&2
 echo "| prompt prefixes | 1 process × 2 threads | 2 ranks × 1 thread (TCP) | ratio | allreduce per step | step time (1 process) |"
 echo "| --- | --- | --- | --- | --- | --- |"
-for layout in share no-share; do
+for layout in ${LAYOUTS:-share no-share}; do
   flags=(); [ $layout = no-share ] && flags=(--no-share-prefix)
   one_rate=0; two_rate=0; ar_s=1e9
   for r in $(seq "$repeats"); do
