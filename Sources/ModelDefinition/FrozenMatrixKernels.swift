@@ -128,11 +128,12 @@ extension FrozenMatrix {
     /// parallel loop (one synchronisation instead of one per matrix).
     public static func multiply(_ matrices: [FrozenMatrix], _ x: UnsafePointer<Float>, m: Int,
                                 into y: UnsafeMutablePointer<Float>, ldy: Int, activations: ActivationPrecision = .float32) {
-        let blockable = matrices.allSatisfy {
-            if case .stored(let t, _) = $0.storage { return bk_type_supported(t.type.rawValue) != 0 }
-            return false
+        let path = manyRows
+        let blocks = matrices.allSatisfy {
+            guard case .stored(let t, _) = $0.storage, bk_type_supported(t.type.rawValue) != 0 else { return false }
+            return m <= streamingRows || path.usesBlocks(m: m, type: t.type, activations: activations)
         }
-        guard blockable, m <= streamingRows || manyRows.usesBlocks(m: m, activations: activations) else {
+        guard blocks else {
             var offset = 0
             for w in matrices {
                 w.multiply(x, m: m, into: y + offset, ldy: ldy, activations: activations)
@@ -227,17 +228,25 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
     /// Panels of rows unpacked to float32 and multiplied with sgemm.
     case panels
 
-    /// Input rows up to which `auto` takes the block kernels, per activation mode.
-    public static func blockRowsLimit(_ activations: ActivationPrecision) -> Int {
-        switch activations {
-        case .float32: 64
-        case .q8: 512
+    /// Input rows up to which `auto` takes the block kernels (0: never beyond `streamingRows`).
+    /// Measured with `bench-decode --many-rows blocks|panels`, 2 threads, AVX-512 with VNNI,
+    /// 2026-11-25, a busy machine (best of 3-5): q8 activations ran 2.5-2.7x faster through the
+    /// blocks on the 1B shape (Q4_K) at 64 and 128 rows and 1.3-1.5x on SmolLM2 (Q4_1) at 64
+    /// and 256. Float32 activations on Q4_K: 1.3x at 64 and 128 rows, even at 256; on Q4_1 the
+    /// panels were 5-12% ahead at 32-256 rows (its per-block min term is a fourth
+    /// floating-point operation per 32 values where Q4_K has three). Other types left on the
+    /// panels (not measured).
+    public static func blockRowsLimit(_ type: GGMLType, _ activations: ActivationPrecision) -> Int {
+        switch (activations, type) {
+        case (.q8, .q8_0), (.q8, .q4_0), (.q8, .q4_1), (.q8, .q4_K), (.q8, .q5_K), (.q8, .q6_K): 512
+        case (_, .q4_K), (_, .q5_K), (_, .q6_K): 128
+        default: 0
         }
     }
 
-    func usesBlocks(m: Int, activations: ActivationPrecision) -> Bool {
+    func usesBlocks(m: Int, type: GGMLType, activations: ActivationPrecision) -> Bool {
         switch self {
-        case .auto: m <= Self.blockRowsLimit(activations)
+        case .auto: m <= Self.blockRowsLimit(type, activations)
         case .blocks: true
         case .panels: false
         }
