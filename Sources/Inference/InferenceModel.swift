@@ -8,7 +8,9 @@
 // the weight stream, each keeps its own cache), and rolling a cache back.
 // Decoding is weight-bandwidth bound: q/k/v and gate/up are stacked so each layer streams its
 // weights in four passes, and a row's arithmetic never depends on the other rows of the pass
-// (m ≤ streamingRows), so a verified or batched row gives the bits a single-row step gives.
+// (m ≤ streamingRows, and for stored matrices whatever m when their products go through the
+// block kernels in groups: FrozenMatrix.manyRows), so a verified or batched row gives the bits a
+// single-row step gives.
 // A speculative draft may hold its weights in fp16 (half the bytes per step); the target never does.
 //
 // Dimensions: n new tokens, L tokens in the cache, D hidden, H query heads, K kv heads,

@@ -1,7 +1,9 @@
 // Multiplying by a frozen matrix whatever holds it, so both executors read one type: few input
 // rows (decoding, batched steps, verify passes) stream the stored blocks through CBlockKernels'
-// per-CPU-level products; many rows (prefill, training) unpack a panel of rows at a time into a
-// cache-sized buffer and multiply it with sgemm, so no float32 copy of the matrix ever exists.
+// per-CPU-level products; a decoder's many rows (prefill) go through the same kernels a group of
+// rows at a time up to the row count where that measured faster (`ManyRowsPath`); beyond, and
+// in training, a panel of rows at a time is unpacked into a cache-sized buffer and multiplied
+// with sgemm. No float32 copy of a whole matrix ever exists.
 // Outputs are in Hugging Face row order (a stored q/k matrix's llama.cpp order is undone here).
 //
 // Dimensions: m input rows, k = columns (in), n = rows (out), P panel rows.
@@ -53,7 +55,8 @@ extension FrozenMatrix {
 
     /// y[i·ldy + o] = Σ_c x[i·k + c]·W[o, c] for every input row i < m and output row o < rows
     /// (Hugging Face order). Both cores; bits independent of the thread count and of m for
-    /// m ≤ `streamingRows` (each output's operations are fixed).
+    /// m ≤ `streamingRows` (each output's operations are fixed); more rows take float32 panels
+    /// and sgemm (training; the decoder's `FrozenMatrix.multiply([...])` may take the blocks).
     public func multiply(_ x: UnsafePointer<Float>, m: Int, into y: UnsafeMutablePointer<Float>, ldy: Int,
                          activations: ActivationPrecision) {
         if m == 0 || rows == 0 { return }
@@ -117,15 +120,20 @@ extension FrozenMatrix {
     }
 
     /// Several matrices with the same input, their outputs side by side in y (q|k|v, gate|up):
-    /// y[i·ldy + offset_j + o] = Σ_c x[i·k + c]·W_j[o, c]. Streamed products run as one parallel
-    /// loop over every matrix's chunks (one synchronisation instead of one per matrix).
+    /// y[i·ldy + offset_j + o] = Σ_c x[i·k + c]·W_j[o, c]. When every matrix is stored in a type
+    /// the block kernels read, up to `streamingRows` rows stream the blocks, and more rows (a
+    /// prefill, a long verify pass) go through the same kernels `groupRows` rows at a time when
+    /// `manyRows` says so: each block is unpacked once per tile of rows instead of into a float32
+    /// panel, and a row's bits are those of a one-row step. All chunks of all matrices run as one
+    /// parallel loop (one synchronisation instead of one per matrix).
     public static func multiply(_ matrices: [FrozenMatrix], _ x: UnsafePointer<Float>, m: Int,
                                 into y: UnsafeMutablePointer<Float>, ldy: Int, activations: ActivationPrecision = .float32) {
-        let streamed = m <= streamingRows && matrices.allSatisfy {
-            if case .stored(let t, _) = $0.storage { return bk_type_supported(t.type.rawValue) != 0 }
-            return false
+        let path = manyRows
+        let blocks = matrices.allSatisfy {
+            guard case .stored(let t, _) = $0.storage, bk_type_supported(t.type.rawValue) != 0 else { return false }
+            return m <= streamingRows || path.usesBlocks(m: m, type: t.type, activations: activations)
         }
-        guard streamed else {
+        guard blocks else {
             var offset = 0
             for w in matrices {
                 w.multiply(x, m: m, into: y + offset, ldy: ldy, activations: activations)
@@ -133,17 +141,29 @@ extension FrozenMatrix {
             }
             return
         }
-        // q8: the input quantized once for every matrix (types without a q8 product stay float32)
         let k = matrices[0].columns
+        let useQ8 = activations == .q8 && k % 32 == 0
+        // rows per kernel call: all of them when streaming, else groups whose activations stay in L2
+        let group = m <= streamingRows ? m : groupRows(k: k, activations: useQ8 ? .q8 : .float32)
+        let groups = (m + group - 1) / group
+        // q8: each group's rows quantized once for every matrix, a group's q8 form contiguous
+        // (types without a q8 product stay float32)
         var q8: UnsafeMutableRawPointer? = nil
-        if activations == .q8, k % 32 == 0 {
-            q8 = UnsafeMutableRawPointer.allocate(byteCount: bk_q8_bytes(m, k), alignment: 64)
-            let rc = bk_quantize_q8(x, m, k, q8)  // (not inside precondition: -Ounchecked skips its condition)
-            precondition(rc == 0, "[FrozenMatrix] bk_quantize_q8 refused \(m)x\(k)")
+        let q8GroupBytes = bk_q8_bytes(group, k)
+        if useQ8 {
+            let q = UnsafeMutableRawPointer.allocate(byteCount: groups * q8GroupBytes, alignment: 64)
+            q8 = q
+            WorkerPool.forEach(groups > 1 ? groups : 1) { g in
+                let r0 = g * group
+                let rc = bk_quantize_q8(x + r0 * k, Swift.min(group, m - r0), k, q + g * q8GroupBytes)  // (not inside precondition: -Ounchecked skips its condition)
+                precondition(rc == 0, "[FrozenMatrix] bk_quantize_q8 refused \(m)x\(k)")
+            }
         }
         defer { q8?.deallocate() }
         // chunk c of matrix j: rows [n0, n1) written at y + offset_j (or a scratch row block when
-        // the matrix's rows are in llama.cpp's order, scattered afterwards)
+        // the matrix's rows are in llama.cpp's order, scattered afterwards), every group in turn
+        // so the chunk's blocks stay in cache
+        let chunk = m <= streamingRows ? streamChunk : groupedChunk
         var plan: [(matrix: Int, n0: Int, n1: Int)] = []
         var offsets: [Int] = [], scratch: [UnsafeMutablePointer<Float>?] = []
         var offset = 0
@@ -152,8 +172,8 @@ extension FrozenMatrix {
             offset += w.rows
             var n0 = 0
             while n0 < w.rows {
-                plan.append((j, n0, Swift.min(w.rows, n0 + streamChunk)))
-                n0 += streamChunk
+                plan.append((j, n0, Swift.min(w.rows, n0 + chunk)))
+                n0 += chunk
             }
             if case .stored(_, let order?) = w.storage { _ = order; scratch.append(.allocate(capacity: m * w.rows)) } else { scratch.append(nil) }
         }
@@ -163,10 +183,13 @@ extension FrozenMatrix {
                 let (j, n0, n1) = plan[c]
                 guard case .stored(let t, _) = matrices[j].storage else { return }
                 let (out, ld) = scratch[j].map { ($0, matrices[j].rows) } ?? (y + offsets[j], ldy)
-                var rc = Int32(-1)
-                if let q8 { rc = bk_matmul_nt_q8(t.type.rawValue, q8, m, matrices[j].columns, t.bytes, t.rowBytes, n0, n1, out, ld) }
-                if rc != 0 { rc = bk_matmul_nt(t.type.rawValue, x, m, matrices[j].columns, t.bytes, t.rowBytes, n0, n1, out, ld) }
-                precondition(rc == 0, "[FrozenMatrix] bk_matmul_nt returned \(rc) for \(t.type) \(matrices[j].shape)")
+                for g in 0..<groups {
+                    let r0 = g * group, rows = Swift.min(group, m - r0)
+                    var rc = Int32(-1)
+                    if let q8 { rc = bk_matmul_nt_q8(t.type.rawValue, q8 + g * q8GroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld) }
+                    if rc != 0 { rc = bk_matmul_nt(t.type.rawValue, x + r0 * k, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld) }
+                    precondition(rc == 0, "[FrozenMatrix] bk_matmul_nt returned \(rc) for \(t.type) \(matrices[j].shape)")
+                }
             }
         }
         for (j, w) in matrices.enumerated() {
@@ -177,6 +200,55 @@ extension FrozenMatrix {
                     for r in 0..<w.rows { dst[r] = src[Int(o[r])] }
                 }
             }
+        }
+    }
+
+    /// Output rows per parallel chunk when rows go in groups (finer than `streamChunk`: a chunk
+    /// is m times the work, and the two cores should finish together).
+    static let groupedChunk = 32
+
+    /// Input rows per block-kernel call beyond `streamingRows`: about 256 KiB of activations (so
+    /// they stay in L2 while a chunk's weight rows pass over them), 8 to 64, a multiple of 8.
+    static func groupRows(k: Int, activations: ActivationPrecision) -> Int {
+        let bytesPerRow = activations == .q8 ? k + k / 2 : 4 * k
+        return Swift.max(8, Swift.min(64, (1 << 18) / Swift.max(bytesPerRow, 1) / 8 * 8))
+    }
+
+    /// How products of more than `streamingRows` input rows with stored matrices are computed
+    /// (scoped like `withThreads`; benchmarks compare the two ways).
+    @TaskLocal public static var manyRows: ManyRowsPath = .auto
+}
+
+/// How a frozen matrix is multiplied with more than `FrozenMatrix.streamingRows` input rows.
+public enum ManyRowsPath: String, Sendable, CaseIterable {
+    /// Whichever measured faster for the row count and activation mode (`usesBlocks`).
+    case auto
+    /// The block kernels, a group of rows at a time (the bits of one-row steps).
+    case blocks
+    /// Panels of rows unpacked to float32 and multiplied with sgemm.
+    case panels
+
+    /// Input rows up to which `auto` takes the block kernels (0: never beyond `streamingRows`).
+    /// Measured with `bench-decode --many-rows blocks|panels`, 2 threads, AVX-512 with VNNI,
+    /// 2026-11-25, a busy machine (best of 3-5): q8 activations ran 2.5-2.7x faster through the
+    /// blocks on the 1B shape (Q4_K) at 64 and 128 rows and 1.3-1.5x on SmolLM2 (Q4_1) at 64
+    /// and 256. Float32 activations on Q4_K: 1.3x at 64 and 128 rows, even at 256; on Q4_1 the
+    /// panels were 5-12% ahead at 32-256 rows (its per-block min term is a fourth
+    /// floating-point operation per 32 values where Q4_K has three). Other types left on the
+    /// panels (not measured).
+    public static func blockRowsLimit(_ type: GGMLType, _ activations: ActivationPrecision) -> Int {
+        switch (activations, type) {
+        case (.q8, .q8_0), (.q8, .q4_0), (.q8, .q4_1), (.q8, .q4_K), (.q8, .q5_K), (.q8, .q6_K): 512
+        case (_, .q4_K), (_, .q5_K), (_, .q6_K): 128
+        default: 0
+        }
+    }
+
+    func usesBlocks(m: Int, type: GGMLType, activations: ActivationPrecision) -> Bool {
+        switch self {
+        case .auto: m <= Self.blockRowsLimit(type, activations)
+        case .blocks: true
+        case .panels: false
         }
     }
 }

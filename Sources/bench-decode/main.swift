@@ -28,6 +28,9 @@ struct BenchDecode: ParsableCommand {
 
     @OptionGroup var decoding: DecodingOptions
 
+    @Option(help: "How stored matrices meet more than \(FrozenMatrix.streamingRows) rows (the prefill): auto (whichever measured faster), blocks (the block kernels, a group of rows at a time) or panels (float32 panels and sgemm).")
+    var manyRows: ManyRowsPath = .auto
+
     @Option(help: "Threads (cores) to use.")
     var threads: Int = ProcessInfo.processInfo.activeProcessorCount
 
@@ -40,7 +43,7 @@ struct BenchDecode: ParsableCommand {
     }
 
     func run() throws {
-        try withThreads(threads) { try measure() }
+        try withThreads(threads) { try FrozenMatrix.$manyRows.withValue(manyRows) { try measure() } }
     }
 
     func measure() throws {
@@ -78,7 +81,7 @@ struct BenchDecode: ParsableCommand {
         let meanDecode = decode.reduce(0, +) / Double(decode.count)
         let streamed = Double(bytes) * meanDecode / 1e9
         let result: [String: Any] = [
-            "model": base.path, "base_weights": model.baseWeights.rawValue, "activations": decoding.activations.rawValue, "threads": threads,
+            "model": base.path, "base_weights": model.baseWeights.rawValue, "activations": decoding.activations.rawValue, "many_rows": manyRows.rawValue, "threads": threads,
             "prompt_tokens": promptTokens, "gen_tokens": genTokens,
             "prefill_tokens_per_s": prefill.reduce(0, +) / Double(prefill.count), "prefill_tokens_per_s_best": prefill.max()!,
             "decode_tokens_per_s": meanDecode, "decode_tokens_per_s_best": decode.max()!,
@@ -127,5 +130,7 @@ struct BenchDecode: ParsableCommand {
         return best
     }
 }
+
+extension ManyRowsPath: ExpressibleByArgument {}
 
 BenchDecode.main()

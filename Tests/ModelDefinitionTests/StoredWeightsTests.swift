@@ -7,7 +7,7 @@ import Autograd
 import Foundation
 import Inference
 import ModelAssets
-import ModelDefinition
+@testable import ModelDefinition
 import TestSupport
 import Training
 import XCTest
@@ -118,6 +118,40 @@ final class StoredWeightsTests: XCTestCase {
         }
     }
 
+    /// A prompt of many rows through the block kernels in groups (`ManyRowsPath.blocks`) gives
+    /// the bits of one-token steps (each row's arithmetic is its own), and the float32 panels'
+    /// numbers (`.panels`, and the float32 model's sgemm) within 1e-5 relative; q8 activations
+    /// in groups also give the bits of their own one-token steps. 150 rows: three groups of the
+    /// tiny model's 64.
+    func testGroupedPrefillEqualsSingleStepsAndPanels() throws {
+        let dir = TinyAssets.tempDir()
+        for type in Self.matrixTypes {
+            let path = try tinyModel(type, in: dir)
+            let f32 = try BaseModel.load(path: path, storage: .float32), stored = try BaseModel.load(path: path, storage: .stored)
+            let V = f32.config.vocabSize
+            let ids = (0..<150).map { ($0 * 37 + 5) % V }
+            XCTAssertGreaterThan(ids.count, 2 * FrozenMatrix.groupRows(k: 512, activations: .float32), "several groups")
+            for adapter in [nil, try randomAdapter(f32)] {
+                let reference = InferenceModel(base: f32.weights, adapter: adapter)
+                let expected = reference.forward(ids, cache: reference.makeCache(), allLogits: true)
+                for activations in ActivationPrecision.allCases {
+                    let model = InferenceModel(base: stored.weights, adapter: adapter, activations: activations)
+                    let grouped = FrozenMatrix.$manyRows.withValue(.blocks) { model.forward(ids, cache: model.makeCache(), allLogits: true) }
+                    let steps = model.makeCache()
+                    let single = ids.flatMap { model.forward([$0], cache: steps) }
+                    XCTAssertTrue(grouped == single, "\(type) \(activations), adapter \(adapter != nil): grouped rows give one-token steps' bits")
+                    guard activations == .float32 else {
+                        XCTAssertLessThan(relative(grouped, expected), 0.1, "\(type) q8: close to the float32 path")
+                        continue
+                    }
+                    let panels = FrozenMatrix.$manyRows.withValue(.panels) { model.forward(ids, cache: model.makeCache(), allLogits: true) }
+                    XCTAssertLessThan(relative(grouped, panels), 1e-5, "\(type), adapter \(adapter != nil): blocks vs panels")
+                    XCTAssertLessThan(relative(grouped, expected), 1e-5, "\(type), adapter \(adapter != nil): blocks vs the float32 model")
+                }
+            }
+        }
+    }
+
     func testStoredBatchedRowsEqualSingleRowSteps() throws {
         let dir = TinyAssets.tempDir()
         let base = try BaseModel.load(path: try tinyModel(.f16, in: dir), storage: .stored)
@@ -153,11 +187,20 @@ final class StoredWeightsTests: XCTestCase {
         XCTAssertLessThan(r, 1e-5)
         let request = GenerationRequest(prompt: ids, maxNewTokens: 24, stopTokens: f32.stopTokenIds)
         XCTAssertEqual(Generator.generate(b, request).tokens, Generator.generate(a, request).tokens)
+        // a long prompt (several groups of rows) through the block kernels and through panels
+        let long = Array(repeating: ids, count: 6).flatMap { $0 }
+        let la2 = a.forward(long, cache: a.makeCache(), allLogits: true)
+        for path in [ManyRowsPath.blocks, .panels] {
+            let lb2 = FrozenMatrix.$manyRows.withValue(path) { b.forward(long, cache: b.makeCache(), allLogits: true) }
+            let r2 = relative(lb2, la2)
+            print("stored (\(path)) vs float32 on SmolLM2, \(long.count)-token prefill: logits differ by \(r2) relative")
+            XCTAssertLessThan(r2, 1e-5, "\(path)")
+        }
         // the named q8 mode: activations quantized per 32 values move the logits a little
         let q = InferenceModel(base: stored.weights, activations: .q8)
         var lq: [Float] = []
         let cq = q.makeCache()
-        q.forward(ids, cache: cq, into: &lq)  // prefill (many rows: float32 panels either way)
+        q.forward(ids, cache: cq, into: &lq)  // prefill
         let step = q.forward([ids[3]], cache: cq)
         let cf = b.makeCache()
         _ = b.forward(ids, cache: cf)
