@@ -100,7 +100,9 @@ final class RunRecorder {
 }
 
 /// Writes draft checkpoints: trainable tensors with their AdamW moments (what resume restores),
-/// then the frozen tensors and the head's token list (what inference needs besides).
+/// then the frozen tensors and the head's token list (what inference needs besides). A draft
+/// made from the base's blocks leaves out a frozen embedding and head the base stores as blocks:
+/// loading a draft needs its base (signature checked), which holds them.
 final class DraftCheckpointer: Checkpointer {
     let names: FolderCheckpointer
     let draft: DraftModel
@@ -133,6 +135,10 @@ final class DraftCheckpointer: Checkpointer {
             try w.add(Checkpoint.vPrefix + p.name, HostTensor(shape: p.tensor.shape, data: optimizer.v[i]))
         }
         for p in draft.frozenParameters { try w.add(p.name, HostTensor(shape: p.tensor.shape, data: p.tensor.data)) }
+        if draft.layers == nil {
+            // a draft of its own weights keeps them all (one float32 copy at a time, while writing)
+            for (name, m) in draft.baseEmbeddings { try w.add(name, HostTensor(shape: m.shape, data: m.values)) }
+        }
         if let v = draft.vocabulary {
             try w.add(DraftModel.vocabularyTensorName, HostTensor(shape: [v.count], data: v.map(Float.init)))
         }
@@ -173,7 +179,7 @@ public enum DraftRun {
             sourceText = "base-layers:\(n)"
         case .model(let path):
             draft = try DraftModel.fromFile(path, base: base, freezeEmbeddings: s.freezeEmbeddings, vocabulary: vocabulary)
-            sourceText = "model:\(try ModelLoader.load(path: path).signature())"
+            sourceText = "model:\(try ModelLoader.load(path: path, storage: .stored).signature())"
         }
         draft.model.activationCheckpointing = s.activationCheckpointing
         let record = DraftTrainingRecord(divergence: s.divergence.rawValue, freezeEmbeddings: s.freezeEmbeddings,

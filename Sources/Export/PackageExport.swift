@@ -131,12 +131,14 @@ extension FMAdapterPackage {
             guard base.signature == ck.header.baseSignature else {
                 throw ExportError.incompatible(path: ck.path, reason: "was trained on base model \(ck.header.baseSignature), but --base-model \(base.path) is \(base.signature)")
             }
+            let held = Dictionary(uniqueKeysWithValues: base.weights.namedWeights.map { ($0.name, $0.weight) })
             for name in missing {
                 let source = try baseName(for: name, layers: ck.header.draftLayers, path: ck.path)
-                guard let t = base.weights.tensorDictionary[source], t.shape == expected[name] else {
+                // one tensor dequantized at a time, only the ones the draft shares
+                guard let w = held[source], w.shape == expected[name] else {
                     throw ExportError.incompatible(path: ck.path, reason: "the draft needs '\(name)' from the base model's '\(source)', which the base \(base.path) does not have with shape \(expected[name]!)")
                 }
-                tensors[name] = t
+                tensors[name] = w.tensor
             }
         }
         return PackagedDraft(

@@ -89,20 +89,20 @@ struct ExportCommand: ParsableCommand {
             let creator = try creatorDefined.map { try MetadataValue.parseObject($0, what: "--creator-defined") } ?? [:]
             let adapter = try Checkpoint.load(checkpoint)
             let draft = try draftCheckpoint.map { try Checkpoint.load($0) }
-            let base = try baseModel.map { try BaseModel.load(path: $0) }
+            let base = try baseModel.map { try BaseModel.load(path: $0, storage: .stored) }
             let options = PackageOptions(name: adapterName, author: author, description: description, license: license,
                                          draftTokenCount: draftTokenCount, creatorDefined: creator)
             let path = try FMAdapterPackage.export(adapter: adapter, draft: draft, base: base, options: options, outputDir: outputDir)
             print(path)
         case .peft:
             let weights = try Adapter.load(checkpoint)
-            if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel)) }
+            if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel, storage: .stored)) }
             let folder = URL(fileURLWithPath: outputDir).appendingPathComponent(adapterName).path
             try PEFTAdapter.write(weights, to: folder, baseModelName: baseModel)
             print(folder)
         case .gguf:
             let weights = try Adapter.load(checkpoint)
-            if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel)) }
+            if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel, storage: .stored)) }
             try FileManager.default.createDirectory(atPath: outputDir, withIntermediateDirectories: true)
             let path = URL(fileURLWithPath: outputDir).appendingPathComponent(adapterName + ".gguf").path
             try GGUFLoRAAdapter.write(weights, to: path)
@@ -134,7 +134,7 @@ struct Inspect: ParsableCommand {
         }
         print("checksums: ok")
         if let baseModel {
-            let base = try BaseModel.load(path: baseModel)
+            let base = try BaseModel.load(path: baseModel, storage: .stored)
             if p.isCompatible(with: base) {
                 print("compatible with \(base.path): yes (signature \(base.signature))")
             } else {
@@ -155,7 +155,7 @@ struct SignatureOptions: ParsableArguments {
 
     func resolve() throws -> String {
         if let signature { return signature.lowercased() }
-        return try BaseModel.load(path: try BaseModel.resolvePath(baseModel)).signature
+        return try BaseModel.load(path: try BaseModel.resolvePath(baseModel), storage: .stored).signature
     }
 }
 
