@@ -118,6 +118,10 @@ let package = Package(
             name: "bench-guidance",
             dependencies: ["Guidance", "DataSchema", "ModelAssets", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
+            name: "bench-guided-decoding",
+            dependencies: ["CLISupport", "DataSchema", "Guidance", "Inference", "ModelAssets", "ModelDefinition",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        .executableTarget(
             name: "bench-kernels",
             dependencies: ["CBlockKernels", "ModelAssets", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
     ]

@@ -4,7 +4,7 @@
 # HEAD, made under .build-example/ (uncommitted changes are not in it: commit first). SwiftPM
 # refuses unsafeFlags in a versioned dependency, so the build itself checks that the library
 # products carry none. Then the app runs on the base model (ADAPTER_BASE_MODEL or the fetched one)
-# with an adapter trained for two steps here, so that base and adapter sessions run concurrently.
+# with an adapter trained for three steps here, so that base and adapter sessions run concurrently.
 #   scripts/test-example-app.sh            (after scripts/setup.sh; the test command runs it)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,11 +28,12 @@ bin=$(swift build -c release --package-path "$app" --scratch-path "$work/build" 
 [ -x "$bin/events-app" ] || { echo "test-example-app: the example did not build" >&2; exit 1; }
 
 model=${ADAPTER_BASE_MODEL:-$(scripts/fetch-model.sh)}
-# a small adapter on the same base (two optimizer steps on the extraction example)
+# a small adapter on the same base (three optimizer steps on the extraction example, a high
+# learning rate so that its replies differ from the base's)
 adapter_dir="$work/adapter"
 rm -rf "$adapter_dir"
 head -n 8 examples/extraction/train.jsonl > "$work/train8.jsonl"
 "$root/.build/release/train-adapter" --base-model "$model" --train-data "$work/train8.jsonl" --batch-size 4 \
-  --max-steps 2 --rank 8 --checkpoint-dir "$adapter_dir" > "$work/train.log" 2>&1 \
+  --max-steps 3 --learning-rate 5e-3 --rank 8 --checkpoint-dir "$adapter_dir" > "$work/train.log" 2>&1 \
   || { cat "$work/train.log" >&2; exit 1; }
 "$bin/events-app" "$model" "$adapter_dir/adapter-final.safetensors"

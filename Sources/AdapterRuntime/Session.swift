@@ -168,6 +168,34 @@ public final class LanguageModelSession: @unchecked Sendable {
         }
     }
 
+    /// A reply constrained to `schema` as it is produced: the value spelled out so far, each time it
+    /// grows (open strings, arrays and objects closed where the text stops; see
+    /// `JSONValue.partial`). The last element is the whole reply, which the schema validates; a
+    /// reply cut by the token limit ends the sequence with `RuntimeError.incomplete`.
+    public func streamResponse(to prompt: String, schema: JSONSchema, options: GenerationOptions = .init()) -> AsyncThrowingStream<JSONValue, Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    var text = ""
+                    var last: JSONValue? = nil
+                    let r = try await self.run(prompt: prompt, schema: schema, options: options, toolChoice: .none) { piece in
+                        text += piece
+                        if let v = JSONValue.partial(text), v != last {
+                            last = v
+                            continuation.yield(v)
+                        }
+                    }
+                    let whole = try JSONValue.parse(r.rawContent, context: "guided reply")
+                    if whole != last { continuation.yield(whole) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
     /// A reply constrained to `schema`: compact JSON the schema validates, by construction. The
     /// prompt shows the schema as training renders a `response_format`. Throws
     /// `RuntimeError.incomplete` when the token limit cuts the reply.

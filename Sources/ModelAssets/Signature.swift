@@ -22,9 +22,18 @@ public enum BaseModelSignature {
         compute(config: config, names: Array(tensors.keys)) { tensors[$0]! }
     }
 
-    /// The same digest with the tensors fetched one at a time by name (a stored base dequantizes
-    /// each, hashes it and lets it go, so no float32 copy of the whole model ever exists).
+    /// The same digest with the tensors fetched one at a time by name.
     public static func compute(config: ModelConfig, names: [String], tensor: (String) -> HostTensor) -> String {
+        compute(config: config, names: names, shape: { tensor($0).shape }) { name, feed in
+            tensor(name).data.withUnsafeBufferPointer { feed($0) }
+        }
+    }
+
+    /// The same digest with each tensor's shape given by `shape` and its float32 values (row-major,
+    /// Hugging Face layout) handed to the hasher in consecutive pieces by `values(name, feed)`: a
+    /// stored base dequantizes a few rows at a time, so not even one tensor is held as float32.
+    public static func compute(config: ModelConfig, names: [String], shape: (String) -> [Int],
+                               values: (String, (UnsafeBufferPointer<Float>) -> Void) -> Void) -> String {
         var hasher = SHA256()
         var header = ByteSink()
         func string(_ s: String) {
@@ -50,19 +59,21 @@ public enum BaseModelSignature {
         hasher.update(data: header.bytes)
 
         for name in names.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-            let t = tensor(name)
+            let dims = shape(name)
             header = ByteSink()
             string(name)
-            int(t.shape.count)
-            for d in t.shape { int(d) }
+            int(dims.count)
+            for d in dims { int(d) }
             hasher.update(data: header.bytes)
-            #if _endian(little)
-            t.data.withUnsafeBytes { hasher.update(bufferPointer: $0) }
-            #else
-            var le = ByteSink()
-            for v in t.data { le.append(v) }
-            hasher.update(data: le.bytes)
-            #endif
+            values(name) { piece in
+                #if _endian(little)
+                hasher.update(bufferPointer: UnsafeRawBufferPointer(piece))
+                #else
+                var le = ByteSink()
+                for v in piece { le.append(v) }
+                hasher.update(data: le.bytes)
+                #endif
+            }
         }
         return hasher.finalize().map { String(format: "%02x", $0) }.joined()
     }

@@ -55,9 +55,27 @@ public struct BaseModelFile: Sendable {
     static func dequantized(_ m: FrozenMatrix) -> HostTensor { HostTensor(shape: m.shape, data: m.values) }
 
     /// The base model signature (lowercase hex SHA-256); see `BaseModelSignature`. Costs one
-    /// pass over the weights (stored matrices dequantized one at a time), so compute it once.
+    /// pass over the weights (stored matrices dequantized a few rows at a time, into one reused
+    /// buffer of about 1 MiB), so compute it once (`SignatureCache`).
     public func signature() -> String {
-        BaseModelSignature.compute(config: config, names: Array(tensors.keys) + Array(matrices.keys), tensor: tensor)
+        BaseModelSignature.compute(config: config, names: Array(tensors.keys) + Array(matrices.keys),
+                                   shape: { tensors[$0]?.shape ?? matrices[$0]!.shape }) { name, feed in
+            if let t = tensors[name] {
+                t.data.withUnsafeBufferPointer { feed($0) }
+                return
+            }
+            let m = matrices[name]!
+            let rows = Swift.max(1, Swift.min(m.rows, (1 << 18) / Swift.max(m.columns, 1)))
+            let buffer = UnsafeMutablePointer<Float>.allocate(capacity: rows * m.columns)
+            defer { buffer.deallocate() }
+            var r0 = 0
+            while r0 < m.rows {
+                let r1 = Swift.min(m.rows, r0 + rows)
+                m.dequantizeRows(r0..<r1, into: buffer)
+                feed(UnsafeBufferPointer(start: buffer, count: (r1 - r0) * m.columns))
+                r0 = r1
+            }
+        }
     }
 }
 

@@ -142,6 +142,27 @@ final class SessionTests: XCTestCase {
         XCTAssertGreaterThan(pieces.count, 1)
     }
 
+    func testStreamedGuidedRepliesGrowIntoTheWholeValue() async throws {
+        let lm = try tinyModel()
+        let schema = try JSONSchema(try JSONValue.parse(#"{"type":"object","properties":{"word":{"type":"string","maxLength":6},"tags":{"type":"array","items":{"enum":["x","yy"]},"maxItems":3}},"required":["word","tags"],"additionalProperties":false}"#))
+        for seed in 0..<3 {
+            let options = GenerationOptions(temperature: 1, seed: UInt64(seed), maximumResponseTokens: 60)
+            var snapshots: [JSONValue] = []
+            for try await value in LanguageModelSession(model: lm.plain).streamResponse(to: "describe", schema: schema, options: options) {
+                snapshots.append(value)
+            }
+            let whole = try await LanguageModelSession(model: lm.plain).respond(to: "describe", schema: schema, options: options)
+            XCTAssertEqual(snapshots.last, whole.content, "the last snapshot is the whole reply")
+            XCTAssertEqual(schema.validate(snapshots.last!), [])
+            XCTAssertGreaterThan(snapshots.count, 1, "the value arrives in steps")
+            for s in snapshots { if case .object = s {} else { XCTFail("every snapshot is the object so far: \(s)") } }
+        }
+        do {
+            for try await _ in LanguageModelSession(model: lm.plain).streamResponse(to: "describe", schema: schema, options: GenerationOptions(maximumResponseTokens: 2)) {}
+            XCTFail("two tokens cannot hold the object")
+        } catch RuntimeError.incomplete {}
+    }
+
     func testToolCallsAreConstrainedRunAndRecorded() async throws {
         let lm = try tinyModel()
         let parameters = try JSONSchema(try JSONValue.parse(#"{"type":"object","properties":{"a":{"type":"integer","minimum":0,"maximum":9},"b":{"type":"integer","minimum":0,"maximum":9}},"required":["a","b"],"additionalProperties":false}"#))

@@ -2,14 +2,14 @@
 // optional properties, odd key names), arrays with bounds, strings with lengths and patterns,
 // integers and numbers with bounds, enums and consts of any JSON, type arrays, anyOf, oneOf
 // with type-disjoint branches, single-branch allOf, $defs with $ref, and "any value".
+// The corpus of the soundness tests (Tests/GuidanceTests) and of bench-guided-decoding.
 import DataSchema
-import Guidance
 
-struct RandomSchemas {
+public struct RandomSchemas {
     var rng: SeededGenerator
     var definitions: [(name: String, schema: String)] = []
 
-    init(seed: UInt64) { rng = SeededGenerator(seed: seed) }
+    public init(seed: UInt64) { rng = SeededGenerator(seed: seed) }
 
     mutating func int(_ n: Int) -> Int { Int(rng.next() % UInt64(n)) }
     mutating func chance(_ p: Double) -> Bool { Double(rng.next() % 10_000) / 10_000 < p }
@@ -126,8 +126,8 @@ struct RandomSchemas {
         return s + "}"
     }
 
-    /// A schema document: a root schema, and the $defs its $refs point into.
-    mutating func document() -> String {
+    /// A schema document (JSON text; each call a new one): a root schema, and the $defs its $refs point into.
+    public mutating func document() -> String {
         definitions = []
         let root = chance(0.8) ? object(depth: 3) : schema(depth: 3)
         guard !definitions.isEmpty else { return root }
