@@ -47,10 +47,11 @@ extension FMAdapterPackage {
             let packaged = try draftContents(of: draft, adapter: adapter, base: base)
             let enc = JSONEncoder()
             enc.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            let names = packaged.tensors.keys.sorted(by: TensorTable.order)
+            let tensors = packaged.tensors
+            let names = tensors.keys.sorted(by: TensorTable.order)
             draftFiles = (try enc.encode(packaged.config) + Data("\n".utf8),
                           try WeightsContainer.serialize(content: .draft, baseSignature: sig, config: packaged.config.config, lora: nil,
-                                                         tensors: names.map { ($0, packaged.tensors[$0]!) }, file: draft.path))
+                                                         tensors: names.map { ($0, tensors[$0]!) }, file: draft.path))
         }
         let weights = try WeightsContainer.serialize(content: .adapter, baseSignature: sig, config: adapter.header.baseConfig,
                                                      lora: lora, tensors: adapterTensors, file: adapter.path)

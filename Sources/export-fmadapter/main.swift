@@ -128,7 +128,7 @@ struct Inspect: ParsableCommand {
         print(String(decoding: try enc.encode(p.metadata), as: UTF8.self))
         print("adapter: rank \(p.lora.rank), alpha \(p.lora.alpha), targets \(p.lora.targets.map(\.rawValue).joined(separator: ",")), \(p.adapterTensors.count) tensors, base \(p.baseConfig.architecture.rawValue) with \(p.baseConfig.numLayers) layers")
         if let d = p.draft {
-            print("draft: \(d.config.config.numLayers) layers, hidden \(d.config.config.hiddenSize), \(d.tensors.values.reduce(0) { $0 + $1.data.count }) parameters" + (d.config.draftLayers.map { ", from base layers \($0)" } ?? ""))
+            print("draft: \(d.config.config.numLayers) layers, hidden \(d.config.config.hiddenSize), \(d.parameterCount) parameters" + (d.config.draftLayers.map { ", from base layers \($0)" } ?? ""))
         } else {
             print("draft: none")
         }
