@@ -44,7 +44,7 @@ public struct PackagedDraft: Sendable {
         }
     }
 
-    init(config: DraftPackageConfig, weights: [String: NamedWeight]) {
+    public init(config: DraftPackageConfig, weights: [String: NamedWeight]) {
         self.config = config
         self.weights = weights
     }

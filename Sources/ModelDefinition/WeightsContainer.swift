@@ -49,13 +49,42 @@ public enum WeightsContainer {
     public static func serialize(content: WeightsHeader.Content, baseSignature: String, config: ModelConfig,
                                  lora: LoRAConfig?, tensors: [(name: String, tensor: HostTensor)],
                                  file: String) throws -> Data {
+        var out = [UInt8]()
+        try emit(content: content, baseSignature: baseSignature, config: config, lora: lora,
+                 tensors: tensors.map { ($0.name, .vector($0.tensor.data), $0.tensor.shape) }, file: file) { out += $0 }
+        return Data(out)
+    }
+
+    /// `serialize` written straight to `path` (atomically), a tensor at a time: each is converted
+    /// to fp16 as it is written, a held matrix a slice of rows at a time (a stored one dequantized
+    /// slice by slice), and hashed as it goes. Memory holds one slice, never the container.
+    public static func write(to path: String, content: WeightsHeader.Content, baseSignature: String, config: ModelConfig,
+                             lora: LoRAConfig?, tensors: [(name: String, weight: NamedWeight)], file: String) throws {
+        let stream = try AtomicFile.Stream(path: path)
+        do {
+            try emit(content: content, baseSignature: baseSignature, config: config, lora: lora,
+                     tensors: tensors.map { ($0.name, $0.weight, $0.weight.shape) }, file: file) { bytes in
+                try bytes.withUnsafeBytes { try stream.write($0) }
+            }
+            try stream.commit()
+        } catch {
+            stream.abandon()
+            throw error
+        }
+    }
+
+    /// The container's bytes in order, handed to `sink` in pieces: preamble and header, each
+    /// tensor's fp16 values after its padding, the SHA-256 of everything before it.
+    static func emit(content: WeightsHeader.Content, baseSignature: String, config: ModelConfig, lora: LoRAConfig?,
+                     tensors: [(name: String, weight: NamedWeight, shape: [Int])], file: String,
+                     sink: ([UInt8]) throws -> Void) throws {
         var entries: [WeightsHeader.TensorEntry] = []
         var offset = 0
-        for (name, t) in tensors {
-            entries.append(.init(name: name, shape: t.shape, offset: offset))
-            offset = roundUp(offset + 2 * t.data.count, alignment)
+        for (name, _, shape) in tensors {
+            entries.append(.init(name: name, shape: shape, offset: offset))
+            offset = roundUp(offset + 2 * shape.reduce(1, *), alignment)
         }
-        let dataLength = tensors.isEmpty ? 0 : entries.last!.offset + 2 * tensors.last!.tensor.data.count
+        let dataLength = tensors.isEmpty ? 0 : entries.last!.offset + 2 * tensors.last!.shape.reduce(1, *)
         let header = WeightsHeader(content: content, dtype: "F16", baseSignature: baseSignature, config: config,
                                    lora: lora, dataLength: dataLength, tensors: entries)
         let enc = JSONEncoder()
@@ -63,26 +92,37 @@ public enum WeightsContainer {
         let json = try enc.encode(header)
         let dataStart = roundUp(16 + json.count, alignment)
 
-        var out = [UInt8]()
-        out.reserveCapacity(dataStart + dataLength + checksumBytes)
-        out += magic
-        appendLE(&out, version)
-        appendLE(&out, UInt32(json.count))
-        out += json
-        out += [UInt8](repeating: 0, count: dataStart - out.count)
-        for ((name, t), e) in zip(tensors, entries) {
-            out += [UInt8](repeating: 0, count: dataStart + e.offset - out.count)
-            for v in t.data {
-                let h = Float16(v)
-                guard h.isFinite else {
-                    throw ModelError.unsupported("\(file): tensor '\(name)' holds \(v), which fp16 cannot store (largest finite fp16 is 65504); the weights are too large or not finite — check the checkpoint")
+        var hasher = SHA256()
+        var written = 0
+        func put(_ bytes: [UInt8]) throws {
+            hasher.update(data: bytes)
+            written += bytes.count
+            try sink(bytes)
+        }
+        var head = [UInt8]()
+        head += magic
+        appendLE(&head, version)
+        appendLE(&head, UInt32(json.count))
+        head += json
+        try put(head)
+        for ((name, weight, shape), e) in zip(tensors, entries) {
+            try put([UInt8](repeating: 0, count: dataStart + e.offset - written))
+            try ModelExport.forEachSlice(.weight(weight), shape: shape) { values, _ in
+                var out = [UInt8]()
+                out.reserveCapacity(2 * values.count)
+                for v in values {
+                    let h = Float16(v)
+                    guard h.isFinite else {
+                        throw ModelError.unsupported("\(file): tensor '\(name)' holds \(v), which fp16 cannot store (largest finite fp16 is 65504); the weights are too large or not finite — check the checkpoint")
+                    }
+                    appendLE(&out, h.bitPattern)
                 }
-                appendLE(&out, h.bitPattern)
+                try put(out)
             }
         }
-        precondition(out.count == dataStart + dataLength, "[WeightsContainer] layout arithmetic")
-        out += Array(SHA256.hash(data: out))
-        return Data(out)
+        precondition(written == dataStart + dataLength || tensors.isEmpty && written <= dataStart, "[WeightsContainer] layout arithmetic")
+        if tensors.isEmpty { try put([UInt8](repeating: 0, count: dataStart - written)) }
+        try sink(Array(hasher.finalize()))
     }
 
     /// Reads and checks a container: magic, version, header, size (truncation), SHA-256,

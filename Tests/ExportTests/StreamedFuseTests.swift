@@ -1,7 +1,9 @@
 // `fuse` streams the merged model one tensor at a time: on a base kept as stored blocks its GGUF
 // and safetensors output are byte for byte what the whole-model writers make from the float32
 // merged tensors, and the only full float32 copies made are the adapted projections, each merged
-// once when written (FrozenMatrix.fullCopies). Tiny block-type models only.
+// once when written (FrozenMatrix.fullCopies). A packaged draft's draft_weights.bin, streamed from
+// held weights, is byte for byte the whole-container serializer's, with no full copy. Tiny
+// block-type models only.
 import Autograd
 import Export
 import Foundation
@@ -52,6 +54,33 @@ final class StreamedFuseTests: XCTestCase {
                 XCTAssertTrue(got == expected, "\(type) \(format.rawValue): streamed bytes equal the whole-model writer's")
             }
         }
+    }
+
+    func testStreamedWeightsContainerEqualsTheSerializerWithoutAFullCopy() throws {
+        let dir = TinyAssets.tempDir()
+        for (type, tied) in [(GGMLType.q4_K, true), (.q8_0, false)] {
+            let path = try TinyAssets.writeBlockModel(type, in: dir, tied: tied)
+            let stored = try BaseModel.load(path: path, storage: .stored), f32 = try BaseModel.load(path: path, storage: .float32)
+            let named = stored.weights.namedWeights.sorted { TensorTable.order($0.name, $1.name) }
+            let reference = f32.weights.namedWeights.sorted { TensorTable.order($0.name, $1.name) }.map { ($0.name, $0.weight.tensor) }
+            let expected = try WeightsContainer.serialize(content: .draft, baseSignature: stored.signature, config: stored.config, lora: nil,
+                                                          tensors: reference, file: path)
+            let out = dir + "/draft-\(type.name).bin"
+            let copies = FrozenMatrix.fullCopies.value
+            try WeightsContainer.write(to: out, content: .draft, baseSignature: stored.signature, config: stored.config, lora: nil,
+                                       tensors: named, file: path)
+            XCTAssertEqual(FrozenMatrix.fullCopies.value - copies, 0, "\(type): stored matrices are written a slice at a time")
+            let got = try Data(contentsOf: URL(fileURLWithPath: out))
+            XCTAssertEqual(got.count, expected.count, "\(type)")
+            XCTAssertTrue(got == expected, "\(type): streamed bytes equal the serializer's")
+            XCTAssertEqual(try WeightsContainer.parse(got, path: out).tensors.count, named.count)
+        }
+        // an empty container (header, padding, checksum) is the same both ways too
+        let cfg = try TinyAssets.config(vocab: 10)
+        let out = dir + "/empty.bin"
+        try WeightsContainer.write(to: out, content: .draft, baseSignature: "ab", config: cfg, lora: nil, tensors: [], file: "t")
+        XCTAssertTrue(try Data(contentsOf: URL(fileURLWithPath: out))
+            == WeightsContainer.serialize(content: .draft, baseSignature: "ab", config: cfg, lora: nil, tensors: [], file: "t"))
     }
 
     func testSafetensorsStreamWriterRefusesShortAndLongWrites() throws {
