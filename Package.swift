@@ -21,6 +21,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        // TensorBoard event files (RunLog). The generated message code is committed
+        // (scripts/generate-protos.sh): no build plugin, no protoc at build time.
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
     ],
     targets: [
         .systemLibrary(
@@ -33,6 +36,8 @@ let package = Package(
             name: "ModelAssets",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "DataSchema", dependencies: ["ModelAssets"]),
+        // A run's log: metrics.jsonl with a header, TensorBoard event files, the loss curve.
+        .target(name: "RunLog", dependencies: ["ModelAssets", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // Constrained decoding: JSON schema / choice / regex grammars as byte automata, token masks.
         .target(name: "Guidance", dependencies: ["DataSchema", "ModelAssets"]),
         // The model definition: tensor table, LoRA config, frozen base weights, adapters and
@@ -42,15 +47,15 @@ let package = Package(
             dependencies: ["Autograd", "CBlockKernels", "ModelAssets", .product(name: "Crypto", package: "swift-crypto")]),
         .target(
             name: "Training",
-            dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", .product(name: "Crypto", package: "swift-crypto")]),
+            dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", "RunLog", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "Inference", dependencies: ["ModelDefinition", "Guidance", "Autograd", "CBlockKernels", "ModelAssets"]),
         // Draft distillation: the draft model, its objective and run, the KV-cache teacher.
         .target(
             name: "Distillation",
-            dependencies: ["Training", "Inference", "ModelDefinition", "DataSchema", "Autograd", "ModelAssets"]),
+            dependencies: ["Training", "Inference", "ModelDefinition", "DataSchema", "Autograd", "ModelAssets", "RunLog"]),
         .target(
             name: "CLISupport",
-            dependencies: ["Training", "ModelDefinition", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["Training", "ModelDefinition", "DataSchema", "RunLog", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "generate",
             dependencies: ["CLISupport", "ModelDefinition", "Inference", "DataSchema", "ModelAssets",
@@ -72,7 +77,7 @@ let package = Package(
             name: "AdapterRuntime",
             dependencies: ["Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets"]),
         .testTarget(name: "AdapterRuntimeTests", dependencies: ["AdapterRuntime", "TestSupport", "Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets"]),
-        .target(name: "Evaluation", dependencies: ["Training", "Inference", "ModelDefinition", "Guidance", "DataSchema", "ModelAssets", "Autograd"]),
+        .target(name: "Evaluation", dependencies: ["Training", "Inference", "ModelDefinition", "Guidance", "DataSchema", "ModelAssets", "Autograd", "RunLog"]),
         .executableTarget(
             name: "evaluate-adapter",
             dependencies: ["Evaluation", "CLISupport", "ModelDefinition", "DataSchema",
@@ -96,14 +101,15 @@ let package = Package(
             name: "bench-speculative",
             dependencies: ["CLISupport", "Inference", "ModelDefinition", "DataSchema", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]),
-        .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Distillation", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
+        .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Distillation", "Training", "RunLog", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .target(name: "TestSupport", dependencies: ["ModelAssets", "ModelDefinition", "Training", "Inference", "Autograd"], path: "Tests/TestSupport"),
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
         .testTarget(name: "CLISupportTests", dependencies: ["CLISupport"]),
+        .testTarget(name: "RunLogTests", dependencies: ["RunLog"]),
         .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
         .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
         .testTarget(
-            name: "TrainingTests", dependencies: ["TestSupport", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"],
+            name: "TrainingTests", dependencies: ["TestSupport", "Training", "RunLog", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Distillation", "Export", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),

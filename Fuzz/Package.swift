@@ -14,6 +14,7 @@ let package = Package(
     name: "AdapterToolkitFuzz",
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
     ],
     targets: [
         .systemLibrary(name: "COpenBLAS", path: "Sources/COpenBLAS", pkgConfig: "openblas"),
@@ -23,7 +24,8 @@ let package = Package(
         .target(name: "CBlockKernels", path: "Sources/CBlockKernels"),
         .target(name: "ModelDefinition", dependencies: ["Autograd", "CBlockKernels", "ModelAssets", .product(name: "Crypto", package: "swift-crypto")],
                 path: "Sources/ModelDefinition"),
-        .target(name: "Training", dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", .product(name: "Crypto", package: "swift-crypto")],
+        .target(name: "RunLog", dependencies: ["ModelAssets", .product(name: "SwiftProtobuf", package: "swift-protobuf")], path: "Sources/RunLog"),
+        .target(name: "Training", dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", "RunLog", .product(name: "Crypto", package: "swift-crypto")],
                 path: "Sources/Training"),
         .target(name: "Guidance", dependencies: ["DataSchema", "ModelAssets"], path: "Sources/Guidance"),
         .target(name: "Inference", dependencies: ["ModelDefinition", "Guidance", "Autograd", "CBlockKernels", "ModelAssets"], path: "Sources/Inference"),

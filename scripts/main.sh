@@ -56,5 +56,12 @@ step "generate with the package"
 step "results"
 cat "$RUN/eval-table.txt"
 [ -f "$RUN/speculative.txt" ] && tail -n 5 "$RUN/speculative.txt"
-echo "adapter: $RUN/adapter-final.safetensors; package: $RUN/export/calendar_extraction.fmadapter; loss curve: $RUN/loss-curve.svg"
+echo "adapter: $RUN/adapter-final.safetensors; package: $RUN/export/calendar_extraction.fmadapter"
+# Each run keeps its own log (metrics.jsonl: a header naming the run, then a row per step), loss
+# curve and TensorBoard event files in a folder of its own; docs/run-logs.md.
+echo "adapter run: loss curve $RUN/adapter/loss-curve.svg, log $RUN/adapter/metrics.jsonl"
+[ -f "$RUN/draft/metrics.jsonl" ] && echo "draft run:   loss curve $RUN/draft/loss-curve.svg, log $RUN/draft/metrics.jsonl"
+echo "evaluation:  $RUN/evaluation/metrics.jsonl (a TensorBoard run per model)"
+echo "TensorBoard, the runs side by side: tensorboard --logdir $RUN"
+echo "  (scripts/setup.sh installed it: $(scripts/tensorboard-env.sh)/tensorboard --logdir $RUN, then open http://localhost:6006)"
 echo "main: done in $(( $(date +%s) - start ))s"

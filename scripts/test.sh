@@ -12,6 +12,9 @@ export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
 swift test -c release -Xswiftc -enable-testing "$@"
 # An app that depends on the toolkit by git URL and version (a tagged clone of HEAD) builds and runs.
 scripts/test-example-app.sh
+# The run logs as TensorBoard reads them: a short real adapter, draft and evaluation run into one
+# folder, loaded with TensorBoard's own reader and compared with the metrics files (~2 minutes).
+scripts/check-run-logs.sh
 # Then every parser fuzzer briefly (FUZZ_SECONDS each, default 20; 0 skips), so that a
 # regression on hostile input shows in CI. Long runs: scripts/fuzz.sh 600 (docs/reliability.md).
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then

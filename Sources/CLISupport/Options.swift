@@ -7,6 +7,7 @@ import ArgumentParser
 import DataSchema
 import Foundation
 import ModelDefinition
+import RunLog
 import Training
 
 public struct BaseModelOptions: ParsableArguments {
@@ -148,7 +149,7 @@ public struct ScheduleOptions: ParsableArguments {
 }
 
 public struct CheckpointOptions: ParsableArguments {
-    @Option(help: "Folder for checkpoints, metrics.jsonl and the loss curve (created if missing).")
+    @Option(help: "Folder for checkpoints and the run's log (created if missing): DIR/adapter/ or DIR/draft/ holds metrics.jsonl, loss-curve.svg and TensorBoard event files.")
     public var checkpointDir: String
 
     @Option(help: "Write an epoch checkpoint every this many epochs.")
@@ -219,4 +220,34 @@ public struct LoRAOptions: ParsableArguments {
     }
 
     public func validate() throws { _ = try config() }
+}
+
+extension ReportTarget: ExpressibleByArgument {}
+extension LossCurve.Scale: ExpressibleByArgument {}
+
+/// Where metrics go besides metrics.jsonl (train-adapter, train-draft, evaluate-adapter).
+public struct ReportOptions: ParsableArguments {
+    @Option(help: "Also report metrics to: tensorboard (event files beside metrics.jsonl; view with tensorboard --logdir on the run folder) or none.")
+    public var reportTo: ReportTarget = ReportSettings().target
+
+    public init() {}
+
+    /// The library's report settings, recording `commandLine` in the log's header.
+    public func settings(commandLine: [String] = CommandLine.arguments, curveScale: LossCurve.Scale = ReportSettings().curveScale) -> ReportSettings {
+        ReportSettings(target: reportTo, commandLine: commandLine, curveScale: curveScale)
+    }
+}
+
+/// A training run's reporting: --report-to and the loss curve's axis (train-adapter, train-draft).
+public struct TrainingReportOptions: ParsableArguments {
+    @OptionGroup public var report: ReportOptions
+
+    @Option(help: "The loss axis of loss-curve.svg: log (losses that fall by orders of magnitude stay readable) or linear.")
+    public var lossCurveScale: LossCurve.Scale = ReportSettings().curveScale
+
+    public init() {}
+
+    public func settings(commandLine: [String] = CommandLine.arguments) -> ReportSettings {
+        report.settings(commandLine: commandLine, curveScale: lossCurveScale)
+    }
 }

@@ -3,11 +3,13 @@
 // (CI logs, files). Everything goes to stderr so stdout stays for results.
 import DataSchema
 import Foundation
+import RunLog
 import Training
 
 public final class ProgressPrinter {
     let live: Bool
-    var smoothed: Float?
+    /// The loss's moving average, bias-corrected as the run's log writes it.
+    var smoothed = BiasCorrectedEMA()
     var lineOpen = false
     /// The step this run started after (non-zero when resumed): the ETA divides the elapsed time
     /// by the steps taken in this run, not by the step number.
@@ -68,15 +70,15 @@ public final class ProgressPrinter {
     public func handle(_ event: TrainingEvent) {
         switch event {
         case .started(let plan):
-            smoothed = nil
+            smoothed = BiasCorrectedEMA()
             firstStep = plan.resumedFromStep
             log("training: \(plan.totalSteps) optimizer steps (\(plan.stepsPerEpoch) per epoch, \(plan.trainBatchesPerEpoch) batches per epoch), \(plan.trainableParameters) trainable parameters"
                 + (plan.resumedFromStep > 0 ? ", resuming after step \(plan.resumedFromStep)" : ""))
         case .step(let r, let total, let tps, let elapsed):
-            smoothed = smoothed.map { 0.9 * $0 + 0.1 * r.loss } ?? r.loss
+            let average = smoothed.add(Double(r.loss))
             let remaining = Self.remainingSeconds(step: r.step, total: total, firstStep: firstStep, elapsed: elapsed)
             status(String(format: "epoch %d  step %d/%d  loss %.4f (smoothed %.4f)  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %@  ETA %@",
-                          r.epoch, r.step, total, r.loss, smoothed ?? r.loss, r.learningRate, r.gradNorm, tps,
+                          r.epoch, r.step, total, r.loss, average, r.learningRate, r.gradNorm, tps,
                           Self.duration(elapsed), Self.duration(remaining)))
         case .evaluated(let e):
             log(String(format: "eval after epoch %d (step %d): loss %.4f  perplexity %.3f  over %d tokens", e.epoch, e.step, e.loss, e.perplexity, e.tokens))

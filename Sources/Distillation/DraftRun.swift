@@ -9,6 +9,7 @@ import Foundation
 import Inference
 import ModelAssets
 import ModelDefinition
+import RunLog
 import Training
 
 public struct DraftRunSettings {
@@ -29,6 +30,8 @@ public struct DraftRunSettings {
     public var metricsPositions = 2048
     /// Recompute the draft's block activations in backward (less memory, more compute).
     public var activationCheckpointing = false
+    /// TensorBoard events or not, the command line for the log's header, the curve's scale.
+    public var report = ReportSettings()
 
     public init(data: DataSettings, teacherAdapter: String?, source: DraftSource, freezeEmbeddings: Bool,
                 divergence: Divergence, vocabulary: DraftVocabularyMode, checkpoints: CheckpointSettings,
@@ -51,6 +54,8 @@ public enum DraftNotice {
     case draft(summary: String, trainable: Int, frozen: Int, divergence: Divergence)
     case resuming(from: String, step: Int, epoch: Int)
     case metrics(DraftEpochMetrics)
+    /// Where the run's log is, what opening it did, or that writing it failed.
+    case log(String)
 }
 
 /// How a draft was trained, beyond what CheckpointHeader holds; stored as header key
@@ -62,41 +67,6 @@ struct DraftTrainingRecord: Codable, Equatable {
     var source: String
 
     static let key = "draft_training"
-}
-
-/// Keeps metrics.jsonl and the loss curve of a run up to date from the loop's events.
-/// (The same bookkeeping AdapterRun does inline; a shared home for both.)
-final class RunRecorder {
-    let folder: RunFolder
-    let title: String
-    var latest: TrainerState
-
-    init(folder: RunFolder, title: String, state: TrainerState) {
-        self.folder = folder
-        self.title = title
-        latest = state
-    }
-
-    func record(_ event: TrainingEvent) {
-        switch event {
-        case .step(let r, _, let tps, _):
-            latest.history.append(r)
-            folder.appendMetric(["type": "train", "step": r.step, "epoch": r.epoch, "loss": Double(r.loss),
-                                 "learning_rate": Double(r.learningRate), "grad_norm": Double(r.gradNorm),
-                                 "tokens": r.tokens, "tokens_per_second": tps])
-        case .evaluated(let e):
-            latest.evals.append(e)
-            folder.appendMetric(["type": "eval", "step": e.step, "epoch": e.epoch, "loss": Double(e.loss), "tokens": e.tokens])
-            try? folder.writeLossCurve(state: latest, title: title)
-        case .finished(let st):
-            latest = st
-            try? folder.writeLossCurve(state: st, title: title)
-        case .stopped:
-            try? folder.writeLossCurve(state: latest, title: title)
-        default:
-            break
-        }
-    }
 }
 
 /// Writes draft checkpoints: trainable tensors with their AdamW moments (what resume restores),
@@ -233,14 +203,25 @@ public enum DraftRun {
         notice(.draft(summary: draft.summary, trainable: draft.trainableParameters.reduce(0) { $0 + $1.tensor.count },
                       frozen: draft.frozenParameters.reduce(0) { $0 + $1.tensor.count } + draft.baseEmbeddings.reduce(0) { $0 + $1.matrix.rows * $1.matrix.columns },
                       divergence: s.divergence))
+        var settings = RunRecorder.settings(base: base, data: s.data, options: runOptions, fingerprint: data.fingerprint,
+                                            activationCheckpointing: s.activationCheckpointing)
+        settings["draft"] = ["teacher_adapter": s.teacherAdapter ?? NSNull(), "teacher_adapter_signature": teacherSignature ?? NSNull(),
+                             "source": sourceText, "layers": draft.layers ?? [], "divergence": s.divergence.rawValue,
+                             "vocabulary": s.vocabulary.rawValue, "freeze_embeddings": s.freezeEmbeddings] as [String: Any]
+        let recorder = try RunRecorder.open(
+            folder: folder, kind: "draft",
+            title: "draft distillation (\(s.divergence.rawValue) divergence) on \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
+            lossLabel: s.divergence.lossLabel, settings: settings, report: s.report, resumed: resumed, perplexity: false)
+        for n in recorder.log.notes { notice(.log(n)) }
+        notice(.log("run \(recorder.log.runId): log \(recorder.log.metricsPath), loss curve \(recorder.log.curvePath)"
+                    + (s.report.target == .tensorboard ? ", TensorBoard events in \(recorder.log.folder)/" : "")))
+        let runId = recorder.log.runId
         let checkpointer = DraftCheckpointer(directory: folder.path, draft: draft, record: record) { st, opts, label in
             CheckpointHeader(content: .draft, baseSignature: base.signature, baseConfig: base.config, lora: nil,
                              draftConfig: draft.config, draftLayers: draft.layers, teacherAdapterSignature: teacherSignature,
-                             state: st, options: opts, dataFingerprint: data.fingerprint, label: label)
+                             state: st, options: opts, dataFingerprint: data.fingerprint, label: label, runId: runId)
         }
         let trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
-        let recorder = RunRecorder(folder: folder, title: "draft distillation (\(s.divergence.rawValue)): \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
-                                   state: state)
         // c on the engine generation uses, the teacher's KV-cache model against the draft's: a cost
         // of shapes, not of values, so it is measured once, before training.
         let cost = SpeculativeCost.measure(target: teacher.model, draft: DraftEngine(try draft.definition()))
@@ -248,18 +229,18 @@ public enum DraftRun {
         func epochMetrics(epoch: Int, step: Int) {
             let m = DraftEvaluation.measure(objective, metricsSource, maxPositions: s.metricsPositions)
             let metrics = DraftEpochMetrics(epoch: epoch, step: step, eval: m, dataSet: data.eval == nil ? "train" : "eval", cost: cost)
-            folder.appendMetric(metrics.json)
+            if let problem = recorder.append(metrics.json) { notice(.log(problem)) }
             notice(.metrics(metrics))
         }
         return try trainer.run(objective: objective, train: data.train, eval: data.eval, checkpointer: checkpointer,
                                state: state, optimizer: optimizer, shouldStop: shouldStop) { event in
-            recorder.record(event)
+            if let problem = recorder.record(event) { notice(.log(problem)) }
             onEvent(event)
             switch event {
             case .evaluated(let e):
                 epochMetrics(epoch: e.epoch, step: e.step)
             case .checkpointSaved(_, .epoch(let n)) where data.eval == nil:
-                epochMetrics(epoch: n, step: recorder.latest.history.last?.step ?? 0)
+                epochMetrics(epoch: n, step: recorder.lastStep)
             default:
                 break
             }
@@ -273,5 +254,16 @@ public enum DraftRun {
 
     static func storedVocabulary(_ c: Checkpoint) -> [Int]? {
         c.tensors[DraftModel.vocabularyTensorName].map { $0.data.map { Int($0) } }
+    }
+}
+
+extension Divergence {
+    /// The loss a draft's curve shows.
+    var lossLabel: String {
+        switch self {
+        case .forward: "forward KL(teacher ‖ draft)"
+        case .reverse: "reverse KL(draft ‖ teacher)"
+        case .tvd: "total variation distance"
+        }
     }
 }

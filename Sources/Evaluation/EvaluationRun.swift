@@ -1,13 +1,15 @@
 // evaluate-adapter's whole job as one library call: choose the models (base, listed adapter
 // checkpoints, every epoch checkpoint of a run folder), read the eval file once, and for each
 // model compute the eval loss and generate and score every target, streaming per-sample
-// results to a JSONL file and progress as events. The CLI parses flags and prints.
+// results to a JSONL file and progress as events; the scores also go to the evaluation's log
+// (LOGROOT/evaluation/: metrics.jsonl, a TensorBoard run per model). The CLI parses flags and prints.
 import DataSchema
 import Foundation
 import Guidance
 import Inference
 import ModelAssets
 import ModelDefinition
+import RunLog
 import Training
 
 public struct EvaluationSettings: Sendable {
@@ -37,9 +39,21 @@ public struct EvaluationSettings: Sendable {
     /// Also generate every model's replies to response_format turns constrained to their schema
     /// (guided generation): one more row per model, "LABEL constrained".
     public var constrained = false
+    /// The folder whose evaluation/ subfolder keeps the scores (metrics.jsonl, and with TensorBoard
+    /// reporting a run per model at its training step); nil keeps no log.
+    public var logRoot: String?
+    public var report = ReportSettings()
 
     public init(evalData: String) {
         self.evalData = evalData
+    }
+
+    /// Where the CLI keeps the log unless told: beside --output, else the --checkpoint-dir, else
+    /// beside the first checkpoint; nil when only the base is evaluated without --output.
+    public var defaultLogRoot: String? {
+        if let o = outputPath { return URL(fileURLWithPath: o).deletingLastPathComponent().path }
+        if let d = checkpointDir { return d }
+        return checkpoints.first.map { URL(fileURLWithPath: $0).deletingLastPathComponent().path }
     }
 }
 
@@ -200,6 +214,24 @@ public enum EvaluationRun {
         jsonEncoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         jsonEncoder.keyEncodingStrategy = .convertToSnakeCase
 
+        var log: RunLog? = nil
+        if let root = s.logRoot {
+            do { try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true) } catch {
+                throw EvaluationError.io(path: root, reason: "cannot create the log folder: \(error.localizedDescription)")
+            }
+            let settings: [String: Any] = [
+                "eval_data": s.evalData, "base_model": base.path, "base_signature": base.signature,
+                "models": models.map { ["label": $0.label, "checkpoint": $0.checkpoint ?? NSNull()] as [String: Any] },
+                "samples": data.samples.count, "targets": targets.count, "turns": "\(s.turns)", "max_new_tokens": maxNew,
+                "max_sequence_length": s.maxSequenceLength, "batch_size": s.batchSize, "generation_batch_size": s.generationBatchSize,
+                "activations": "\(s.activations)", "constrained": s.constrained]
+            let l = try RunLog(root: root, runId: RunLog.newRunId(kind: "evaluation"),
+                               header: RunHeader(kind: "evaluation", title: "evaluation on \(URL(fileURLWithPath: s.evalData).lastPathComponent)", settings: settings),
+                               report: s.report, resume: nil)
+            for n in l.notes { onEvent(.note(n)) }
+            onEvent(.note("scores logged to \(l.metricsPath)" + (s.report.target == .tensorboard ? ", one TensorBoard run per model under \(l.folder)/" : "")))
+            log = l
+        }
         var summaries: [ModelSummary] = []
         let constraints = s.constrained ? try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds) : nil
         for (mi, m) in models.enumerated() {
@@ -247,11 +279,24 @@ public enum EvaluationRun {
             for var row in [summary] + (constrainedSummary.map { [$0] } ?? []) {
                 row.finish()
                 summaries.append(row)
+                if let log { try Self.logScores(row, to: log) }
                 onEvent(.modelFinished(row))
             }
         }
         return EvaluationReport(evalData: s.evalData, baseModel: base.path, baseSignature: base.signature,
                                 samples: data.samples.count, targets: targets.count, turns: s.turns, maxNewTokens: maxNew,
                                 models: summaries, notes: notes)
+    }
+
+    /// One row per model: its scores (ModelSummary in snake_case) at its training step (0 for
+    /// the base and for adapters that record none), events in a subfolder named after the label.
+    static func logScores(_ m: ModelSummary, to log: RunLog) throws {
+        let enc = JSONEncoder()
+        enc.keyEncodingStrategy = .convertToSnakeCase
+        var row = (try? JSONSerialization.jsonObject(with: try enc.encode(m))) as? [String: Any] ?? [:]
+        row["type"] = "evaluation"
+        row["step"] = m.step ?? 0
+        row["events_folder"] = m.label.map { $0.isLetter || $0.isNumber || "-_.=".contains($0) ? $0 : "_" }.reduce(into: "") { $0.append($1) }
+        try log.append(row)
     }
 }

@@ -127,7 +127,7 @@ public enum GGUFValueType: UInt32, Sendable, CaseIterable {
 }
 
 /// One metadata value. Arrays carry their element type so that empty arrays round-trip.
-public indirect enum GGUFValue: Sendable, Equatable {
+public enum GGUFValue: Sendable, Equatable {
     case uint8(UInt8), int8(Int8), uint16(UInt16), int16(Int16), uint32(UInt32), int32(Int32)
     case uint64(UInt64), int64(Int64), float32(Float), float64(Double), bool(Bool), string(String)
     /// Every element has type `elementType`; nested arrays have `elementType == .array`.

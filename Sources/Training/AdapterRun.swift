@@ -1,11 +1,13 @@
 // train-adapter's whole job as one library call: check the folder, read and validate the data
 // before any compute, build the model with LoRA, resume if asked (refusing a checkpoint from
-// another base, LoRA shape or data), run the loop, and keep metrics.jsonl and the loss curve.
+// another base, LoRA shape or data), run the loop, and keep the run's log (RUN/adapter/:
+// metrics.jsonl, TensorBoard events, the loss curve).
 import Autograd
 import DataSchema
 import Foundation
 import ModelAssets
 import ModelDefinition
+import RunLog
 
 public struct DataSettings: Sendable {
     public var trainData: String
@@ -97,7 +99,7 @@ public enum DataPreparation {
 
 /// Where a run keeps its checkpoints and how it resumes: the same for adapter and draft runs.
 public struct CheckpointSettings: Sendable {
-    /// The run folder (checkpoints, metrics.jsonl, the loss curve).
+    /// The run folder (checkpoints, and each run's log in a subfolder: adapter/, draft/).
     public var directory: String
     /// Write an epoch checkpoint every this many epochs.
     public var frequency: Int
@@ -139,6 +141,8 @@ public struct AdapterRunSettings {
     /// Recompute block activations in backward (less memory, one more forward of compute).
     /// Not part of the checkpoint: a run may be resumed with it on or off.
     public var activationCheckpointing = false
+    /// TensorBoard events or not, the command line for the log's header, the curve's scale.
+    public var report = ReportSettings()
 
     public init(data: DataSettings, lora: LoRAConfig, checkpoints: CheckpointSettings, makeOptions: @escaping (Int) -> TrainingOptions) {
         self.data = data
@@ -153,6 +157,8 @@ public enum RunNotice {
     case dataSummary(train: DataSummary, eval: DataSummary?, trainTokens: Int, targetTokens: Int, computedPositions: Int, skipped: [DataIssue])
     case model(path: String, signature: String, layers: Int, hidden: Int, trainable: Int, lora: LoRAConfig)
     case resuming(from: String, step: Int, epoch: Int)
+    /// Where the run's log is, what opening it did, or that writing it failed.
+    case log(String)
 }
 
 public enum AdapterRun {
@@ -195,34 +201,24 @@ public enum AdapterRun {
         let params = model.loraParameters
         notice(.model(path: base.path, signature: base.signature, layers: base.config.numLayers, hidden: base.config.hiddenSize,
                       trainable: params.reduce(0) { $0 + $1.tensor.count }, lora: lora))
+        var settings = RunRecorder.settings(base: base, data: s.data, options: runOptions, fingerprint: data.fingerprint,
+                                            activationCheckpointing: s.activationCheckpointing)
+        settings["lora"] = RunRecorder.jsonObject(lora)
+        let recorder = try RunRecorder.open(
+            folder: folder, kind: "adapter", title: "adapter training on \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
+            lossLabel: "cross-entropy of the assistant tokens", settings: settings, report: s.report, resumed: resumed, perplexity: true)
+        for n in recorder.log.notes { notice(.log(n)) }
+        notice(.log("run \(recorder.log.runId): log \(recorder.log.metricsPath), loss curve \(recorder.log.curvePath)"
+                    + (s.report.target == .tensorboard ? ", TensorBoard events in \(recorder.log.folder)/" : "")))
+        let runId = recorder.log.runId
         let checkpointer = FolderCheckpointer(directory: folder.path, prefix: "adapter", params: params) { st, opts, label in
             CheckpointHeader(content: .adapter, baseSignature: base.signature, baseConfig: base.config, lora: lora,
-                             state: st, options: opts, dataFingerprint: data.fingerprint, label: label)
+                             state: st, options: opts, dataFingerprint: data.fingerprint, label: label, runId: runId)
         }
         let trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
-        var latest = state
-        let title = "adapter training: \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)"
         return try trainer.run(objective: objective, train: data.train, eval: data.eval, checkpointer: checkpointer,
                                state: state, optimizer: optimizer, shouldStop: shouldStop) { event in
-            switch event {
-            case .step(let r, _, let tps, _):
-                latest.history.append(r)
-                folder.appendMetric(["type": "train", "step": r.step, "epoch": r.epoch, "loss": Double(r.loss),
-                                     "learning_rate": Double(r.learningRate), "grad_norm": Double(r.gradNorm),
-                                     "tokens": r.tokens, "tokens_per_second": tps])
-            case .evaluated(let e):
-                latest.evals.append(e)
-                folder.appendMetric(["type": "eval", "step": e.step, "epoch": e.epoch, "loss": Double(e.loss),
-                                     "perplexity": Double(e.perplexity), "tokens": e.tokens])
-                try? folder.writeLossCurve(state: latest, title: title)
-            case .finished(let st):
-                latest = st
-                try? folder.writeLossCurve(state: st, title: title)
-            case .stopped:
-                try? folder.writeLossCurve(state: latest, title: title)
-            default:
-                break
-            }
+            if let problem = recorder.record(event) { notice(.log(problem)) }
             onEvent(event)
         }
     }

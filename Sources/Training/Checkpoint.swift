@@ -1,6 +1,6 @@
 // Checkpoints: safetensors files holding the trained tensors, the AdamW moments, and in the
 // header metadata everything needed to resume exactly (trainer state with the data position and
-// RNG, options) besides the model part the model definition reads (CheckpointFile: base
+// RNG, options; the run id that names the run's log) besides the model part the model definition reads (CheckpointFile: base
 // signature, LoRA shape, kind). Written atomically.
 // File names: adapter-epoch{N}.safetensors, adapter-final.safetensors, adapter-interrupted.safetensors
 // (and draft-model-* for drafts).
@@ -17,6 +17,8 @@ public struct CheckpointHeader: Sendable, Equatable {
     public var options: TrainingOptions
     public var dataFingerprint: String
     public var label: String  // "epoch3", "final", "interrupted"
+    /// The run that wrote it (its log's id, RunLog); nil in checkpoints from before run logs.
+    public var runId: String?
 
     public var content: CheckpointContent { model.content }
     public var baseSignature: String { model.baseSignature }
@@ -28,13 +30,14 @@ public struct CheckpointHeader: Sendable, Equatable {
 
     public init(content: CheckpointContent, baseSignature: String, baseConfig: ModelConfig, lora: LoRAConfig?,
                 draftConfig: ModelConfig? = nil, draftLayers: [Int]? = nil, teacherAdapterSignature: String? = nil,
-                state: TrainerState, options: TrainingOptions, dataFingerprint: String, label: String) {
+                state: TrainerState, options: TrainingOptions, dataFingerprint: String, label: String, runId: String? = nil) {
         model = CheckpointModelHeader(content: content, baseSignature: baseSignature, baseConfig: baseConfig, lora: lora,
                                       draftConfig: draftConfig, draftLayers: draftLayers, teacherAdapterSignature: teacherAdapterSignature)
         self.state = state
         self.options = options
         self.dataFingerprint = dataFingerprint
         self.label = label
+        self.runId = runId
     }
 
     public func metadata() throws -> [String: String] {
@@ -43,6 +46,7 @@ public struct CheckpointHeader: Sendable, Equatable {
         m["training_options"] = try CheckpointModelHeader.json(options)
         m["data_fingerprint"] = dataFingerprint
         m["label"] = label
+        if let runId { m["run_id"] = runId }
         return m
     }
 
@@ -52,6 +56,7 @@ public struct CheckpointHeader: Sendable, Equatable {
         options = try CheckpointModelHeader.decode(TrainingOptions.self, m, "training_options", path)
         dataFingerprint = try CheckpointModelHeader.need(m, "data_fingerprint", path)
         label = try CheckpointModelHeader.need(m, "label", path)
+        runId = m["run_id"]
         // A resumed loop indexes batches and schedules with these: refuse values no run writes.
         for (key, v) in [("step", state.step), ("epoch", state.epoch), ("batchIndex", state.batchIndex),
                          ("optimizerStep", state.optimizerStep), ("epochs", options.epochs),

@@ -1,6 +1,7 @@
 // A run's folder: created and checked writable before any compute, locked so that two
-// trainings never interleave their checkpoints, and holding metrics.jsonl and loss-curve.svg
-// beside the checkpoints. Also the data fingerprint that ties a checkpoint to its data.
+// trainings never interleave their checkpoints, holding the checkpoints and each run's log
+// (RunLog: adapter/, draft/ with metrics.jsonl, events and the loss curve). Also the data
+// fingerprint that ties a checkpoint to its data.
 import Crypto
 import Foundation
 import ModelAssets
@@ -83,11 +84,18 @@ public final class RunFolder {
     }
 
     /// Temporary files of atomic writes (`.NAME.tmp-PID`) whose writer no longer runs are what a
-    /// kill or a full disk leaves behind; they are never checkpoints. Removed once the lock is held.
+    /// kill or a full disk leaves behind; they are never checkpoints. Removed once the lock is held,
+    /// in the folder and in the runs' log folders inside it.
     func removeStaleTemporaries() {
-        for n in Self.hiddenNames(in: path) {
-            guard let r = n.range(of: ".tmp-", options: .backwards), let pid = Int32(n[r.upperBound...]) else { continue }
-            if pid != getpid(), kill(pid, 0) != 0, errno == ESRCH { unlink(path + "/" + n) }
+        let logs = ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).map { path + "/" + $0 }.filter { p in
+            var isDir: ObjCBool = false
+            return FileManager.default.fileExists(atPath: p, isDirectory: &isDir) && isDir.boolValue
+        }
+        for folder in [path] + logs {
+            for n in Self.hiddenNames(in: folder) {
+                guard let r = n.range(of: ".tmp-", options: .backwards), let pid = Int32(n[r.upperBound...]) else { continue }
+                if pid != getpid(), kill(pid, 0) != 0, errno == ESRCH { unlink(folder + "/" + n) }
+            }
         }
     }
 
@@ -103,28 +111,6 @@ public final class RunFolder {
             if name.hasPrefix("."), name != ".", name != ".." { names.append(name) }
         }
         return names
-    }
-
-    public var metricsPath: String { path + "/metrics.jsonl" }
-    public var lossCurvePath: String { path + "/loss-curve.svg" }
-
-    /// Appends one JSON object per line to metrics.jsonl.
-    public func appendMetric(_ object: [String: Any]) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        if !FileManager.default.fileExists(atPath: metricsPath) {
-            FileManager.default.createFile(atPath: metricsPath, contents: nil)
-        }
-        guard let h = FileHandle(forWritingAtPath: metricsPath) else { return }
-        h.seekToEndOfFile()
-        h.write(data + Data("\n".utf8))
-        try? h.close()
-    }
-
-    /// Rewrites loss-curve.svg from the run's history.
-    public func writeLossCurve(state: TrainerState, title: String) throws {
-        let svg = LossCurve.svg(train: state.history.map { ($0.step, $0.loss) },
-                                eval: state.evals.map { ($0.step, $0.loss) }, title: title)
-        try AtomicFile.write(Data(svg.utf8), to: lossCurvePath)
     }
 
     /// The newest resumable checkpoint with `prefix` in the folder (by trainer step), if any.

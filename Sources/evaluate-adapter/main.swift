@@ -24,6 +24,7 @@ struct EvaluateAdapter: ParsableCommand {
 
     @OptionGroup(title: "Base model") var model: BaseModelOptions
     @OptionGroup(title: "Decoding") var decoding: DecodingOptions
+    @OptionGroup(title: "Reporting") var report: ReportOptions
 
     @Option(help: "Eval data: JSONL conversations ending in an assistant turn (Schema.md).")
     var evalData: String
@@ -57,6 +58,9 @@ struct EvaluateAdapter: ParsableCommand {
 
     @Option(help: "Write every generated reply with its scores to this JSONL file.")
     var output: String?
+
+    @Option(help: "Keep the scores in DIR/evaluation/ (metrics.jsonl, and with --report-to tensorboard one TensorBoard run per model at its training step). Default: the folder of --output, else --checkpoint-dir, else that of the first --checkpoint.")
+    var logDir: String?
 
     @Flag(help: "Print the summary as JSON instead of the table.")
     var json = false
@@ -99,6 +103,9 @@ struct EvaluateAdapter: ParsableCommand {
         s.generate = !skipGeneration
         s.activations = decoding.activations
         s.constrained = constrained
+        s.report = report.settings()
+        s.logRoot = logDir ?? s.defaultLogRoot
+        if s.logRoot == nil { printer.log("note: the scores are not logged (no folder): give --log-dir to keep them for TensorBoard") }
         var exact = 0
         let report = try EvaluationRun.run(s, base: base) { event in
             switch event {

@@ -14,7 +14,9 @@ struct TrainAdapter: ParsableCommand {
         discussion: """
             Only the adapter's A and B matrices are trained (AdamW), on the cross-entropy of the assistant \
             turns. After each epoch: eval loss and perplexity, and adapter-epoch{N}.safetensors in \
-            --checkpoint-dir; adapter-final.safetensors at the end, with metrics.jsonl and loss-curve.svg. \
+            --checkpoint-dir; adapter-final.safetensors at the end. The run's log goes to --checkpoint-dir/adapter/: \
+            metrics.jsonl (a header naming the run, then one row per step and evaluation), loss-curve.svg and \
+            TensorBoard event files (tensorboard --logdir DIR). \
             Ctrl-C writes a resumable checkpoint (continue with --resume).
             """)
 
@@ -22,6 +24,7 @@ struct TrainAdapter: ParsableCommand {
     @OptionGroup(title: "Data") var data: DataOptions
     @OptionGroup(title: "Schedule") var schedule: ScheduleOptions
     @OptionGroup(title: "Checkpoints") var checkpoints: CheckpointOptions
+    @OptionGroup(title: "Reporting") var report: TrainingReportOptions
 
     @OptionGroup(title: "Adapter") var adapter: LoRAOptions
 
@@ -34,6 +37,7 @@ struct TrainAdapter: ParsableCommand {
             data: data.settings(schedule), lora: try adapter.config(), checkpoints: checkpoints.settings,
             makeOptions: { schedule.trainingOptions(batchesPerEpoch: $0, checkpointFrequency: checkpoints.checkpointFrequency) })
         settings.activationCheckpointing = schedule.activationCheckpointing
+        settings.report = report.settings()
         if checkpoints.resume { printer.logResumeScan(directory: checkpoints.checkpointDir, prefix: "adapter") }
         StopSignal.install()
         let outcome = try AdapterRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in
@@ -44,6 +48,8 @@ struct TrainAdapter: ParsableCommand {
                 printer.log("model: \(layers) layers, hidden \(hidden); LoRA rank \(lora.rank), alpha \(lora.alpha), targets \(lora.targets.map(\.rawValue).joined(separator: ",")): \(trainable) trainable parameters")
             case .resuming(let path, let step, let epoch):
                 printer.log("resuming from \(path) at step \(step) (epoch \(epoch + 1))")
+            case .log(let text):
+                printer.log(text)
             }
         }, onEvent: printer.handle)
         switch outcome {

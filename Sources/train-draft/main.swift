@@ -22,7 +22,8 @@ struct TrainDraft: ParsableCommand {
             vocabulary (--draft-model), trained in full on the divergence between the two next-token distributions \
             at the assistant positions. After each epoch: eval KL, the acceptance rate α, the greedy agreement, the \
             measured cost ratio c and the expected speed-up for γ = 1...8; draft-model-epoch{N}.safetensors and \
-            draft-model-final.safetensors in --checkpoint-dir. Use the draft with \
+            draft-model-final.safetensors in --checkpoint-dir, and the run's log in --checkpoint-dir/draft/ (metrics.jsonl, \
+            loss-curve.svg, TensorBoard event files). Use the draft with \
             generate --draft-checkpoint ... --num-draft-tokens γ.
             """)
 
@@ -30,6 +31,7 @@ struct TrainDraft: ParsableCommand {
     @OptionGroup(title: "Data") var data: DataOptions
     @OptionGroup(title: "Schedule") var schedule: ScheduleOptions
     @OptionGroup(title: "Checkpoints") var checkpoints: CheckpointOptions
+    @OptionGroup(title: "Reporting") var report: TrainingReportOptions
 
     @Option(help: "The teacher's adapter: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder. Without it the teacher is the bare base model.")
     var checkpoint: String?
@@ -65,6 +67,7 @@ struct TrainDraft: ParsableCommand {
             divergence: divergence, vocabulary: draftVocabulary, checkpoints: checkpoints.settings,
             makeOptions: { schedule.trainingOptions(batchesPerEpoch: $0, checkpointFrequency: checkpoints.checkpointFrequency) })
         settings.activationCheckpointing = schedule.activationCheckpointing
+        settings.report = report.settings()
         if checkpoints.resume { printer.logResumeScan(directory: checkpoints.checkpointDir, prefix: "draft-model") }
         StopSignal.install()
         let outcome = try DraftRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in
@@ -78,6 +81,8 @@ struct TrainDraft: ParsableCommand {
                 printer.log("draft: \(summary); \(trainable) trained and \(frozen) frozen parameters; loss \(div.rawValue) divergence")
             case .resuming(let path, let step, let epoch):
                 printer.log("resuming from \(path) at step \(step) (epoch \(epoch + 1))")
+            case .log(let text):
+                printer.log(text)
             case .metrics(let m):
                 printer.log(Self.describe(m))
             }

@@ -1,7 +1,8 @@
 // train-draft's library path end to end on a tiny GGUF model: distillation from base + adapter
 // lowers the divergence and writes draft-model checkpoints and per-epoch metrics; exact resume
-// after a mid-epoch stop is bit for bit; every kind of wrong file is refused saying what it is;
-// and the α / speed-up arithmetic and the layer choice.
+// after a mid-epoch stop is bit for bit (and so is its log); every kind of wrong file is refused
+// saying what it is; the adapter's and the draft's logs stay apart in one folder; and the α /
+// speed-up arithmetic and the layer choice.
 import Autograd
 import DataSchema
 import Distillation
@@ -9,6 +10,7 @@ import Foundation
 import Inference
 import ModelAssets
 import ModelDefinition
+import RunLog
 @testable import Training
 import TestSupport
 import XCTest
@@ -98,10 +100,10 @@ final class DraftRunTests: XCTestCase {
                 XCTAssert(m.cost.ratio > 0 && m.cost.ratio.isFinite)
                 XCTAssertEqual(m.estimates.map(\.gamma), Array(1...8))
             }
-            for f in ["draft-model-epoch1.safetensors", "draft-model-epoch4.safetensors", "draft-model-final.safetensors", "metrics.jsonl", "loss-curve.svg"] {
+            for f in ["draft-model-epoch1.safetensors", "draft-model-epoch4.safetensors", "draft-model-final.safetensors", "draft/metrics.jsonl", "draft/loss-curve.svg"] {
                 XCTAssert(FileManager.default.fileExists(atPath: runDir + "/" + f), "missing \(f)")
             }
-            let lines = try String(contentsOfFile: runDir + "/metrics.jsonl", encoding: .utf8).split(separator: "\n")
+            let lines = try String(contentsOfFile: runDir + "/draft/metrics.jsonl", encoding: .utf8).split(separator: "\n")
             let draftLines = lines.filter { $0.contains("\"type\":\"draft_eval\"") }
             XCTAssertEqual(draftLines.count, 4)
             XCTAssert(draftLines.allSatisfy { $0.contains("\"acceptance_rate\"") && $0.contains("\"cost_ratio\"") && $0.contains("\"best_gamma\"") })
@@ -142,7 +144,54 @@ final class DraftRunTests: XCTestCase {
             for (name, m) in a.optimizerMoments.v { XCTAssertEqual(m.data, b.optimizerMoments.v[name]!.data, "AdamW v of \(name)") }
             XCTAssertEqual(a.header.state.history.map(\.loss), b.header.state.history.map(\.loss))
             XCTAssertEqual(a.header.state.evals, b.header.state.evals)
+            // the log: every step once with the same losses, the draft measurements of both epochs once
+            let fullLog = try logRows(env.dir + "/full\(pack)/draft/metrics.jsonl"), splitLog = try logRows(env.dir + "/split\(pack)/draft/metrics.jsonl")
+            for type in ["train", "eval"] {
+                XCTAssertEqual(rows(splitLog, type).map { $0["step"] as? Int }, rows(fullLog, type).map { $0["step"] as? Int }, type)
+                XCTAssertEqual(rows(splitLog, type).map { $0["loss"] as? Double }, rows(fullLog, type).map { $0["loss"] as? Double }, type)
+            }
+            XCTAssertEqual(rows(splitLog, "draft_eval").map { $0["step"] as? Int }, rows(fullLog, "draft_eval").map { $0["step"] as? Int })
+            XCTAssertEqual(rows(splitLog, "draft_eval").map { $0["acceptance_rate"] as? Double },
+                           rows(fullLog, "draft_eval").map { $0["acceptance_rate"] as? Double })
+            XCTAssertEqual(rows(splitLog, "resume").count, 1)
         }
+    }
+
+    func logRows(_ path: String) throws -> [[String: Any]] {
+        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map {
+            try XCTUnwrap(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+    }
+
+    func rows(_ all: [[String: Any]], _ type: String) -> [[String: Any]] { all.filter { $0["type"] as? String == type } }
+
+    /// The main job's order in one folder: an adapter, then a draft distilled from it. Each keeps
+    /// its own log, curve and event files (a TensorBoard run each), and the draft's run leaves the
+    /// adapter's log as it was.
+    func testAdapterAndDraftInOneFolderKeepSeparateLogs() throws {
+        let env = try makeEnv()
+        let folder = URL(fileURLWithPath: env.adapter).deletingLastPathComponent().path
+        let adapterLog = try String(contentsOfFile: folder + "/adapter/metrics.jsonl", encoding: .utf8)
+        let adapterEvents = EventFileContents.files(in: folder + "/adapter")
+        let (outcome, _, _) = try run(settings(env, runDir: folder, epochs: 2), base: env.base)
+        guard case .finished = outcome else { return XCTFail("did not finish") }
+        XCTAssertEqual(try String(contentsOfFile: folder + "/adapter/metrics.jsonl", encoding: .utf8), adapterLog, "the adapter's log is untouched")
+        XCTAssertEqual(EventFileContents.files(in: folder + "/adapter"), adapterEvents)
+        let draft = try logRows(folder + "/draft/metrics.jsonl")
+        XCTAssertEqual(draft[0]["kind"] as? String, "draft")
+        XCTAssertNotEqual(draft[0]["run_id"] as? String, try logRows(folder + "/adapter/metrics.jsonl")[0]["run_id"] as? String)
+        XCTAssertEqual(rows(draft, "train").map { $0["step"] as? Int }, Array(1...10))
+        XCTAssertEqual(rows(draft, "draft_eval").count, 2)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: folder + "/metrics.jsonl"))
+        XCTAssert(try String(contentsOfFile: folder + "/draft/loss-curve.svg", encoding: .utf8).contains("draft distillation (reverse divergence) on train.jsonl"))
+        XCTAssert(try String(contentsOfFile: folder + "/adapter/loss-curve.svg", encoding: .utf8).contains("adapter training on train.jsonl"))
+        // the draft's event file holds its rows' scalars: the γ table included
+        let files = EventFileContents.files(in: folder + "/draft")
+        XCTAssertEqual(files.count, 1)
+        let events = try EventFileContents(path: files[0]).scalars
+        let expected = draft.flatMap { row in MetricScalars.scalars(of: row).map { "\($0.tag)@\(row["step"] as? Int ?? -1)=\(Float($0.value))" } }
+        XCTAssertEqual(events.map { "\($0.tag)@\($0.step)=\($0.value)" }, expected)
+        XCTAssert(events.contains { $0.tag == "draft/expected_speedup/gamma_3" } && events.contains { $0.tag == "draft/acceptance_rate" })
     }
 
     func testWrongFilesAreRefusedSayingWhatTheyAre() throws {

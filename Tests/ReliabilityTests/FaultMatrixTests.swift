@@ -103,6 +103,21 @@ final class FaultMatrixTests: XCTestCase {
         XCTAssertEqual(temporaries(run), [], "temporary files of the killed run are cleaned up")
         XCTAssertFalse(FileManager.default.fileExists(atPath: run + "/.train.lock"))
         assertAllCheckpointsLoad(run)
+        // The run's log: the steps the kill logged after the newest checkpoint were dropped, so
+        // every step is there once, with the uninterrupted run's losses, under one run id.
+        let (log, refLog) = (try logRows(run + "/adapter/metrics.jsonl"), try logRows(ref + "/adapter/metrics.jsonl"))
+        let steps = log.filter { $0["type"] as? String == "train" }.map { $0["step"] as? Int ?? -1 }
+        XCTAssertEqual(steps, Array(1...steps.count), "each step once, in order")
+        XCTAssertEqual(log.filter { $0["type"] as? String == "train" }.map { $0["loss"] as? Double },
+                       refLog.filter { $0["type"] as? String == "train" }.map { $0["loss"] as? Double })
+        XCTAssertEqual(Set(log.compactMap { $0["run_id"] as? String }).count, 1, "the header and the resume line name one run")
+        XCTAssertEqual(log.filter { $0["type"] as? String == "resume" }.count, 1)
+    }
+
+    func logRows(_ path: String) throws -> [[String: Any]] {
+        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map {
+            try XCTUnwrap(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any], "\(path): \($0)")
+        }
     }
 
     // MARK: SIGINT during a checkpoint write

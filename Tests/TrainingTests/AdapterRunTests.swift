@@ -1,13 +1,15 @@
 // train-adapter's library path end to end on a tiny GGUF model written by the test: exact
 // resume after a mid-epoch stop (bit for bit), refusals (other base, other LoRA shape, other
-// data, final checkpoint, draft-vs-adapter), the folder lock, NaN handling, metrics and the
-// loss curve, and an eval file smaller than the batch.
+// data, final checkpoint, draft-vs-adapter), the folder lock, NaN handling, the run's log (its
+// own folder, continued on resume without repeated steps, rebuilt for a checkpoint without one,
+// another run's never appended to) and the loss curve, and an eval file smaller than the batch.
 import Autograd
 import DataSchema
 import Foundation
 import Inference
 import ModelAssets
 import ModelDefinition
+import RunLog
 @testable import Training
 import TestSupport
 import XCTest
@@ -91,7 +93,7 @@ final class AdapterRunTests: XCTestCase {
             let evals = a.header.state.evals
             XCTAssertEqual(evals.count, 2)
             XCTAssertLessThan(evals.last!.loss, evals.first!.loss + 1e-3)
-            for f in ["adapter-epoch1.safetensors", "adapter-epoch2.safetensors", "adapter-final.safetensors", "metrics.jsonl", "loss-curve.svg"] {
+            for f in ["adapter-epoch1.safetensors", "adapter-epoch2.safetensors", "adapter-final.safetensors", "adapter/metrics.jsonl", "adapter/loss-curve.svg"] {
                 XCTAssert(FileManager.default.fileExists(atPath: env.dir + "/full/" + f), "missing \(f)")
             }
             XCTAssertFalse(FileManager.default.fileExists(atPath: env.dir + "/full/.train.lock"), "lock left behind")
@@ -110,10 +112,12 @@ final class AdapterRunTests: XCTestCase {
         let plain = InferenceModel(base: env.base.weights)
         let ids = env.base.tokenizer.encode("<|im_start|>user\nsay alpha0<|im_end|>\n<|im_start|>assistant\n")
         XCTAssertNotEqual(adapted.forward(ids, cache: adapted.makeCache()), plain.forward(ids, cache: plain.makeCache()))
-        let svg = try String(contentsOfFile: env.dir + "/run/loss-curve.svg", encoding: .utf8)
-        XCTAssert(svg.hasPrefix("<svg") && svg.contains("polyline"))
-        let metrics = try String(contentsOfFile: env.dir + "/run/metrics.jsonl", encoding: .utf8).split(separator: "\n")
+        let svg = try String(contentsOfFile: env.dir + "/run/adapter/loss-curve.svg", encoding: .utf8)
+        XCTAssert(svg.hasPrefix("<svg") && svg.contains("polyline") && svg.contains("adapter training on train.jsonl"))
+        XCTAssertEqual(svg.components(separatedBy: "<circle").count - 1, 4 + 1, "an eval marker per epoch, and the legend's")
+        let metrics = try String(contentsOfFile: env.dir + "/run/adapter/metrics.jsonl", encoding: .utf8).split(separator: "\n")
         XCTAssertEqual(metrics.filter { $0.contains("\"type\":\"eval\"") }.count, 4)
+        try assertEventsEqualLog(env.dir + "/run/adapter")
     }
 
     func testResumeRefusesOtherBaseLoRAAndData() throws {
@@ -197,5 +201,92 @@ final class AdapterRunTests: XCTestCase {
         XCTAssertThrowsError(try run(settings(env, runDir: env.dir + "/run2"), base: env.base)) { e in
             XCTAssert(((e as? LocalizedError)?.errorDescription ?? "").contains(env.train), "\(e)")
         }
+    }
+
+    // MARK: the run's log
+
+    func logRows(_ path: String) throws -> [[String: Any]] {
+        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map {
+            try XCTUnwrap(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+    }
+
+    func trainRows(_ rows: [[String: Any]]) -> [[String: Any]] { rows.filter { $0["type"] as? String == "train" } }
+
+    /// The folder's event files hold exactly the scalars of its metrics.jsonl rows.
+    func assertEventsEqualLog(_ folder: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let files = EventFileContents.files(in: folder)
+        XCTAssertEqual(files.count, 1, file: file, line: line)
+        let events = try files.flatMap { try EventFileContents(path: $0).scalars }
+        let expected = try logRows(folder + "/metrics.jsonl").flatMap { row in
+            MetricScalars.scalars(of: row).map { "\($0.tag)@\(MetricScalars.integer(row["step"])!)=\(Float($0.value))" }
+        }
+        XCTAssertFalse(expected.isEmpty, file: file, line: line)
+        XCTAssertEqual(events.map { "\($0.tag)@\($0.step)=\($0.value)" }, expected, file: file, line: line)
+    }
+
+    /// A run stopped mid-epoch and resumed logs what an uninterrupted run logs: every step once,
+    /// the same losses and moving average, one run id in the header, the resume line, and both
+    /// checkpoints; its event files say the same.
+    func testResumedRunContinuesItsOwnLog() throws {
+        let env = try makeEnv()
+        _ = try run(settings(env, runDir: env.dir + "/full"), base: env.base)
+        let (first, _) = try run(settings(env, runDir: env.dir + "/split"), base: env.base, stopAfter: 3)
+        guard case .interrupted(let stopPath) = first else { return XCTFail("not interrupted") }
+        let (second, _) = try run(settings(env, runDir: env.dir + "/split", resume: true), base: env.base)
+        guard case .finished(let finalPath) = second else { return XCTFail("not finished") }
+        let full = try logRows(env.dir + "/full/adapter/metrics.jsonl"), split = try logRows(env.dir + "/split/adapter/metrics.jsonl")
+        XCTAssertEqual(trainRows(split).map { $0["step"] as? Int }, Array(1...10))
+        for key in ["loss", "smoothed_loss", "learning_rate", "grad_norm"] {
+            XCTAssertEqual(trainRows(split).map { $0[key] as? Double }, trainRows(full).map { $0[key] as? Double }, key)
+        }
+        XCTAssertEqual(split.filter { $0["type"] as? String == "eval" }.map { $0["loss"] as? Double },
+                       full.filter { $0["type"] as? String == "eval" }.map { $0["loss"] as? Double })
+        XCTAssertEqual(split.compactMap { $0["type"] as? String }.filter { (t: String) in t == "run" || t == "resume" }, ["run", "resume"])
+        let runId = try XCTUnwrap(split[0]["run_id"] as? String)
+        XCTAssertNotEqual(runId, full[0]["run_id"] as? String)
+        XCTAssertEqual(try Checkpoint.load(stopPath).header.runId, runId)
+        XCTAssertEqual(try Checkpoint.load(finalPath).header.runId, runId)
+        try assertEventsEqualLog(env.dir + "/split/adapter")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: env.dir + "/split").filter { !$0.hasSuffix(".safetensors") }, ["adapter"])
+    }
+
+    /// A checkpoint whose run has no log in the folder (written before run logs, or moved) resumes
+    /// with a log rebuilt from its history; a folder's old top-level metrics.jsonl is named and kept.
+    func testResumingWithoutTheRunsLogRebuildsIt() throws {
+        let env = try makeEnv()
+        _ = try run(settings(env, runDir: env.dir + "/full"), base: env.base)
+        _ = try run(settings(env, runDir: env.dir + "/old"), base: env.base, stopAfter: 4)
+        try FileManager.default.removeItem(atPath: env.dir + "/old/adapter")
+        let legacy = "{\"loss\":1.5,\"step\":1,\"type\":\"train\"}\n"
+        try legacy.write(toFile: env.dir + "/old/metrics.jsonl", atomically: true, encoding: .utf8)
+        var notes: [String] = []
+        _ = try AdapterRun.run(settings(env, runDir: env.dir + "/old", resume: true), base: env.base, shouldStop: { false },
+                               notice: { if case .log(let n) = $0 { notes.append(n) } }, onEvent: { _ in })
+        XCTAssert(notes.contains { $0.contains("was written before each run kept its own log") }, "\(notes)")
+        XCTAssert(notes.contains { $0.contains("rebuilt") }, "\(notes)")
+        XCTAssertEqual(try String(contentsOfFile: env.dir + "/old/metrics.jsonl", encoding: .utf8), legacy)
+        let rebuilt = try logRows(env.dir + "/old/adapter/metrics.jsonl"), full = try logRows(env.dir + "/full/adapter/metrics.jsonl")
+        XCTAssertEqual(trainRows(rebuilt).map { $0["loss"] as? Double }, trainRows(full).map { $0["loss"] as? Double })
+        XCTAssertEqual(trainRows(rebuilt).map { $0["smoothed_loss"] as? Double }, trainRows(full).map { $0["smoothed_loss"] as? Double })
+        XCTAssertEqual(trainRows(rebuilt).prefix(4).map { $0["rebuilt"] as? Bool }, [true, true, true, true])
+        XCTAssertNil(trainRows(rebuilt)[4]["rebuilt"])
+        try assertEventsEqualLog(env.dir + "/old/adapter")
+    }
+
+    /// A new run in a folder that holds another run's log moves that log aside, whole.
+    func testANewRunNeverAppendsToAnotherRunsLog() throws {
+        let env = try makeEnv()
+        _ = try run(settings(env, runDir: env.dir + "/run", epochs: 1), base: env.base)
+        let before = try logRows(env.dir + "/run/adapter/metrics.jsonl")
+        let firstId = try XCTUnwrap(before[0]["run_id"] as? String)
+        _ = try run(settings(env, runDir: env.dir + "/run", epochs: 1), base: env.base)
+        let moved = try logRows(env.dir + "/run/\(firstId)/metrics.jsonl")
+        XCTAssertEqual(moved.count, before.count)
+        XCTAssertEqual(moved.map { $0["step"] as? Int }, before.map { $0["step"] as? Int })
+        let now = try logRows(env.dir + "/run/adapter/metrics.jsonl")
+        XCTAssertNotEqual(now[0]["run_id"] as? String, firstId)
+        XCTAssertEqual(now.filter { $0["type"] as? String == "run" }.count, 1)
+        XCTAssertEqual(trainRows(now).map { $0["step"] as? Int }, Array(1...5))
     }
 }
