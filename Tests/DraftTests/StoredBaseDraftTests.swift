@@ -79,7 +79,7 @@ final class StoredBaseDraftTests: XCTestCase {
                 checkpoints: CheckpointSettings(directory: runDir, frequency: 1, resumeFrom: nil, resume: false, keepBest: nil),
                 makeOptions: { _ in
                     var o = TrainingOptions()
-                    o.epochs = 2
+                    o.epochs = 4
                     o.learningRate = 1e-2
                     return o
                 })
@@ -90,7 +90,9 @@ final class StoredBaseDraftTests: XCTestCase {
             })
             XCTAssertEqual(FrozenMatrix.fullCopies.value - copies, trainedProjections, "training a frozen-embedding draft copies only the blocks it trains")
             guard case .finished(let final) = outcome else { return XCTFail("did not finish") }
-            XCTAssertLessThan(losses.last!, losses.first!, "the divergence falls: \(losses)")
+            // per-batch losses differ a lot (3 batches an epoch): the last epoch's mean against the first's
+            let perEpoch = losses.count / 4
+            XCTAssertLessThan(losses.suffix(perEpoch).reduce(0, +), losses.prefix(perEpoch).reduce(0, +), "the divergence falls: \(losses)")
             let file = try CheckpointFile.load(final)
             XCTAssertNil(file.tensors[TensorTable.embedding], "the base's embedding is not written into the draft")
             XCTAssertNil(file.tensors[TensorTable.head])
