@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Every tool end to end on one base model, each under /usr/bin/time -v: train-adapter (a few
 # steps on a tiny repeated data set; the loss must fall), train-draft (frozen embeddings),
-# evaluate-adapter, export-fmadapter (package with the draft, and fuse), generate (the base, with
-# the adapter, with the draft) and bench-speculative. Prints one line per tool: wall time, peak RSS, the
-# tool's own figure (loss, tokens/s), and the base's float32 size beside it, so a tool that held a
-# float32 copy of the base shows. Leaves out quality (random-weight models say nothing there).
+# evaluate-adapter, export-fmadapter (package with the draft, PEFT, llama.cpp LoRA GGUF, and fuse),
+# generate (the base, with the adapter, with the draft) and bench-speculative. Prints one line per
+# tool: wall time, peak RSS, how many full float32 copies of stored base matrices the tool made
+# (ADAPTER_REPORT_FULL_COPIES=1), the tool's own figure (loss, tokens/s), and the base's float32
+# size beside it. Leaves out quality (random-weight models say nothing there).
 # Usage: scripts/bench-tools.sh MODEL.gguf [WORKDIR]   (WORKDIR default: a fresh folder in /tmp,
 # deleted at the end unless KEEP=1; the fused model alone is as big as an F16 copy of the base)
 set -euo pipefail
@@ -34,16 +35,18 @@ for w in india juliet; do printf '{"messages": [{"role": "user", "content": "say
 # float32 size of the base: its parameter count (adapter-data inspect) times 4
 params=$($bin/adapter-data inspect --base-model "$model" --json 2>/dev/null | sed -n 's/.*"parameters" : \([0-9]*\).*/\1/p' || true)
 
+export ADAPTER_REPORT_FULL_COPIES=1  # each tool prints its count of full float32 copies on exit
 run() {  # run NAME CMD...: time -v into NAME.time, the tool's stdout and stderr into NAME.log
   local name=$1; shift
   /usr/bin/time -v -o "$work/$name.time" "$@" > "$work/$name.log" 2>&1 || { echo "bench-tools: $name failed:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
 }
 grab() { grep -oE "$1" "$work/$2.log" || true; }  # grab PATTERN NAME: every match in NAME.log
 report() {  # report NAME FIGURE
-  local rss wall
+  local rss wall copies
   rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.0f", $2 / 1024}' "$work/$1.time")
   wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$work/$1.time")
-  printf '%-22s wall %8s   peak RSS %6s MB   %s\n' "$1" "$wall" "$rss" "$2"
+  copies=$(sed -n 's/^full float32 copies of stored base matrices: //p' "$work/$1.log" | tail -1)
+  printf '%-22s wall %8s   peak RSS %6s MB   full copies %3s   %s\n' "$1" "$wall" "$rss" "${copies:-?}" "$2"
 }
 
 echo "== $(basename "$model") ($(du -m "$model" | cut -f1) MB file${params:+, float32 weights $((params * 4 / 1048576)) MB}); load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -65,6 +68,14 @@ report evaluate-adapter "$(grep -iE 'loss|match' "$work/evaluate-adapter.log" | 
 run export-package $bin/export-fmadapter export --checkpoint "$adapter" --draft-checkpoint "$draft" --base-model "$model" \
   --adapter-name bench --output-dir "$work/exports"
 report export-package "$(du -sm "$work/exports/bench.fmadapter" | cut -f1) MB package"
+
+run export-peft $bin/export-fmadapter export --format peft --checkpoint "$adapter" --base-model "$model" \
+  --adapter-name bench-peft --output-dir "$work/exports"
+report export-peft "$(du -sm "$work/exports/bench-peft" | cut -f1) MB PEFT folder"
+
+run export-gguf $bin/export-fmadapter export --format gguf --checkpoint "$adapter" --base-model "$model" \
+  --adapter-name bench-lora --output-dir "$work/exports"
+report export-gguf "$(du -m "$work/exports/bench-lora.gguf" | cut -f1) MB llama.cpp LoRA GGUF"
 
 run export-fuse $bin/export-fmadapter fuse --base-model "$model" --checkpoint "$adapter" --format gguf-f16 --output "$work/fused.gguf"
 report export-fuse "$(du -m "$work/fused.gguf" | cut -f1) MB fused F16 GGUF"

@@ -21,7 +21,8 @@ public struct BaseModelOptions: ParsableArguments {
     public init() {}
 
     public func load() throws -> BaseModel {
-        try BaseModel.load(path: try BaseModel.resolvePath(baseModel), storage: baseWeights)
+        FullCopyReport.install()
+        return try BaseModel.load(path: try BaseModel.resolvePath(baseModel), storage: baseWeights)
     }
 
     /// Loads the base and the adapter at `adapter` (a checkpoint, .fmadapter package or PEFT

@@ -84,6 +84,7 @@ struct ExportCommand: ParsableCommand {
     }
 
     func run() throws {
+        FullCopyReport.install()
         switch format {
         case .fmadapter:
             let creator = try creatorDefined.map { try MetadataValue.parseObject($0, what: "--creator-defined") } ?? [:]
