@@ -70,12 +70,12 @@ run export-package $bin/export-fmadapter export --checkpoint "$adapter" --draft-
 report export-package "$(du -sm "$work/exports/bench.fmadapter" | cut -f1) MB package"
 
 run export-peft $bin/export-fmadapter export --format peft --checkpoint "$adapter" --base-model "$model" \
-  --adapter-name bench-peft --output-dir "$work/exports"
-report export-peft "$(du -sm "$work/exports/bench-peft" | cut -f1) MB PEFT folder"
+  --adapter-name bench_peft --output-dir "$work/exports"
+report export-peft "$(du -sm "$work/exports/bench_peft" | cut -f1) MB PEFT folder"
 
 run export-gguf $bin/export-fmadapter export --format gguf --checkpoint "$adapter" --base-model "$model" \
-  --adapter-name bench-lora --output-dir "$work/exports"
-report export-gguf "$(du -m "$work/exports/bench-lora.gguf" | cut -f1) MB llama.cpp LoRA GGUF"
+  --adapter-name bench_lora --output-dir "$work/exports"
+report export-gguf "$(du -m "$work/exports/bench_lora.gguf" | cut -f1) MB llama.cpp LoRA GGUF"
 
 run export-fuse $bin/export-fmadapter fuse --base-model "$model" --checkpoint "$adapter" --format gguf-f16 --output "$work/fused.gguf"
 report export-fuse "$(du -m "$work/fused.gguf" | cut -f1) MB fused F16 GGUF"
