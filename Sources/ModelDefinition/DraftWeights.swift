@@ -54,7 +54,7 @@ public struct DraftWeights: Sendable {
 
     /// Loads a draft-model checkpoint file for `base`.
     public static func load(path: String, base: BaseModel) throws -> DraftWeights {
-        try load(checkpoint: CheckpointFile.load(path), base: base)
+        try load(checkpoint: CheckpointFile.load(path, moments: false), base: base)
     }
 
     /// The sorted, in-range token ids a vocabulary tensor holds; `makeError(reason)` otherwise.

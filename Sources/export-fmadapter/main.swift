@@ -88,8 +88,8 @@ struct ExportCommand: ParsableCommand {
         switch format {
         case .fmadapter:
             let creator = try creatorDefined.map { try MetadataValue.parseObject($0, what: "--creator-defined") } ?? [:]
-            let adapter = try Checkpoint.load(checkpoint)
-            let draft = try draftCheckpoint.map { try Checkpoint.load($0) }
+            let adapter = try Checkpoint.load(checkpoint, moments: false)
+            let draft = try draftCheckpoint.map { try Checkpoint.load($0, moments: false) }
             let base = try baseModel.map { try BaseModel.load(path: $0, storage: .stored) }
             let options = PackageOptions(name: adapterName, author: author, description: description, license: license,
                                          draftTokenCount: draftTokenCount, creatorDefined: creator)

@@ -94,6 +94,10 @@ final class StoredBaseDraftTests: XCTestCase {
             let perEpoch = losses.count / 4
             XCTAssertLessThan(losses.suffix(perEpoch).reduce(0, +), losses.prefix(perEpoch).reduce(0, +), "the divergence falls: \(losses)")
             let file = try CheckpointFile.load(final)
+            let light = try CheckpointFile.load(final, moments: false)  // what inference and export read
+            XCTAssertFalse(file.optimizerMoments.m.isEmpty)
+            XCTAssertTrue(light.optimizerMoments.m.isEmpty && light.optimizerMoments.v.isEmpty)
+            XCTAssertEqual(light.tensors, file.tensors)
             XCTAssertNil(file.tensors[TensorTable.embedding], "the base's embedding is not written into the draft")
             XCTAssertNil(file.tensors[TensorTable.head])
             XCTAssertNotNil(file.tensors[TensorTable.weight(layer: 0, target: .q)], "the trained blocks are")
