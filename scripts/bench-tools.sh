@@ -6,6 +6,8 @@
 # tool: wall time, peak RSS, how many full float32 copies of stored base matrices the tool made
 # (ADAPTER_REPORT_FULL_COPIES=1), the tool's own figure (loss, tokens/s), and the base's float32
 # size beside it. Leaves out quality (random-weight models say nothing there).
+# STEPS (default 8: two epochs of the 8 samples, whose halves the loss check compares), DRAFT_STEPS
+# (4) and RANK (8) from the environment.
 # Usage: scripts/bench-tools.sh MODEL.gguf [WORKDIR]   (WORKDIR default: a fresh folder in /tmp,
 # deleted at the end unless KEEP=1; the fused model alone is as big as an F16 copy of the base)
 set -euo pipefail
@@ -41,6 +43,10 @@ run() {  # run NAME CMD...: time -v into NAME.time, the tool's stdout and stderr
   /usr/bin/time -v -o "$work/$name.time" "$@" > "$work/$name.log" 2>&1 || { echo "bench-tools: $name failed:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
 }
 grab() { grep -oE "$1" "$work/$2.log" || true; }  # grab PATTERN NAME: every match in NAME.log
+halves() {  # halves NAME: the mean loss of the first and the second half of the steps (batches differ: compare epochs)
+  grab 'step [0-9/]+ +loss [0-9.]+' "$1" | awk '{l[NR] = $NF} END {h = int(NR / 2); for (i = 1; i <= NR; i++) if (i <= h) a += l[i]; else b += l[i];
+    if (h > 0) printf "mean %.3f -> %.3f (%s)", a / h, b / (NR - h), (b / (NR - h) < a / h ? "falls" : "DOES NOT FALL")}'
+}
 report() {  # report NAME FIGURE
   local rss wall copies
   rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.0f", $2 / 1024}' "$work/$1.time")
@@ -52,7 +58,7 @@ report() {  # report NAME FIGURE
 echo "== $(basename "$model") ($(du -m "$model" | cut -f1) MB file${params:+, float32 weights $((params * 4 / 1048576)) MB}); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 run train-adapter $bin/train-adapter --base-model "$model" --train-data "$work/train.jsonl" --checkpoint-dir "$work/adapter" \
   --rank "$rank" --batch-size 2 --epochs 100 --max-steps "$steps" --learning-rate 5e-3 --warmup-steps 0 --seed 1
-report train-adapter "losses: $(grab 'step [0-9/]+ +loss [0-9.]+' train-adapter | awk '{print $NF}' | tr '\n' ' '); $(grab '[0-9.]+ tok/s' train-adapter | tail -1)"
+report train-adapter "losses: $(grab 'step [0-9/]+ +loss [0-9.]+' train-adapter | awk '{print $NF}' | tr '\n' ' ')$(halves train-adapter); $(grab '[0-9.]+ tok/s' train-adapter | tail -1)"
 adapter=$work/adapter/adapter-final.safetensors
 
 run train-draft $bin/train-draft --base-model "$model" --checkpoint "$adapter" --train-data "$work/train.jsonl" \
