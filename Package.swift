@@ -24,12 +24,18 @@ let package = Package(
         // TensorBoard event files (RunLog). The generated message code is committed
         // (scripts/generate-protos.sh): no build plugin, no protoc at build time.
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
     ],
     targets: [
         .systemLibrary(
             name: "COpenBLAS", path: "Sources/COpenBLAS", pkgConfig: "openblas",
             providers: [.apt(["libopenblas-dev", "liblapacke-dev"])]),
         .target(name: "Autograd", dependencies: ["COpenBLAS"]),
+        // MPI for data-parallel training (train-adapter/train-draft under mpirun); only
+        // Sources/DataParallel imports it, and no library product depends on it.
+        .systemLibrary(
+            name: "CMPI", path: "Sources/CMPI", pkgConfig: "mpi",
+            providers: [.apt(["libopenmpi-dev", "openmpi-bin"])]),
         // Block-format matrix kernels in C: per-CPU-level code via target attributes, no unsafe flags.
         .target(name: "CBlockKernels"),
         .target(
@@ -56,13 +62,18 @@ let package = Package(
         .target(
             name: "CLISupport",
             dependencies: ["Training", "ModelDefinition", "DataSchema", "RunLog", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        // Data-parallel training: Training's ProcessGroup over MPI, and the executables' glue.
+        .target(
+            name: "DataParallel",
+            dependencies: ["CMPI", "Training", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        .testTarget(name: "DataParallelTests", dependencies: ["DataParallel", "TestSupport", "Training", "DataSchema", "ModelDefinition", "ModelAssets", "Autograd"]),
         .executableTarget(
             name: "generate",
             dependencies: ["CLISupport", "ModelDefinition", "Inference", "DataSchema", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "train-adapter",
-            dependencies: ["CLISupport", "Training", "ModelDefinition", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["CLISupport", "DataParallel", "Training", "ModelDefinition", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "bench-train",
             dependencies: ["CLISupport", "Inference", "Training", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
@@ -92,7 +103,7 @@ let package = Package(
         .testTarget(name: "ExportTests", dependencies: ["TestSupport", "Export", "Training", "Inference", "Distillation", "ModelDefinition", "ModelAssets", "Autograd", "DataSchema"]),
         .executableTarget(
             name: "train-draft",
-            dependencies: ["CLISupport", "Distillation", "Training", "ModelDefinition", "DataSchema", "Autograd",
+            dependencies: ["CLISupport", "DataParallel", "Distillation", "Training", "ModelDefinition", "DataSchema", "Autograd",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "make-model",
@@ -127,6 +138,20 @@ let package = Package(
             name: "bench-guided-decoding",
             dependencies: ["CLISupport", "DataSchema", "Guidance", "Inference", "ModelAssets", "ModelDefinition",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        // The OpenAI-compatible server: per-row adapters in one batch, continuous batching, HTTP.
+        .target(
+            name: "Server",
+            dependencies: ["Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
+                           .product(name: "Hummingbird", package: "hummingbird")]),
+        .executableTarget(
+            name: "serve",
+            dependencies: ["Server", "CLISupport", "Inference", "ModelDefinition",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Hummingbird", package: "hummingbird")]),
+        .testTarget(
+            name: "ServerTests",
+            dependencies: ["Server", "TestSupport", "Export", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
+                           .product(name: "Hummingbird", package: "hummingbird")]),
         .executableTarget(
             name: "bench-kernels",
             dependencies: ["CBlockKernels", "ModelAssets", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),

@@ -15,6 +15,11 @@ scripts/test-example-app.sh
 # The run logs as TensorBoard reads them: a short real adapter, draft and evaluation run into one
 # folder, loaded with TensorBoard's own reader and compared with the metrics files (~2 minutes).
 scripts/check-run-logs.sh
+# The OpenAI-compatible server against real clients on loopback: the openai Python package, curl,
+# schemathesis on docs/openapi.yaml (SERVE_CHECK=0 skips; scripts/serve/check.sh says what it does).
+if [ "${SERVE_CHECK:-1}" != 0 ]; then
+  scripts/serve/check.sh
+fi
 # Then every parser fuzzer briefly (FUZZ_SECONDS each, default 20; 0 skips), so that a
 # regression on hostile input shows in CI. Long runs: scripts/fuzz.sh 600 (docs/reliability.md).
 if [ "${FUZZ_SECONDS:-20}" != 0 ]; then

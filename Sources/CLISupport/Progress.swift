@@ -8,18 +8,23 @@ import Training
 
 public final class ProgressPrinter {
     let live: Bool
+    /// Prints nothing (the ranks other than 0 of a data-parallel run).
+    public var silent = false
     /// The loss's moving average, bias-corrected as the run's log writes it.
     var smoothed = BiasCorrectedEMA()
     var lineOpen = false
     /// The step this run started after (non-zero when resumed): the ETA divides the elapsed time
     /// by the steps taken in this run, not by the step number.
     var firstStep = 0
+    /// A data-parallel run's report for the next step line.
+    var parallel: DataParallelReport?
 
     public init(live: Bool = isatty(STDERR_FILENO) == 1) {
         self.live = live
     }
 
     public func log(_ text: String) {
+        if silent { return }
         if lineOpen {
             FileHandle.standardError.write(Data("\n".utf8))
             lineOpen = false
@@ -28,6 +33,7 @@ public final class ProgressPrinter {
     }
 
     func status(_ text: String) {
+        if silent { return }
         if live {
             FileHandle.standardError.write(Data(("\r\u{1B}[K" + text).utf8))
             lineOpen = true
@@ -67,6 +73,16 @@ public final class ProgressPrinter {
         if !scan.damaged.isEmpty, let newest = scan.newest { log("--resume uses the newest valid checkpoint, \(newest)") }
     }
 
+    /// A data-parallel window as the step line's tail: tokens/s and compute time per rank, and
+    /// the gradient sum's time and size per step.
+    public static func describe(_ p: DataParallelReport) -> String {
+        let seconds = max(p.seconds, 1e-9)
+        let rates = p.tokensPerRank.map { String(format: "%.0f", Double($0) / seconds) }.joined(separator: "/")
+        let compute = p.computeSecondsPerRank.map { String(format: "%.2f", $0 / Double(max(1, p.steps))) }.joined(separator: "/")
+        return String(format: "| %d ranks: %@ tok/s, compute %@ s/step, allreduce %.3f s/step of %.1f MB",
+                      p.ranks, rates, compute, p.allreduceSecondsPerStep, Double(p.allreduceBytesPerStep) / 1e6)
+    }
+
     public func handle(_ event: TrainingEvent) {
         switch event {
         case .started(let plan):
@@ -79,7 +95,11 @@ public final class ProgressPrinter {
             let remaining = Self.remainingSeconds(step: r.step, total: total, firstStep: firstStep, elapsed: elapsed)
             status(String(format: "epoch %d  step %d/%d  loss %.4f (smoothed %.4f)  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %@  ETA %@",
                           r.epoch, r.step, total, r.loss, average, r.learningRate, r.gradNorm, tps,
-                          Self.duration(elapsed), Self.duration(remaining)))
+                          Self.duration(elapsed), Self.duration(remaining))
+                   + (parallel.map { "  " + Self.describe($0) } ?? ""))
+            parallel = nil
+        case .dataParallel(let report):
+            parallel = report
         case .evaluated(let e):
             log(String(format: "eval after epoch %d (step %d): loss %.4f  perplexity %.3f  over %d tokens", e.epoch, e.step, e.loss, e.perplexity, e.tokens))
         case .checkpointSaved(let path, _):

@@ -32,6 +32,9 @@ public struct DraftRunSettings {
     public var activationCheckpointing = false
     /// TensorBoard events or not, the command line for the log's header, the curve's scale.
     public var report = ReportSettings()
+    /// The processes of a data-parallel run (nil: this process alone). Only rank 0 uses the run
+    /// folder and measures the per-epoch draft metrics; the others start from its state.
+    public var group: ProcessGroup?
 
     public init(data: DataSettings, teacherAdapter: String?, source: DraftSource, freezeEmbeddings: Bool,
                 divergence: Divergence, vocabulary: DraftVocabularyMode, checkpoints: CheckpointSettings,
@@ -135,8 +138,10 @@ public enum DraftRun {
         // Files are checked before the folder is locked or any data is read.
         let adapter = try s.teacherAdapter.map { try Adapter.load($0, base: base) }
         try adapter?.requireBase(base)
-        let folder = try RunFolder(s.checkpoints.directory)
-        defer { folder.releaseLock() }
+        let parallel = s.group.flatMap { $0.size > 1 ? $0 : nil }
+        let isRoot = (parallel?.rank ?? 0) == 0
+        let folder = isRoot ? try RunFolder(s.checkpoints.directory) : nil
+        defer { folder?.releaseLock() }
         let data = try DataPreparation.prepare(s.data, base: base)
         notice(.dataSummary(train: data.trainSummary, eval: data.evalSummary, trainTokens: data.trainTokens,
                             targetTokens: data.trainTargetTokens, computedPositions: data.firstEpochPositions, skipped: data.issues))
@@ -163,7 +168,7 @@ public enum DraftRun {
                                          vocabulary: s.vocabulary.rawValue, source: sourceText)
         let teacherSignature = adapter?.signature
 
-        let resumed = try s.checkpoints.resumeCheckpoint(in: folder, prefix: "draft-model")
+        let resumed = try folder.flatMap { try s.checkpoints.resumeCheckpoint(in: $0, prefix: "draft-model") }
         var state = TrainerState(seed: options.seed)
         var optimizer: AdamW? = nil
         var runOptions = options
@@ -203,30 +208,40 @@ public enum DraftRun {
         notice(.draft(summary: draft.summary, trainable: draft.trainableParameters.reduce(0) { $0 + $1.tensor.count },
                       frozen: draft.frozenParameters.reduce(0) { $0 + $1.tensor.count } + draft.baseEmbeddings.reduce(0) { $0 + $1.matrix.rows * $1.matrix.columns },
                       divergence: s.divergence))
-        var settings = RunRecorder.settings(base: base, data: s.data, options: runOptions, fingerprint: data.fingerprint,
-                                            activationCheckpointing: s.activationCheckpointing)
-        settings["draft"] = ["teacher_adapter": s.teacherAdapter ?? NSNull(), "teacher_adapter_signature": teacherSignature ?? NSNull(),
-                             "source": sourceText, "layers": draft.layers ?? [], "divergence": s.divergence.rawValue,
-                             "vocabulary": s.vocabulary.rawValue, "freeze_embeddings": s.freezeEmbeddings] as [String: Any]
-        let recorder = try RunRecorder.open(
-            folder: folder, kind: "draft",
-            title: "draft distillation (\(s.divergence.rawValue) divergence) on \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
-            lossLabel: s.divergence.lossLabel, settings: settings, report: s.report, resumed: resumed, perplexity: false)
-        for n in recorder.log.notes { notice(.log(n)) }
-        notice(.log("run \(recorder.log.runId): log \(recorder.log.metricsPath), loss curve \(recorder.log.curvePath)"
-                    + (s.report.target == .tensorboard ? ", TensorBoard events in \(recorder.log.folder)/" : "")))
-        let runId = recorder.log.runId
-        let checkpointer = DraftCheckpointer(directory: folder.path, draft: draft, record: record) { st, opts, label in
+        // Rank 0 alone keeps the run's log; the other ranks' checkpoints are never written.
+        let recorder: RunRecorder? = try folder.map { folder in
+            var settings = RunRecorder.settings(base: base, data: s.data, options: runOptions, fingerprint: data.fingerprint,
+                                                activationCheckpointing: s.activationCheckpointing)
+            settings["draft"] = ["teacher_adapter": s.teacherAdapter ?? NSNull(), "teacher_adapter_signature": teacherSignature ?? NSNull(),
+                                 "source": sourceText, "layers": draft.layers ?? [], "divergence": s.divergence.rawValue,
+                                 "vocabulary": s.vocabulary.rawValue, "freeze_embeddings": s.freezeEmbeddings] as [String: Any]
+            if let parallel { settings["processes"] = parallel.size }
+            return try RunRecorder.open(
+                folder: folder, kind: "draft",
+                title: "draft distillation (\(s.divergence.rawValue) divergence) on \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
+                lossLabel: s.divergence.lossLabel, settings: settings, report: s.report, resumed: resumed, perplexity: false)
+        }
+        if let recorder {
+            for n in recorder.log.notes { notice(.log(n)) }
+            notice(.log("run \(recorder.log.runId): log \(recorder.log.metricsPath), loss curve \(recorder.log.curvePath)"
+                        + (s.report.target == .tensorboard ? ", TensorBoard events in \(recorder.log.folder)/" : "")))
+        }
+        let runId = recorder?.log.runId
+        let checkpointer = DraftCheckpointer(directory: s.checkpoints.directory, draft: draft, record: record) { st, opts, label in
             CheckpointHeader(content: .draft, baseSignature: base.signature, baseConfig: base.config, lora: nil,
                              draftConfig: draft.config, draftLayers: draft.layers, teacherAdapterSignature: teacherSignature,
                              state: st, options: opts, dataFingerprint: data.fingerprint, label: label, runId: runId)
         }
-        let trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
+        var trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
+        trainer.group = parallel
         // c on the engine generation uses, the teacher's KV-cache model against the draft's: a cost
-        // of shapes, not of values, so it is measured once, before training.
-        let cost = SpeculativeCost.measure(target: teacher.model, draft: DraftEngine(try draft.definition()))
+        // of shapes, not of values, so it is measured once, before training (by rank 0, which
+        // alone measures the per-epoch metrics while the other ranks wait).
+        let cost = isRoot ? SpeculativeCost.measure(target: teacher.model, draft: DraftEngine(try draft.definition())) : nil
         let metricsSource: BatchSource = data.eval ?? data.train
+        if let parallel { try GroupSetup.agree(parallel, key: "data \(data.fingerprint), base \(base.signature)", error: nil) }
         func epochMetrics(epoch: Int, step: Int) {
+            guard let cost, let recorder else { return }
             let m = DraftEvaluation.measure(objective, metricsSource, maxPositions: s.metricsPositions)
             let metrics = DraftEpochMetrics(epoch: epoch, step: step, eval: m, dataSet: data.eval == nil ? "train" : "eval", cost: cost)
             if let problem = recorder.append(metrics.json) { notice(.log(problem)) }
@@ -234,13 +249,13 @@ public enum DraftRun {
         }
         return try trainer.run(objective: objective, train: data.train, eval: data.eval, checkpointer: checkpointer,
                                state: state, optimizer: optimizer, shouldStop: shouldStop) { event in
-            if let problem = recorder.record(event) { notice(.log(problem)) }
+            if let problem = recorder?.record(event) { notice(.log(problem)) }
             onEvent(event)
             switch event {
             case .evaluated(let e):
                 epochMetrics(epoch: e.epoch, step: e.step)
             case .checkpointSaved(_, .epoch(let n)) where data.eval == nil:
-                epochMetrics(epoch: n, step: recorder.lastStep)
+                epochMetrics(epoch: n, step: recorder?.lastStep ?? 0)
             default:
                 break
             }

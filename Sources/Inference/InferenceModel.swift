@@ -212,7 +212,9 @@ public final class InferenceModel: @unchecked Sendable {
 
     /// Runs the new rows of every segment through all blocks, appending their keys and values
     /// to the segments' caches; returns the residual stream [n, D] (in `ws`, valid until its next use).
-    func runBlocks(_ tokens: [Int], _ segments: [Segment], _ ws: Workspace) -> UnsafeMutablePointer<Float> {
+    /// `rowAdapters`, when given, holds one entry per new row: that row's own adapter (or nil),
+    /// whose low-rank terms are added to the row after the base product (RowAdapter).
+    func runBlocks(_ tokens: [Int], _ segments: [Segment], _ ws: Workspace, rowAdapters: [RowAdapter?]? = nil) -> UnsafeMutablePointer<Float> {
         let c = config
         let n = tokens.count
         let D = c.hiddenSize, H = c.numHeads, K = c.numKVHeads, hd = c.headDim, F = c.intermediateSize
@@ -248,6 +250,7 @@ public final class InferenceModel: @unchecked Sendable {
             rmsNormRows(x, layer.inputNorm, rows: n, eps: eps, into: h)
             layer.wqkv.matmulNT(h, m: n, n: Q, k: D, qkv, activations)  // [n, Q]
             addLowRank(layer, input: 0, h, rows: n, into: qkv, width: Q, ws: ws)
+            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 0, h, rows: n, into: qkv, width: Q, ws: ws) }
             if let b = layer.bqkv {
                 for r in 0..<n { for j in 0..<Q { qkv[r * Q + j] += b[j] } }
             }
@@ -272,16 +275,19 @@ public final class InferenceModel: @unchecked Sendable {
             attention.run(layer: li, qkv: qkv, into: att, ws: ws)  // [n, H*hd]
             layer.wo.matmulNT(att, m: n, n: D, k: H * hd, o, activations)  // [n, D]
             addLowRank(layer, input: 1, att, rows: n, into: o, width: D, ws: ws)
+            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 1, att, rows: n, into: o, width: D, ws: ws) }
             for i in 0..<(n * D) { x[i] += o[i] }
             rmsNormRows(x, layer.postNorm, rows: n, eps: eps, into: h)
             layer.wGateUp.matmulNT(h, m: n, n: 2 * F, k: D, gu, activations)  // [n, 2F]
             addLowRank(layer, input: 2, h, rows: n, into: gu, width: 2 * F, ws: ws)
+            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 2, h, rows: n, into: gu, width: 2 * F, ws: ws) }
             for r in 0..<n {  // row by row, so each row's bits do not depend on n
                 let g = gu + r * 2 * F
                 Kernels.swiglu(gate: g, up: g + F, out: act + r * F, count: F)  // SIMD exp, as in training
             }
             layer.wDown.matmulNT(act, m: n, n: D, k: F, o, activations)  // [n, D]
             addLowRank(layer, input: 3, act, rows: n, into: o, width: D, ws: ws)
+            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 3, act, rows: n, into: o, width: D, ws: ws) }
             for i in 0..<(n * D) { x[i] += o[i] }
         }
         for s in segments { s.cache.count += s.rows }

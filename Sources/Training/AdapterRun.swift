@@ -143,6 +143,9 @@ public struct AdapterRunSettings {
     public var activationCheckpointing = false
     /// TensorBoard events or not, the command line for the log's header, the curve's scale.
     public var report = ReportSettings()
+    /// The processes of a data-parallel run (nil: this process alone). Only rank 0 uses the run
+    /// folder (lock, resume, checkpoints, metrics, log); the others start from its state.
+    public var group: ProcessGroup?
 
     public init(data: DataSettings, lora: LoRAConfig, checkpoints: CheckpointSettings, makeOptions: @escaping (Int) -> TrainingOptions) {
         self.data = data
@@ -164,14 +167,15 @@ public enum RunNotice {
 public enum AdapterRun {
     public static func run(_ s: AdapterRunSettings, base: BaseModel, shouldStop: () -> Bool,
                            notice: (RunNotice) -> Void, onEvent: (TrainingEvent) -> Void) throws -> TrainingOutcome {
-        let folder = try RunFolder(s.checkpoints.directory)
-        defer { folder.releaseLock() }
+        let parallel = s.group.flatMap { $0.size > 1 ? $0 : nil }
+        let folder = (parallel?.rank ?? 0) == 0 ? try RunFolder(s.checkpoints.directory) : nil
+        defer { folder?.releaseLock() }
         let data = try DataPreparation.prepare(s.data, base: base)
         notice(.dataSummary(train: data.trainSummary, eval: data.evalSummary, trainTokens: data.trainTokens,
                             targetTokens: data.trainTargetTokens, computedPositions: data.firstEpochPositions, skipped: data.issues))
         let options = s.makeOptions(data.train.batchCount(epoch: 0))
 
-        let resumed = try s.checkpoints.resumeCheckpoint(in: folder, prefix: "adapter")
+        let resumed = try folder.flatMap { try s.checkpoints.resumeCheckpoint(in: $0, prefix: "adapter") }
         let lora = resumed?.header.lora ?? s.lora
         if let r = resumed {
             try r.requireAdapter(for: base)
@@ -201,24 +205,32 @@ public enum AdapterRun {
         let params = model.loraParameters
         notice(.model(path: base.path, signature: base.signature, layers: base.config.numLayers, hidden: base.config.hiddenSize,
                       trainable: params.reduce(0) { $0 + $1.tensor.count }, lora: lora))
-        var settings = RunRecorder.settings(base: base, data: s.data, options: runOptions, fingerprint: data.fingerprint,
-                                            activationCheckpointing: s.activationCheckpointing)
-        settings["lora"] = RunRecorder.jsonObject(lora)
-        let recorder = try RunRecorder.open(
-            folder: folder, kind: "adapter", title: "adapter training on \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
-            lossLabel: "cross-entropy of the assistant tokens", settings: settings, report: s.report, resumed: resumed, perplexity: true)
-        for n in recorder.log.notes { notice(.log(n)) }
-        notice(.log("run \(recorder.log.runId): log \(recorder.log.metricsPath), loss curve \(recorder.log.curvePath)"
-                    + (s.report.target == .tensorboard ? ", TensorBoard events in \(recorder.log.folder)/" : "")))
-        let runId = recorder.log.runId
-        let checkpointer = FolderCheckpointer(directory: folder.path, prefix: "adapter", params: params) { st, opts, label in
+        // Rank 0 alone keeps the run's log; the other ranks' checkpoints are never written.
+        let recorder: RunRecorder? = try folder.map { folder in
+            var settings = RunRecorder.settings(base: base, data: s.data, options: runOptions, fingerprint: data.fingerprint,
+                                                activationCheckpointing: s.activationCheckpointing)
+            settings["lora"] = RunRecorder.jsonObject(lora)
+            if let parallel { settings["processes"] = parallel.size }
+            return try RunRecorder.open(
+                folder: folder, kind: "adapter", title: "adapter training on \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
+                lossLabel: "cross-entropy of the assistant tokens", settings: settings, report: s.report, resumed: resumed, perplexity: true)
+        }
+        if let recorder {
+            for n in recorder.log.notes { notice(.log(n)) }
+            notice(.log("run \(recorder.log.runId): log \(recorder.log.metricsPath), loss curve \(recorder.log.curvePath)"
+                        + (s.report.target == .tensorboard ? ", TensorBoard events in \(recorder.log.folder)/" : "")))
+        }
+        let runId = recorder?.log.runId
+        let checkpointer = FolderCheckpointer(directory: s.checkpoints.directory, prefix: "adapter", params: params) { st, opts, label in
             CheckpointHeader(content: .adapter, baseSignature: base.signature, baseConfig: base.config, lora: lora,
                              state: st, options: opts, dataFingerprint: data.fingerprint, label: label, runId: runId)
         }
-        let trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
+        var trainer = Trainer(options: runOptions, keepBest: s.checkpoints.keepBest)
+        trainer.group = parallel
+        if let parallel { try GroupSetup.agree(parallel, key: "data \(data.fingerprint), base \(base.signature)", error: nil) }
         return try trainer.run(objective: objective, train: data.train, eval: data.eval, checkpointer: checkpointer,
                                state: state, optimizer: optimizer, shouldStop: shouldStop) { event in
-            if let problem = recorder.record(event) { notice(.log(problem)) }
+            if let problem = recorder?.record(event) { notice(.log(problem)) }
             onEvent(event)
         }
     }

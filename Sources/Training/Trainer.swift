@@ -99,6 +99,8 @@ public struct TrainingPlan: Sendable {
 public enum TrainingEvent: Sendable {
     case started(TrainingPlan)
     case step(StepRecord, totalSteps: Int, tokensPerSecond: Double, elapsed: Double)
+    /// Data-parallel runs: what the ranks did since the last report (sent just before `.step`).
+    case dataParallel(DataParallelReport)
     case evaluated(EvalRecord)
     case checkpointSaved(path: String, kind: CheckpointKind)
     case checkpointsPruned([String])
@@ -114,6 +116,12 @@ public enum TrainingOutcome: Sendable, Equatable {
 public struct Trainer {
     public var options: TrainingOptions
     public var keepBest: Int?
+    /// The processes of a data-parallel run (`mpirun -np N`): each computes its share of every
+    /// batch, gradients are summed over them, rank 0 writes the checkpoints. Nil (or a group
+    /// of one) trains in this process alone, exactly as without it.
+    public var group: ProcessGroup?
+    /// Set once rank 0's starting point has been shared.
+    var startShared = false
 
     public init(options: TrainingOptions, keepBest: Int? = nil) {
         self.options = options
@@ -154,6 +162,26 @@ public struct Trainer {
         let params = objective.parameters.map(\.tensor)
         var state = initial
         var optimizer = initialOptimizer ?? AdamW(parameterSizes: params.map(\.count), weightDecay: options.weightDecay)
+        let parallel = group.flatMap { $0.size > 1 ? $0 : nil }
+        if let parallel, !startShared {
+            // Every rank continues from rank 0's state, options and tensors (only it read a checkpoint).
+            var shared = self
+            (state, optimizer, shared.options) = try Trainer.shareStart(parallel, params: params, optimizer: optimizer,
+                                                                      state: state, options: options)
+            shared.startShared = true
+            return try shared.run(objective: objective, train: train, eval: eval, checkpointer: checkpointer, state: state,
+                                  optimizer: optimizer, shouldStop: shouldStop, onEvent: onEvent)
+        }
+        let isRoot = (parallel?.rank ?? 0) == 0
+        /// Rank 0 writes; every rank learns the path (and waits for the write).
+        func save(_ kind: CheckpointKind) throws -> String {
+            guard let parallel else { return try checkpointer.save(kind, state: state, optimizer: optimizer, options: options) }
+            let path = isRoot ? try checkpointer.save(kind, state: state, optimizer: optimizer, options: options) : ""
+            return String(decoding: try parallel.broadcast(Array(path.utf8), root: 0), as: UTF8.self)
+        }
+        func prune() throws -> [String] { isRoot ? try checkpointer.prune(evals: state.evals, keep: keepBest) : [] }
+        var window = parallel.map { DataParallelWindow(ranks: $0.size) }
+        var lastSum = 0.0
         let firstCount = train.batchCount(epoch: 0)
         guard firstCount > 0 else { throw TrainingError.data("the training data gives no batches") }
         let accum = max(1, options.gradientAccumulationSteps)
@@ -173,8 +201,14 @@ public struct Trainer {
                 let micro = min(accum, perEpoch - state.batchIndex)
                 var stepLoss = 0.0
                 var stepTokens = 0
+                var shared = parallel.map { SharedStep(group: $0, micro: micro) }
                 for j in 0..<micro {
                     let b = train.batch(epoch: state.epoch, index: state.batchIndex + j)
+                    if shared != nil {
+                        shared!.accumulate(objective, b, rng: &state.rng)
+                        stepTokens += b.inputIds.count
+                        continue
+                    }
                     let loss = objective.loss(b, rng: &state.rng, training: true)
                     let value = loss.data[0]
                     guard value.isFinite else {
@@ -183,6 +217,19 @@ public struct Trainer {
                     scale(loss, 1 / Float(micro)).backward()
                     stepLoss += Double(value) / Double(micro)
                     stepTokens += b.inputIds.count
+                }
+                var stopRequested = false
+                if let step = shared {
+                    // The ranks' gradients summed: from here on every rank holds the same numbers.
+                    let t0 = monotonicSeconds()
+                    let r = try step.reduce(params, stop: shouldStop(), previousSum: lastSum)
+                    lastSum = monotonicSeconds() - t0
+                    window!.add(tokens: r.tokens, compute: r.compute, previousSum: r.previousSum, bytes: r.bytes)
+                    guard r.loss.isFinite else {
+                        throw SharedError(TrainingError.nonFiniteLoss(step: state.step, value: Float(r.loss), lastGoodCheckpoint: lastCheckpoint).errorDescription!)
+                    }
+                    stepLoss = r.loss
+                    stopRequested = r.stop
                 }
                 let norm: Float
                 if let clip = options.clipGradNorm, clip > 0 {
@@ -204,13 +251,17 @@ public struct Trainer {
                 windowTokens += stepTokens
                 if state.step % max(1, options.lossUpdateFrequency) == 0 || state.step == total {
                     let now = monotonicSeconds()
+                    if let w = window {
+                        onEvent(.dataParallel(w.report(seconds: now - windowStart)))
+                        window = DataParallelWindow(ranks: w.ranks)
+                    }
                     onEvent(.step(record, totalSteps: total, tokensPerSecond: Double(windowTokens) / max(1e-9, now - windowStart),
                                   elapsed: now - start))
                     windowStart = now
                     windowTokens = 0
                 }
-                if shouldStop() {
-                    let path = try checkpointer.save(.interrupted, state: state, optimizer: optimizer, options: options)
+                if parallel == nil ? shouldStop() : stopRequested {
+                    let path = try save(.interrupted)
                     onEvent(.stopped(atStep: state.step, checkpoint: path))
                     return .interrupted(checkpoint: path)
                 }
@@ -224,28 +275,28 @@ public struct Trainer {
             if epochDone || state.step >= total {
                 let epochNumber = epochDone ? state.epoch : state.epoch + 1
                 if let eval, eval.batchCount(epoch: 0) > 0 {
-                    let (l, n) = Trainer.evaluate(objective, eval)
+                    let (l, n) = try parallel.map { try Trainer.evaluate(objective, eval, group: $0) } ?? Trainer.evaluate(objective, eval)
                     let rec = EvalRecord(epoch: epochNumber, step: state.step, loss: l, tokens: n)
                     state.evals.append(rec)
                     onEvent(.evaluated(rec))
                 }
                 if epochDone && state.epoch % max(1, options.checkpointFrequency) == 0 && state.step < total {
-                    let path = try checkpointer.save(.epoch(state.epoch), state: state, optimizer: optimizer, options: options)
+                    let path = try save(.epoch(state.epoch))
                     lastCheckpoint = path
                     onEvent(.checkpointSaved(path: path, kind: .epoch(state.epoch)))
-                    let removed = try checkpointer.prune(evals: state.evals, keep: keepBest)
+                    let removed = try prune()
                     if !removed.isEmpty { onEvent(.checkpointsPruned(removed)) }
                 }
             }
         }
         if state.step >= total && state.batchIndex == 0 && state.epoch > 0 && options.epochs > 0 {
             // the last epoch's checkpoint doubles as the final one only by name; write both
-            let path = try checkpointer.save(.epoch(state.epoch), state: state, optimizer: optimizer, options: options)
+            let path = try save(.epoch(state.epoch))
             onEvent(.checkpointSaved(path: path, kind: .epoch(state.epoch)))
         }
-        let final = try checkpointer.save(.final, state: state, optimizer: optimizer, options: options)
+        let final = try save(.final)
         onEvent(.checkpointSaved(path: final, kind: .final))
-        let removed = try checkpointer.prune(evals: state.evals, keep: keepBest)
+        let removed = try prune()
         if !removed.isEmpty { onEvent(.checkpointsPruned(removed)) }
         onEvent(.finished(state: state))
         return .finished(finalCheckpoint: final)

@@ -131,9 +131,16 @@ struct Generate: ParsableCommand {
                 conversations[i][u].responseFormat = format
             }
         }
-        // one compiled constraint per schema (masks are cached per automaton state)
-        let library = try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds)
-        let fixed: TokenConstraint? = try choice.isEmpty ? regex.map { try library.regex($0) } : library.choice(choice)
+        // one compiled constraint per schema (masks are cached per automaton state); the vocabulary's
+        // byte trie (about 2 MB for SmolLM2) is built only when a reply is constrained
+        var built: ConstraintLibrary? = nil
+        func library() throws -> ConstraintLibrary {
+            if let built { return built }
+            let made = try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds)
+            built = made
+            return made
+        }
+        let fixed: TokenConstraint? = try choice.isEmpty ? regex.map { try library().regex($0) } : library().choice(choice)
         if drafter != nil && (guided || conversations.contains { $0.last(where: { $0.role == .user })?.responseFormat != nil } && !unconstrained) {
             throw ValidationError("speculative decoding does not take a constraint yet: drop the draft (--draft-checkpoint, or use the adapter checkpoint instead of its package) or pass --unconstrained")
         }
@@ -145,7 +152,7 @@ struct Generate: ParsableCommand {
             var decoder = StreamingDecoder(tokenizer: base.tokenizer, skipSpecialTokens: true)
             var constraint = fixed
             if !unconstrained, let f = conversation.last(where: { $0.role == .user })?.responseFormat {
-                constraint = try library.jsonSchema(f.schema)
+                constraint = try library().jsonSchema(f.schema)
             }
             let request = GenerationRequest(prompt: ids, maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
                                             sampling: sampling, seed: seed, constraint: constraint)

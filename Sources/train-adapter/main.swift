@@ -2,6 +2,7 @@
 // Training.AdapterRun, print what happens. See README for a walk-through.
 import ArgumentParser
 import CLISupport
+import DataParallel
 import DataSchema
 import Foundation
 import ModelDefinition
@@ -30,6 +31,8 @@ struct TrainAdapter: ParsableCommand {
 
     func run() throws {
         let printer = ProgressPrinter()
+        printer.silent = !DataParallelJob.isRoot
+        if let line = DataParallelJob.summary { printer.log(line) }
         let t0 = Date()
         let base = try model.load()
         printer.log(String(format: "loaded base model %@ in %.1fs (signature %@)", base.path, Date().timeIntervalSince(t0), String(base.signature.prefix(16))))
@@ -38,6 +41,7 @@ struct TrainAdapter: ParsableCommand {
             makeOptions: { schedule.trainingOptions(batchesPerEpoch: $0, checkpointFrequency: checkpoints.checkpointFrequency) })
         settings.activationCheckpointing = schedule.activationCheckpointing
         settings.report = report.settings()
+        settings.group = DataParallelJob.group
         if checkpoints.resume { printer.logResumeScan(directory: checkpoints.checkpointDir, prefix: "adapter") }
         StopSignal.install()
         let outcome = try AdapterRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in
@@ -62,4 +66,4 @@ struct TrainAdapter: ParsableCommand {
     }
 }
 
-TrainAdapter.main()
+DataParallelJob.main(TrainAdapter.self)

@@ -4,6 +4,7 @@
 import ArgumentParser
 import Autograd
 import CLISupport
+import DataParallel
 import DataSchema
 import Distillation
 import Foundation
@@ -58,6 +59,8 @@ struct TrainDraft: ParsableCommand {
 
     func run() throws {
         let printer = ProgressPrinter()
+        printer.silent = !DataParallelJob.isRoot
+        if let line = DataParallelJob.summary { printer.log(line) }
         let t0 = Date()
         let base = try model.load()
         printer.log(String(format: "loaded base model %@ in %.1fs (signature %@)", base.path, Date().timeIntervalSince(t0), String(base.signature.prefix(16))))
@@ -68,6 +71,7 @@ struct TrainDraft: ParsableCommand {
             makeOptions: { schedule.trainingOptions(batchesPerEpoch: $0, checkpointFrequency: checkpoints.checkpointFrequency) })
         settings.activationCheckpointing = schedule.activationCheckpointing
         settings.report = report.settings()
+        settings.group = DataParallelJob.group
         if checkpoints.resume { printer.logResumeScan(directory: checkpoints.checkpointDir, prefix: "draft-model") }
         StopSignal.install()
         let outcome = try DraftRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in
@@ -113,4 +117,4 @@ struct TrainDraft: ParsableCommand {
     }
 }
 
-TrainDraft.main()
+DataParallelJob.main(TrainDraft.self)

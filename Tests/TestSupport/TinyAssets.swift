@@ -46,14 +46,17 @@ public enum TinyAssets {
                     attentionBias: false, maxPositionEmbeddings: context)
     }
 
-    /// Writes tiny.gguf into `dir` and returns its path. `seed` changes every weight.
+    /// Writes tiny.gguf into `dir` and returns its path. `seed` changes every weight; the same seed
+    /// gives the same file.
     public static func writeModel(in dir: String, seed: UInt64 = 1, name: String = "tiny", layers: Int = 2,
                            extraMerges: [String] = [], context: Int = 512) throws -> String {
         let tok = tokenizer(extraMerges: extraMerges)
         let cfg = try config(vocab: tok.tokens.count, layers: layers, context: context)
         var rng = SeededRNG(seed: seed)
         var tensors: [String: HostTensor] = [:]
-        for (name, shape) in TensorTable.shapes(for: cfg) {
+        // In name order: the same seed gives the same weights in every process (a dictionary's
+        // order changes from one run to the next).
+        for (name, shape) in TensorTable.shapes(for: cfg).sorted(by: { $0.key < $1.key }) {
             let n = shape.reduce(1, *)
             let isNorm = shape.count == 1
             let values = (0..<n).map { _ in isNorm ? 1 + 0.1 * Float.random(in: -1...1, using: &rng) : 0.2 * Float.random(in: -1...1, using: &rng) }

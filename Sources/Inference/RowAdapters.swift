@@ -1,0 +1,131 @@
+// Several adapters in one batch: each row of a pass may carry its own adapter (or none), whose
+// low-rank terms scale·(x·Aᵀ)·Bᵀ are added to that row after the shared base product, so the
+// base weights stream once for every row whatever adapter it uses (as vLLM's and LoRAX's
+// multi-adapter batches do on GPUs). A row's arithmetic is the single-adapter path's
+// (`addLowRank`, row by row), so a mixed batch gives each row the bits it gets alone with an
+// `InferenceModel(base:adapter:)` over stored weights. Float32 bases merge an adapter at load
+// instead; over them a row adapter is added unmerged (equal to rounding, not bit for bit).
+//
+// Dimensions: B rows, V vocab, r rank, in/out a projection's input and output widths.
+import Autograd
+import Foundation
+import ModelAssets
+import ModelDefinition
+
+/// An adapter's low-rank terms laid out for one base's passes: made once per adapter, shared
+/// by every row (and every thread) that uses it. Immutable.
+public final class RowAdapter: @unchecked Sendable {
+    /// Per layer, the terms fed by each projection input (see `InferenceModel.LowRank`).
+    let layers: [[InferenceModel.LowRank]]
+    /// The adapter's digest, to tell adapters apart.
+    public let signature: String
+    public let rank: Int
+
+    /// `adapter`'s factors for a base of shape `config` (the adapter already checked against
+    /// that base: `Adapter.requireBase`). Every targeted projection gets its term, whether the
+    /// base weights are stored or float32 (a row adapter is never merged).
+    public init(_ adapter: Adapter, config c: ModelConfig) {
+        let qw = c.queryDim, kw = c.keyValueDim
+        // which pass input feeds each target, and where its outputs start in the stacked product
+        let place: [LoRATarget: (input: Int, offset: Int)] = [
+            .q: (0, 0), .k: (0, qw), .v: (0, qw + kw), .o: (1, 0), .gate: (2, 0), .up: (2, c.intermediateSize), .down: (3, 0)]
+        layers = (0..<c.numLayers).map { i in
+            adapter.lora.targets.compactMap { t -> InferenceModel.LowRank? in
+                guard let (a, b) = adapter.factors(layer: i, target: t), let p = place[t] else { return nil }
+                return InferenceModel.LowRank(input: p.input, offset: p.offset, a: a.data, b: b.data, rank: adapter.lora.rank, scale: adapter.scale)
+            }
+        }
+        signature = adapter.signature
+        rank = adapter.lora.rank
+    }
+}
+
+extension InferenceModel {
+    /// `forward(batch:caches:into:)` where row b also adds `adapters[b]`'s low-rank terms (nil:
+    /// the model alone). One weight stream for every row; row b's logits are the bits that
+    /// `InferenceModel(base:adapter: adapters[b]'s adapter).forward([tokens[b]], cache: caches[b])`
+    /// gives over stored weights. Use it on a model built without an adapter.
+    public func forward(batch tokens: [Int], caches: [KVCache], adapters: [RowAdapter?], into logits: inout [Float]) {
+        precondition(tokens.count == caches.count && caches.count == adapters.count && !tokens.isEmpty,
+                     "[InferenceModel.forward(batch:adapters:)] \(tokens.count) tokens, \(caches.count) caches, \(adapters.count) adapters")
+        precondition(Set(caches.map(ObjectIdentifier.init)).count == caches.count, "[InferenceModel.forward(batch:adapters:)] a cache appears twice")
+        let V = config.vocabSize, B = tokens.count
+        if logits.count != B * V { logits = [Float](repeating: 0, count: B * V) }
+        var first = 0
+        while first < B {
+            let g = min(Self.streamingRows, B - first)
+            let ws = caches[first].workspace
+            let segments = (0..<g).map { Segment(cache: caches[first + $0], firstRow: $0, rows: 1) }
+            let x = runBlocks(Array(tokens[first..<(first + g)]), segments, ws, rowAdapters: Array(adapters[first..<(first + g)]))  // [g, D]
+            let hn = ws.hn.ensure(g * config.hiddenSize)
+            rmsNormRows(x, finalNorm, rows: g, into: hn)  // [g, D]
+            logits.withUnsafeMutableBufferPointer { lp in
+                head.matmulNT(hn, m: g, n: V, k: config.hiddenSize, lp.baseAddress! + first * V, activations)  // [g, V]
+            }
+            first += g
+        }
+    }
+
+    /// `forward(_:cache:allLogits:into:)` with `adapter`'s terms added to every new row: a
+    /// conversation's prompt prefilled with its own adapter over a shared base.
+    public func forward(_ tokens: [Int], cache: KVCache, adapter: RowAdapter?, allLogits: Bool = false, into logits: inout [Float]) {
+        precondition(!tokens.isEmpty, "[InferenceModel.forward(adapter:)] no tokens")
+        let ws = cache.workspace
+        let rowAdapters = [RowAdapter?](repeating: adapter, count: tokens.count)
+        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count)], ws,
+                          rowAdapters: adapter == nil ? nil : rowAdapters)  // [n, D]
+        let rows = allLogits ? tokens.count : 1
+        outputHead(x + (tokens.count - rows) * config.hiddenSize, rows: rows, ws: ws, into: &logits)  // [rows, V]
+    }
+
+    /// y[:, offset..<offset+out] += scale·(x·Aᵀ)·Bᵀ for each row's own adapter terms of layer `li`
+    /// fed by `input` (x [n, in], y [n, width]): the arithmetic of `addLowRank`, row by row. Rows
+    /// that share an adapter are taken together, a term at a time, so each A and B is read once
+    /// for all of them and stays in cache across their rows (row by row, every row streamed its
+    /// adapter's factors again: 41 MB per row per token for SmolLM2 at rank 32 on seven targets).
+    /// The (adapter, term, rows) items run on every core: distinct terms write distinct columns,
+    /// distinct adapters distinct rows, so each row's bits are its own whatever the split.
+    func addRowLowRank(_ adapters: [RowAdapter?], layer li: Int, input: Int, _ x: UnsafePointer<Float>, rows n: Int,
+                       into y: UnsafeMutablePointer<Float>, width: Int, ws: Workspace) {
+        precondition(adapters.count == n, "[InferenceModel.addRowLowRank] \(adapters.count) adapters for \(n) rows")
+        var groups: [(adapter: RowAdapter, rows: [Int])] = []  // in order of first appearance
+        for row in 0..<n {
+            guard let a = adapters[row] else { continue }
+            if let g = groups.firstIndex(where: { $0.adapter === a }) { groups[g].rows.append(row) } else { groups.append((a, [row])) }
+        }
+        if groups.isEmpty { return }
+        var items: [(term: InferenceModel.LowRank, rows: ArraySlice<Int>)] = []
+        for g in groups {
+            for t in g.adapter.layers[li] where t.input == input { items.append((t, g.rows[...])) }
+        }
+        // too few items for the cores: split each one's rows (a row stays whole)
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        if items.count < cores {
+            items = items.flatMap { item -> [(term: InferenceModel.LowRank, rows: ArraySlice<Int>)] in
+                let parts = min(item.rows.count, (cores + items.count - 1) / items.count)
+                let size = (item.rows.count + parts - 1) / parts
+                return stride(from: item.rows.startIndex, to: item.rows.endIndex, by: size).map {
+                    (item.term, item.rows[$0..<min($0 + size, item.rows.endIndex)])
+                }
+            }
+        }
+        WorkerPool.forEach(items.count) { i in
+            let t = items[i].term
+            let r = t.rank, inDim = t.a.count / r, out = t.b.count / r
+            withUnsafeTemporaryAllocation(of: Float.self, capacity: r + out) { scratch in
+                let down = scratch.baseAddress!, up = down + r
+                t.a.withUnsafeBufferPointer { a in
+                    t.b.withUnsafeBufferPointer { b in
+                        for row in items[i].rows {
+                            let xr = x + row * inDim, yr = y + row * width + t.offset
+                            InferenceModel.streamProduct(BKType.f32, a.baseAddress!, rowBytes: inDim * 4, xr, m: 1, n: r, k: inDim, down, serial: true)  // [r]
+                            for j in 0..<r { down[j] *= t.scale }
+                            InferenceModel.streamProduct(BKType.f32, b.baseAddress!, rowBytes: r * 4, UnsafePointer(down), m: 1, n: out, k: r, up, serial: true)  // [out]
+                            for o in 0..<out { yr[o] += up[o] }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

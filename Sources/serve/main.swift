@@ -1,0 +1,86 @@
+// serve: the OpenAI-compatible HTTP server. Thin: parse flags, load the base once, scan the
+// adapters folder, start the scheduler and the Hummingbird application; everything else is in
+// the Server library. Prints one line when it listens (the port, when --port 0 chose one).
+import ArgumentParser
+import CLISupport
+import Foundation
+import Inference
+import ModelDefinition
+import Hummingbird
+import Server
+
+@main
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve the base model and the adapters of a folder over the OpenAI HTTP API.",
+        discussion: """
+            Routes: POST /v1/chat/completions (stream, response_format json_schema / json_object, tools \
+            and tool_choice), POST /v1/completions, GET /v1/models, GET /v1/models/{id}, GET /health; \
+            docs/openapi.yaml describes them. The request's "model" picks the base (--model-name) or an \
+            adapter of --adapters by its file name without extension (checkpoints *.safetensors, \
+            .fmadapter packages, PEFT folders); the folder is read again when a request needs it, so \
+            adapters added to it are served without a restart, and ones made for another base are listed \
+            as refused with the reason. Requests decode together in one batch whatever their adapters \
+            (each row adds its own adapter's low-rank term over the shared base); at most --max-active \
+            at a time, --queue more waiting, beyond which the server answers 503 with Retry-After.
+            """)
+
+    @OptionGroup var model: BaseModelOptions
+    @OptionGroup var decoding: DecodingOptions
+
+    @Option(help: "Folder of adapters to serve (checkpoints, .fmadapter packages, PEFT folders), each under its name without extension.")
+    var adapters: String?
+
+    @Option(help: "The id the base model is served under (default: its file name without extension).")
+    var modelName: String?
+
+    @Option(help: "Address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "Port to listen on (0: any free port; the line printed at start says which).")
+    var port = 8080
+
+    @Option(help: "Requests decoded together at most (rows of one batch).")
+    var maxActive = 8
+
+    @Option(help: "Requests waiting at most when every slot is busy; more are answered 503.")
+    var queue = 64
+
+    @Option(help: "max_tokens of a chat request that gives none (capped by the context left).")
+    var defaultMaxTokens = 512
+
+    @Option(help: "The largest max_tokens a request may ask for (default: the model's context).")
+    var maxTokensLimit: Int?
+
+    @Option(help: "Seconds between rescans of the adapters folder (a request that needs the list rescans when this has passed).")
+    var rescanInterval: Double = 1
+
+    func validate() throws {
+        guard (1...16).contains(maxActive) else { throw ValidationError("--max-active must be 1 to 16 (rows of one batched pass)") }
+        guard queue >= 0 else { throw ValidationError("--queue must be 0 or more") }
+        guard defaultMaxTokens >= 1 else { throw ValidationError("--default-max-tokens must be at least 1") }
+        if let m = maxTokensLimit, m < 1 { throw ValidationError("--max-tokens-limit must be at least 1") }
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
+        guard rescanInterval >= 0 else { throw ValidationError("--rescan-interval must be 0 or more") }
+    }
+
+    func run() async throws {
+        let base = try model.load()
+        let name = modelName ?? URL(fileURLWithPath: base.path).deletingPathExtension().lastPathComponent
+        let catalog = try AdapterCatalog(base: base, baseID: name, folder: adapters, rescanInterval: rescanInterval)
+        let scheduler = Scheduler(model: InferenceModel(base: base.weights, activations: decoding.activations),
+                                  maxActive: maxActive, queueCapacity: queue)
+        scheduler.start()
+        defer { scheduler.shutdown() }
+        let service = try OpenAIService(catalog: catalog, scheduler: scheduler,
+                                        limits: ServiceLimits(defaultMaxTokens: defaultMaxTokens, maxTokensLimit: maxTokensLimit))
+        let (models, refused) = catalog.listing()
+        for r in refused { FileHandle.standardError.write(Data("serve: refused \(r.id): \(r.reason)\n".utf8)) }
+        let host = self.host
+        let app = HTTPServer.application(service, host: host, port: port) { port in
+            FileHandle.standardOutput.write(Data("serve: listening on http://\(host):\(port) (models: \(models.map(\.id).joined(separator: ", ")))\n".utf8))
+        }
+        try await app.runService()
+    }
+}

@@ -1,0 +1,83 @@
+// One batch, different adapters per row: every row of a mixed batch (several adapters, and rows
+// with none) gives the logits that row gets alone on a model built with its own adapter, bit for
+// bit, over stored weights; on the tiny model and, when it is fetched, on SmolLM2 (Q4_1 blocks).
+import Autograd
+import Foundation
+import Inference
+import ModelAssets
+import ModelDefinition
+import TestSupport
+import XCTest
+
+final class RowAdapterTests: XCTestCase {
+    /// A random adapter on all seven targets with B ≠ 0.
+    func randomAdapter(_ base: BaseModel, seed: UInt64, rank: Int = 4) -> Adapter {
+        let lora = LoRAConfig(rank: rank, alpha: Float(2 * rank))
+        var rng = SeededRNG(seed: seed)
+        let tensors = TensorTable.loraTensors(config: base.config, lora: lora).map { name, shape in
+            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.05 * Float.random(in: -1...1, using: &rng) }))
+        }
+        return Adapter(source: "random \(seed)", lora: lora, baseConfig: base.config, baseSignature: base.signature, tensors: tensors)
+    }
+
+    /// Prompts of different lengths, each with an adapter (or none), prefilled and decoded for
+    /// `steps` steps together; each row checked against its own single-adapter model.
+    func checkMixedBatch(_ base: BaseModel, steps: Int, file: StaticString = #filePath, line: UInt = #line) {
+        let V = base.config.vocabSize
+        let adapters: [Adapter?] = [randomAdapter(base, seed: 1), nil, randomAdapter(base, seed: 2), randomAdapter(base, seed: 1),
+                                    randomAdapter(base, seed: 3, rank: 8), nil]
+        let prompts: [[Int]] = adapters.indices.map { b in (0..<(3 + 2 * b)).map { (7 * $0 + 11 * b + 5) % V } }
+        let shared = InferenceModel(base: base.weights)
+        let rowAdapters = adapters.map { $0.map { RowAdapter($0, config: base.config) } }
+        let alone = adapters.map { InferenceModel(base: base.weights, adapter: $0) }
+        let caches = adapters.indices.map { _ in shared.makeCache(capacity: 64) }
+        let aloneCaches = adapters.indices.map { _ in shared.makeCache(capacity: 64) }
+        var tokens: [Int] = []
+        for b in adapters.indices {
+            var mixed: [Float] = [], reference: [Float] = []
+            shared.forward(prompts[b], cache: caches[b], adapter: rowAdapters[b], into: &mixed)
+            alone[b].forward(prompts[b], cache: aloneCaches[b], into: &reference)
+            XCTAssertEqual(mixed, reference, "row \(b)'s prefill with its adapter over the shared base", file: file, line: line)
+            tokens.append(Sampler.argmax(reference[...]))
+        }
+        var logits: [Float] = []
+        for step in 0..<steps {
+            shared.forward(batch: tokens, caches: caches, adapters: rowAdapters, into: &logits)  // [B, V]
+            for b in adapters.indices {
+                let reference = alone[b].forward([tokens[b]], cache: aloneCaches[b])
+                let row = Array(logits[(b * V)..<((b + 1) * V)])
+                XCTAssertEqual(row, reference, "step \(step), row \(b) (adapter \(adapters[b]?.source ?? "none"))", file: file, line: line)
+                tokens[b] = Sampler.argmax(reference[...])
+            }
+        }
+        // the adapters change the numbers (so the check above compares something)
+        XCTAssertNotEqual(Array(logits[0..<V]), Array(logits[(V)..<(2 * V)]), file: file, line: line)
+    }
+
+    func testMixedAdapterBatchEqualsEachRowAloneOnTheTinyModel() throws {
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: TinyAssets.tempDir()), storage: .stored)
+        XCTAssertTrue(base.weights.layers[0].projection(.q).isStored, "the tiny GGUF is kept as stored")
+        checkMixedBatch(base, steps: 6)
+    }
+
+    func testMixedAdapterBatchEqualsEachRowAloneOnSmolLM2() throws {
+        guard let path = ProcessInfo.processInfo.environment["ADAPTER_BASE_MODEL"], FileManager.default.fileExists(atPath: path) else {
+            throw XCTSkip("needs the real base model: set ADAPTER_BASE_MODEL (scripts/fetch-model.sh prints its path)")
+        }
+        let base = try BaseModel.load(path: path, storage: .stored)
+        checkMixedBatch(base, steps: 3)
+    }
+
+    func testARowAdapterOverFloat32WeightsMatchesTheMergedModelToRounding() throws {
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: TinyAssets.tempDir()), storage: .float32)
+        let adapter = randomAdapter(base, seed: 4)
+        let shared = InferenceModel(base: base.weights)
+        let merged = InferenceModel(base: base.weights, adapter: adapter)
+        var a: [Float] = []
+        shared.forward([3, 9, 27], cache: shared.makeCache(), adapter: RowAdapter(adapter, config: base.config), into: &a)
+        let b = merged.forward([3, 9, 27], cache: merged.makeCache())
+        let plain = shared.forward([3, 9, 27], cache: shared.makeCache())
+        for i in a.indices { XCTAssertEqual(a[i], b[i], accuracy: 1e-4 * max(1, abs(b[i]))) }
+        XCTAssertGreaterThan(zip(plain, b).map { abs($0 - $1) }.max()!, 1e-3, "the adapter changes the logits")
+    }
+}
