@@ -102,4 +102,4 @@ report generate-draft "$(grab '[0-9]+ new tokens.*tokens/s' generate-draft | tai
 run bench-speculative $bin/bench-speculative --base-model "$model" --draft-checkpoint "$draft" \
   --prompts "$work/prompts.jsonl" --max-prompts 2 --num-draft-tokens 3 --max-new-tokens 32 --repeats 1
 report bench-speculative "$(grep -iE 'tokens/s|identical' "$work/bench-speculative.log" | tr -s ' ' | tr '\n' ';' | cut -c1-200 || true)"
-echo "logs: $work (kept with KEEP=1)"
+if [ "${KEEP:-0}" = 1 ]; then echo "logs: $work"; else echo "logs removed (KEEP=1 keeps them)"; fi
