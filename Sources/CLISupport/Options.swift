@@ -15,13 +15,14 @@ public struct BaseModelOptions: ParsableArguments {
             help: "Base model: a .gguf file or a Hugging Face folder (config.json, *.safetensors, tokenizer.json). Default: the fetched SmolLM2-135M-Instruct (scripts/fetch-model.sh) or $ADAPTER_BASE_MODEL.")
     public var baseModel: String?
 
-    @Option(help: "How the frozen base weights are held: stored (as the file stores them: GGUF blocks memory-mapped, never copied whole; far less memory, faster decoding) or float32 (dequantized at load: the reference path).")
+    @Option(help: "How the frozen base weights are held: stored (as the file stores them, memory-mapped and never copied whole: GGUF blocks, safetensors F16/BF16/F32 matrices; far less memory, faster decoding) or float32 (dequantized at load: the reference path).")
     public var baseWeights: BaseWeightStorage = .stored
 
     public init() {}
 
     public func load() throws -> BaseModel {
-        try BaseModel.load(path: try BaseModel.resolvePath(baseModel), storage: baseWeights)
+        FullCopyReport.install()
+        return try BaseModel.load(path: try BaseModel.resolvePath(baseModel), storage: baseWeights)
     }
 
     /// Loads the base and the adapter at `adapter` (a checkpoint, .fmadapter package or PEFT

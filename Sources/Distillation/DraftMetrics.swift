@@ -75,7 +75,7 @@ public enum DraftEvaluation {
                 let keep = min(rows.count, maxPositions - m.positions)
                 rows = Array(rows.prefix(keep))
                 th = Array(th.prefix(keep * D))
-                let t = objective.teacherLogits(hidden: th, head: objective.teacherFullHead)  // [M, V]
+                let t = objective.teacherLogits(hidden: th, fullVocabulary: true)  // [M, V]
                 let layout = ForwardLayout(batch: batch.batchSize, positions: batch.positions, segmentIds: batch.segmentIds)
                 let hidden = objective.draft.model.hiddenStates(ids: batch.inputIds, layout: layout, rng: &rng, training: false)
                 let s = objective.draft.logits(hidden: hidden, rows: rows)  // [M, V']

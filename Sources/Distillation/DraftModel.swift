@@ -39,27 +39,37 @@ public final class DraftModel {
     /// Sorted token ids the head scores; nil = the whole vocabulary.
     public let vocabulary: [Int]?
     public var config: ModelConfig { model.config }
+    /// A frozen stored head's rows for `vocabulary` ([V', D], unpacked once; no gradient).
+    let storedHeadRows: Tensor?
 
     public init(model: LlamaModel, layers: [Int]?, vocabulary: [Int]?) {
         self.model = model
         self.layers = layers
         self.vocabulary = vocabulary
+        storedHeadRows = model.lmHead == nil ? vocabulary.map { DraftObjective.rows(of: model.storedHead!, $0) } : nil
     }
 
     /// The trained tensors (all weights, or all but the embeddings with `freezeEmbeddings`).
     public var trainableParameters: [(name: String, tensor: Tensor)] { model.baseParameters }
 
-    /// The weights that are not trained, stored in checkpoints so that a draft is self-contained.
+    /// The weights held as tensors that are not trained, stored in checkpoints so that a draft is
+    /// self-contained (with the base: see `baseEmbeddings`).
     public var frozenParameters: [(name: String, tensor: Tensor)] {
         let trained = Set(trainableParameters.map(\.name))
         return model.namedWeights.filter { !trained.contains($0.name) }
     }
 
+    /// Frozen embedding and head kept as the base stores them (`freezeEmbeddings` on a stored
+    /// base). A draft made from the base's blocks leaves them out of its checkpoints: they are
+    /// the base's own, which loading a draft requires anyway (DraftWeights.load takes them from it).
+    public var baseEmbeddings: [(name: String, matrix: FrozenMatrix)] { model.storedEmbeddingMatrices }
+
     /// Output-head logits for the chosen rows: hidden [N, D] -> [M, V'] (V' = vocabulary size, or V).
     public func logits(hidden: Tensor, rows: [Int]) -> Tensor {
         let h = gatherRows(hidden, rows)  // [M, D]
-        guard let vocabulary else { return linear(h, weight: model.lmHead!) }  // [M, V]
-        return linear(h, weight: gatherRows(model.lmHead!, vocabulary))  // [M, V']
+        guard let vocabulary else { return model.logits(hidden: h) }  // [M, V]
+        guard let head = model.lmHead else { return linear(h, weight: storedHeadRows!) }  // [M, V'], frozen
+        return linear(h, weight: gatherRows(head, vocabulary))  // [M, V']
     }
 
     // MARK: building
@@ -86,7 +96,7 @@ public final class DraftModel {
 
     /// A draft from a model file, refused unless its tokenizer is the base model's.
     public static func fromFile(_ path: String, base: BaseModel, freezeEmbeddings: Bool, vocabulary: [Int]?) throws -> DraftModel {
-        let draft = try BaseModel.load(path: path)
+        let draft = try BaseModel.load(path: path, storage: base.weights.embedding.isStored ? .stored : .float32)
         try requireSameVocabulary(draft: draft, base: base)
         var rng = SeededRNG(seed: 0)
         let model = try LlamaModel(weights: draft.weights, lora: nil, rng: &rng, trainBase: true, freezeEmbeddings: freezeEmbeddings)

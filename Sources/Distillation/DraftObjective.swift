@@ -17,10 +17,11 @@ public final class DraftObjective: TrainingObjective {
     /// The teacher's forward: the base with its adapter merged in (what generation runs).
     public let teacher: TeacherForward
     public let divergence: Divergence
-    /// The teacher's output head [V, D] (LoRA never targets it: the base's).
-    let teacherFullHead: Tensor
-    /// The teacher's head rows for the draft's vocabulary ([V', D]), or the full head.
-    let teacherHead: Tensor
+    /// The teacher's output head [V, D] (LoRA never targets it: the base's), as the base holds
+    /// it: a stored head is multiplied from its blocks, never copied whole.
+    let teacherFullHead: FrozenMatrix
+    /// The teacher's head rows for the draft's vocabulary ([V', D], float32); nil for a full head.
+    let teacherHeadRows: Tensor?
 
     /// Teacher hidden states are a pure function of a sample's tokens, so they are computed once
     /// per sample (alone, batch 1, so that the bits never depend on batch composition and a resumed
@@ -39,11 +40,18 @@ public final class DraftObjective: TrainingObjective {
         self.draft = draft
         self.teacher = teacher
         self.divergence = divergence
-        let full = Tensor(shape: head.shape, data: head.values)
-        teacherFullHead = full
-        teacherHead = withNoGrad {
-            draft.vocabulary.map { gatherRows(full, $0) } ?? full
+        teacherFullHead = head
+        teacherHeadRows = draft.vocabulary.map { Self.rows(of: head, $0) }
+    }
+
+    /// Rows `ids` of a frozen matrix as a constant tensor [ids.count, columns] (only those rows unpacked).
+    static func rows(of m: FrozenMatrix, _ ids: [Int]) -> Tensor {
+        let D = m.columns
+        var out = [Float](repeating: 0, count: ids.count * D)
+        out.withUnsafeMutableBufferPointer { p in
+            for (k, id) in ids.enumerated() { m.dequantizeRows(id..<(id + 1), into: p.baseAddress! + k * D) }
         }
+        return Tensor(shape: [ids.count, D], data: out)
     }
 
     public var parameters: [(name: String, tensor: Tensor)] { draft.trainableParameters }
@@ -94,18 +102,23 @@ public final class DraftObjective: TrainingObjective {
         return out
     }
 
-    /// Teacher logits over the draft's head tokens at the batch's assistant rows ([M, V']).
+    /// Teacher logits at the batch's assistant rows: over the draft's head tokens ([M, V']), or
+    /// over the whole vocabulary with `fullVocabulary` ([M, V]; the metrics need it).
     /// With a restricted head this is the teacher renormalised on those tokens: for the reverse
     /// KL that changes the loss only by the constant −log p_teacher(vocabulary), so the gradient
     /// is exactly the full-vocabulary one.
-    func teacherLogits(hidden: [Float], head: Tensor) -> Tensor {
+    func teacherLogits(hidden: [Float], fullVocabulary: Bool = false) -> Tensor {
         let D = teacher.config.hiddenSize
-        return withNoGrad { linear(Tensor(shape: [hidden.count / D, D], data: hidden), weight: head) }  // [M, V']
+        let h = Tensor(shape: [hidden.count / D, D], data: hidden)  // [M, D]
+        return withNoGrad {
+            if !fullVocabulary, let rows = teacherHeadRows { return linear(h, weight: rows) }  // [M, V']
+            return linear(h, frozen: teacherFullHead)  // [M, V]
+        }
     }
 
     public func loss(_ batch: Batch, rng: inout SeededRNG, training: Bool) -> Tensor {
         let (rows, th) = teacherHidden(batch)
-        let t = teacherLogits(hidden: th, head: teacherHead)  // [M, V']
+        let t = teacherLogits(hidden: th)  // [M, V']
         let layout = ForwardLayout(batch: batch.batchSize, positions: batch.positions, segmentIds: batch.segmentIds)
         let hidden = draft.model.hiddenStates(ids: batch.inputIds, layout: layout, rng: &rng, training: training)  // [N, D]
         let s = draft.logits(hidden: hidden, rows: rows)  // [M, V']

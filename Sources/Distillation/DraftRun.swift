@@ -73,7 +73,9 @@ struct DraftTrainingRecord: Codable, Equatable {
 }
 
 /// Writes draft checkpoints: trainable tensors with their AdamW moments (what resume restores),
-/// then the frozen tensors and the head's token list (what inference needs besides).
+/// then the frozen tensors and the head's token list (what inference needs besides). A draft
+/// made from the base's blocks leaves out a frozen embedding and head the base stores as blocks:
+/// loading a draft needs its base (signature checked), which holds them.
 final class DraftCheckpointer: Checkpointer {
     let names: FolderCheckpointer
     let draft: DraftModel
@@ -99,18 +101,29 @@ final class DraftCheckpointer: Checkpointer {
         let enc = JSONEncoder()
         enc.outputFormatting = [.sortedKeys]
         metadata[DraftTrainingRecord.key] = String(decoding: try enc.encode(record), as: UTF8.self)
-        var w = SafetensorsWriter(metadata: metadata)
+        // Streamed to disk a tensor at a time: a whole-file writer would hold the trained weights
+        // and both moments twice more while saving (GBs for a draft of a 1-3B model's blocks).
+        var entries: [(name: String, shape: [Int], values: () -> [Float])] = []
         for (i, p) in draft.trainableParameters.enumerated() {
-            try w.add(p.name, HostTensor(shape: p.tensor.shape, data: p.tensor.data))
-            try w.add(Checkpoint.mPrefix + p.name, HostTensor(shape: p.tensor.shape, data: optimizer.m[i]))
-            try w.add(Checkpoint.vPrefix + p.name, HostTensor(shape: p.tensor.shape, data: optimizer.v[i]))
+            entries.append((p.name, p.tensor.shape, { p.tensor.data }))
+            entries.append((Checkpoint.mPrefix + p.name, p.tensor.shape, { optimizer.m[i] }))
+            entries.append((Checkpoint.vPrefix + p.name, p.tensor.shape, { optimizer.v[i] }))
         }
-        for p in draft.frozenParameters { try w.add(p.name, HostTensor(shape: p.tensor.shape, data: p.tensor.data)) }
-        if let v = draft.vocabulary {
-            try w.add(DraftModel.vocabularyTensorName, HostTensor(shape: [v.count], data: v.map(Float.init)))
+        for p in draft.frozenParameters { entries.append((p.name, p.tensor.shape, { p.tensor.data })) }
+        if draft.layers == nil {
+            // a draft of its own weights keeps them all (one float32 copy at a time, while writing)
+            for (name, m) in draft.baseEmbeddings { entries.append((name, m.shape, { m.values })) }
         }
+        if let v = draft.vocabulary { entries.append((DraftModel.vocabularyTensorName, [v.count], { v.map(Float.init) })) }
         let path = names.path(kind)
-        try AtomicFile.write(w.serialized(), to: path)
+        let w = try SafetensorsStreamWriter(path: path, metadata: metadata, tensors: entries.map { .init(name: $0.name, dtype: .f32, shape: $0.shape) })
+        do {
+            for e in entries { try w.write(e.values()) }
+            try w.finish()
+        } catch {
+            w.abandon()
+            throw error
+        }
         return path
     }
 
@@ -148,7 +161,7 @@ public enum DraftRun {
             sourceText = "base-layers:\(n)"
         case .model(let path):
             draft = try DraftModel.fromFile(path, base: base, freezeEmbeddings: s.freezeEmbeddings, vocabulary: vocabulary)
-            sourceText = "model:\(try ModelLoader.load(path: path).signature())"
+            sourceText = "model:\(try ModelLoader.load(path: path, storage: .stored).signature())"
         }
         draft.model.activationCheckpointing = s.activationCheckpointing
         let record = DraftTrainingRecord(divergence: s.divergence.rawValue, freezeEmbeddings: s.freezeEmbeddings,
@@ -193,7 +206,8 @@ public enum DraftRun {
         notice(.teacher(adapter: s.teacherAdapter, baseSignature: base.signature, sharedPrefixTokens: teacher.prefix.count))
         let objective = DraftObjective(draft: draft, teacher: teacher, head: base.weights.head, divergence: s.divergence)
         notice(.draft(summary: draft.summary, trainable: draft.trainableParameters.reduce(0) { $0 + $1.tensor.count },
-                      frozen: draft.frozenParameters.reduce(0) { $0 + $1.tensor.count }, divergence: s.divergence))
+                      frozen: draft.frozenParameters.reduce(0) { $0 + $1.tensor.count } + draft.baseEmbeddings.reduce(0) { $0 + $1.matrix.rows * $1.matrix.columns },
+                      divergence: s.divergence))
         // Rank 0 alone keeps the run's log; the other ranks' checkpoints are never written.
         let recorder: RunRecorder? = try folder.map { folder in
             var settings = RunRecorder.settings(base: base, data: s.data, options: runOptions, fingerprint: data.fingerprint,

@@ -148,7 +148,7 @@ public enum EvaluationRun {
             guard let path = m.checkpoint else { continue }
             let adapter: Adapter
             if Adapter.form(of: path) == .checkpoint {
-                let c = try Checkpoint.load(path)
+                let c = try Checkpoint.load(path, moments: false)
                 try c.requireAdapter(for: base)
                 steps[path] = c.header.state.step
                 adapter = try Adapter.fromCheckpoint(c.file)

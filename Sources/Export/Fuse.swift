@@ -1,5 +1,6 @@
 // `fuse`: merging an adapter into its base (W + scale·B·A per adapted projection, the model
-// definition's Adapter.merged) and writing a standalone model that needs no adapter: GGUF (F32 or F16 matrices,
+// definition's Adapter.merged) and writing a standalone model that needs no adapter, streamed one
+// tensor at a time (a quantized base is never held as float32): GGUF (F32 or F16 matrices,
 // tokenizer and chat template carried over) or a Hugging Face folder (config.json,
 // model.safetensors, tokenizer.json/tokenizer_config.json). Quantized output is left out.
 // GGUF layout follows convert_hf_to_gguf.py through ModelExport; tokenizer.json follows HF tokenizers.
@@ -16,26 +17,41 @@ public enum FusedFormat: String, CaseIterable, Sendable {
 
 public enum Fuse {
     /// Every base weight under its Hugging Face name, with the adapter merged into the
-    /// projections it adapts. Throws unless the adapter was trained on `base`.
+    /// projections it adapts. Throws unless the adapter was trained on `base`. Holds the whole
+    /// model as float32: `write` streams instead.
     public static func mergedTensors(base: BaseModel, adapter: Adapter) throws -> [String: HostTensor] {
         try adapter.requireBase(base)
         return try adapter.merged(into: base.weights).tensorDictionary
     }
 
-    /// Writes the merged model to `path` (a .gguf file, or a folder for `.safetensors`), atomically.
+    /// Every tensor of the merged model, produced when written: adapted projections merged then
+    /// (W + scale·B·A, one at a time), the rest read from the base as it holds them.
+    static func mergedSources(base: BaseWeights, adapter: Adapter) -> [(name: String, shape: [Int], source: ModelExport.Source)] {
+        var adapted: [String: (layer: Int, target: LoRATarget)] = [:]
+        for i in base.layers.indices { for t in adapter.lora.targets { adapted[TensorTable.weight(layer: i, target: t)] = (i, t) } }
+        return base.namedWeights.map { name, weight in
+            guard let (i, t) = adapted[name], case .matrix(let m) = weight else { return (name, weight.shape, .weight(weight)) }
+            return (name, weight.shape, .computed { HostTensor(shape: m.shape, data: adapter.merged(m, layer: i, target: t)) })
+        }
+    }
+
+    /// Writes the merged model to `path` (a .gguf file, or a folder for `.safetensors`), atomically,
+    /// one tensor at a time: memory holds one merged projection or one slice of a base matrix
+    /// beside the base as loaded, never a float32 copy of the model.
     public static func write(base: BaseModel, adapter: Adapter, format: FusedFormat, to path: String) throws {
-        let tensors = try mergedTensors(base: base, adapter: adapter)
+        try adapter.requireBase(base)
+        let tensors = mergedSources(base: base.weights, adapter: adapter)
         switch format {
         case .ggufF32, .ggufF16:
             guard case .gguf(let tokenizer) = base.file.tokenizer else {
                 throw ExportError.unsupported("\(base.path) is a Hugging Face folder; fusing it into GGUF would need its tokenizer converted, which is not implemented — use --format safetensors, or fuse onto the GGUF base")
             }
-            try ModelExport.writeGGUF(config: base.config, tensors: tensors, tokenizer: tokenizer, to: path,
-                                      matrixType: format == .ggufF32 ? .f32 : .f16)
+            try ModelExport.streamGGUF(config: base.config, tensors: tensors, tokenizer: tokenizer, to: path,
+                                       matrixType: format == .ggufF32 ? .f32 : .f16)
         case .safetensors:
             try FolderPublisher.publish(to: path, what: "a Hugging Face model folder",
                                         isReplaceable: { FileManager.default.fileExists(atPath: $0 + "/config.json") }) { dir in
-                try ModelExport.writeHuggingFaceFolder(config: base.config, tensors: tensors, to: dir)
+                try ModelExport.streamHuggingFaceFolder(config: base.config, tensors: tensors, to: dir)
                 try writeTokenizerFiles(of: base, into: dir)
             }
         }

@@ -42,15 +42,12 @@ extension FMAdapterPackage {
         let (lora, adapterTensors) = try adapterContents(of: adapter)
         if let base { try adapter.requireBase(base) }
         let sig = adapter.header.baseSignature
-        var draftFiles: (config: Data, weights: Data)? = nil
+        var draftFiles: (config: Data, draft: PackagedDraft, path: String)? = nil
         if let draft {
             let packaged = try draftContents(of: draft, adapter: adapter, base: base)
             let enc = JSONEncoder()
             enc.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            let names = packaged.tensors.keys.sorted(by: TensorTable.order)
-            draftFiles = (try enc.encode(packaged.config) + Data("\n".utf8),
-                          try WeightsContainer.serialize(content: .draft, baseSignature: sig, config: packaged.config.config, lora: nil,
-                                                         tensors: names.map { ($0, packaged.tensors[$0]!) }, file: draft.path))
+            draftFiles = (try enc.encode(packaged.config) + Data("\n".utf8), packaged, draft.path)
         }
         let weights = try WeightsContainer.serialize(content: .adapter, baseSignature: sig, config: adapter.header.baseConfig,
                                                      lora: lora, tensors: adapterTensors, file: adapter.path)
@@ -64,7 +61,11 @@ extension FMAdapterPackage {
                                     isReplaceable: { FileManager.default.fileExists(atPath: $0 + "/" + metadataFile) }) { dir in
             try AtomicFile.write(weights, to: dir + "/" + adapterWeightsFile)
             if let draftFiles {
-                try AtomicFile.write(draftFiles.weights, to: dir + "/" + draftWeightsFile)
+                // streamed: the draft's embedding (the base's, as big) is converted a slice at a time
+                let d = draftFiles.draft
+                try WeightsContainer.write(to: dir + "/" + draftWeightsFile, content: .draft, baseSignature: sig, config: d.config.config,
+                                           lora: nil, tensors: d.weights.keys.sorted(by: TensorTable.order).map { ($0, d.weights[$0]!) },
+                                           file: draftFiles.path)
                 try AtomicFile.write(draftFiles.config, to: dir + "/" + draftConfigFile)
             }
             try AtomicFile.write(try metadata.encoded(), to: dir + "/" + metadataFile)
@@ -103,7 +104,7 @@ extension FMAdapterPackage {
             throw ExportError.incompatible(path: ck.path, reason: "the draft was distilled from another adapter (signature \(teacher.prefix(12))...), not from \(adapter.path) (\(adapter.adapterSignature.prefix(12))...); a package's draft must come with its own adapter: pass the adapter checkpoint the draft was trained against, or train a draft for this adapter")
         }
         let expected = TensorTable.shapes(for: config)
-        var tensors: [String: HostTensor] = [:]
+        var tensors: [String: NamedWeight] = [:]
         var vocabulary: [Int]? = nil
         for (name, t) in ck.tensors {
             if name == DraftWeights.vocabularyTensorName {
@@ -121,7 +122,7 @@ extension FMAdapterPackage {
             guard shape == t.shape else {
                 throw ExportError.incompatible(path: ck.path, reason: "tensor '\(name)' has shape \(t.shape), but the draft's config needs \(shape)")
             }
-            tensors[name] = t
+            tensors[name] = t.shape.count == 2 ? .matrix(FrozenMatrix(rows: t.shape[0], columns: t.shape[1], values: t.data)) : .vector(t.data)
         }
         let missing = expected.keys.filter { tensors[$0] == nil }.sorted(by: TensorTable.order)
         if let first = missing.first {
@@ -131,19 +132,20 @@ extension FMAdapterPackage {
             guard base.signature == ck.header.baseSignature else {
                 throw ExportError.incompatible(path: ck.path, reason: "was trained on base model \(ck.header.baseSignature), but --base-model \(base.path) is \(base.signature)")
             }
+            let held = Dictionary(uniqueKeysWithValues: base.weights.namedWeights.map { ($0.name, $0.weight) })
             for name in missing {
                 let source = try baseName(for: name, layers: ck.header.draftLayers, path: ck.path)
-                guard let t = base.weights.tensorDictionary[source], t.shape == expected[name] else {
+                guard let w = held[source], w.shape == expected[name] else {
                     throw ExportError.incompatible(path: ck.path, reason: "the draft needs '\(name)' from the base model's '\(source)', which the base \(base.path) does not have with shape \(expected[name]!)")
                 }
-                tensors[name] = t
+                tensors[name] = w  // as the base holds it: written a slice at a time
             }
         }
         return PackagedDraft(
             config: DraftPackageConfig(baseModelSignature: ck.header.baseSignature, config: config,
                                        draftLayers: ck.header.draftLayers, teacherAdapterSignature: ck.header.teacherAdapterSignature,
                                        vocabulary: vocabulary),
-            tensors: tensors)
+            weights: tensors)
     }
 
     /// The base tensor a draft tensor is copied from: same name, with the layer mapped by `layers`.

@@ -26,9 +26,11 @@ public final class DraftEngine: @unchecked Sendable {
         teacherAdapterSignature = draft.teacherAdapterSignature
         if let vocabulary = draft.vocabulary {
             let D = draft.config.hiddenSize
-            var h = [Float](repeating: 0, count: vocabulary.count * D)  // [V', D]
-            let full = draft.weights.head.values
-            for (k, id) in vocabulary.enumerated() { h.replaceSubrange((k * D)..<((k + 1) * D), with: full[(id * D)..<((id + 1) * D)]) }
+            var h = [Float](repeating: 0, count: vocabulary.count * D)  // [V', D]: only these rows unpacked
+            let full = draft.weights.head
+            h.withUnsafeMutableBufferPointer { p in
+                for (k, id) in vocabulary.enumerated() { full.dequantizeRows(id..<(id + 1), into: p.baseAddress! + k * D) }
+            }
             head = Weights(h, precision)
         } else {
             head = nil

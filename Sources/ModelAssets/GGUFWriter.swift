@@ -41,25 +41,29 @@ public struct GGUFWriter: Sendable {
 
     /// Adds a tensor from row-major Floats (`shape` slowest-varying first), stored as F32, F16 or BF16.
     public mutating func addTensor(_ name: String, _ tensor: HostTensor, as type: GGMLType = .f32) throws {
+        try addTensor(name, shape: tensor.shape, type: type, encoded: Self.encode(tensor.data, shape: tensor.shape, as: type, tensor: name))
+    }
+
+    /// Row-major values of `shape` (or whole rows of it) encoded as `type`: F32, F16 and BF16
+    /// value by value, block types by our quantizer (round to nearest; refuses rows not made of
+    /// whole blocks). Rows encode independently, so a tensor may be encoded a slice of rows at a time.
+    public static func encode(_ values: [Float], shape: [Int], as type: GGMLType, tensor name: String) throws -> [UInt8] {
         var sink = ByteSink()
         switch type {
         case .f32:
-            sink.bytes.reserveCapacity(4 * tensor.data.count)
-            for v in tensor.data { sink.append(v) }
+            sink.bytes.reserveCapacity(4 * values.count)
+            for v in values { sink.append(v) }
         case .f16:
-            sink.bytes.reserveCapacity(2 * tensor.data.count)
-            for v in tensor.data { sink.append(HalfFloat.f16(from: v)) }
+            sink.bytes.reserveCapacity(2 * values.count)
+            for v in values { sink.append(HalfFloat.f16(from: v)) }
         case .bf16:
-            sink.bytes.reserveCapacity(2 * tensor.data.count)
-            for v in tensor.data { sink.append(HalfFloat.bf16(from: v)) }
+            sink.bytes.reserveCapacity(2 * values.count)
+            for v in values { sink.append(HalfFloat.bf16(from: v)) }
         default:
-            // block types: our quantizer (round to nearest; refuses rows not made of whole blocks)
-            let k = tensor.shape.last ?? 1
-            let encoded = try Quantize.run(type, rows: k == 0 ? 0 : tensor.data.count / k, k: k, values: tensor.data, tensor: name)
-            try addTensor(name, shape: tensor.shape, type: type, encoded: encoded)
-            return
+            let k = shape.last ?? 1
+            return try Quantize.run(type, rows: k == 0 ? 0 : values.count / k, k: k, values: values, tensor: name)
         }
-        try addTensor(name, shape: tensor.shape, type: type, encoded: sink.bytes)
+        return sink.bytes
     }
 
     /// Adds a tensor whose bytes are already encoded as `type` (blocks laid out row by row).

@@ -43,13 +43,26 @@ public struct SafetensorsFile: Sendable {
     private let index: [String: Int]
     private let bytes: Data
     private let dataStart: Int
+    /// The mapping behind `bytes` when the file was opened by path: what stored tensors point into.
+    public let mapping: MappedFile?
 
+    /// Opens and validates a safetensors file, memory-mapped, never copied.
     public init(path: String) throws {
-        try self.init(data: FileBytes.read(path: path), path: path)
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { throw ModelAssetsError.io(path: path, reason: "no such file") }
+        if isDirectory.boolValue { throw ModelAssetsError.io(path: path, reason: "is a folder, not a file") }
+        let mapping = try MappedFile(path: path)
+        try self.init(data: mapping.data, path: path, mapping: mapping)
     }
 
+    /// Parses safetensors bytes already in memory; `path` names them in errors.
     public init(data: Data, path: String) throws {
+        try self.init(data: data, path: path, mapping: nil)
+    }
+
+    private init(data: Data, path: String, mapping: MappedFile?) throws {
         self.path = path
+        self.mapping = mapping
         bytes = data
         let header: [String: Any]
         (header, dataStart) = try data.withUnsafeBytes { raw -> ([String: Any], Int) in
@@ -175,6 +188,25 @@ public struct SafetensorsFile: Sendable {
         return HostTensor(shape: info.shape, data: values)
     }
 
+    /// An F32, F16 or BF16 tensor as the file stores it, without a copy: the address of its
+    /// first byte inside the mapping (which the result keeps alive), with the GGML type of the
+    /// same encoding. Only for a file opened by path; nil for other dtypes.
+    public func stored(_ name: String) throws -> StoredTensor? {
+        guard let info = tensorInfo(named: name) else { throw ModelAssetsError.missingTensor(path: path, tensor: name) }
+        guard let mapping, let base = mapping.base else {
+            throw ModelAssetsError.io(path: path, reason: "the tensors of in-memory safetensors bytes cannot be kept as stored; open the file by path")
+        }
+        let type: GGMLType
+        switch info.dtype {
+        case .f32: type = .f32
+        case .f16: type = .f16
+        case .bf16: type = .bf16
+        default: return nil
+        }
+        return StoredTensor(type: type, shape: info.shape, bytes: base + dataStart + info.dataOffsets.lowerBound,
+                            byteCount: info.dataOffsets.count, owner: mapping)
+    }
+
     /// The tensor's stored bytes.
     public func rawBytes(of name: String) throws -> Data {
         guard let info = tensorInfo(named: name) else { throw ModelAssetsError.missingTensor(path: path, tensor: name) }
@@ -197,20 +229,22 @@ public struct SafetensorsWriter: Sendable {
         guard name != "__metadata__", !entries.contains(where: { $0.name == name }) else {
             throw ModelAssetsError.duplicateTensor(path: where_, tensor: name)
         }
-        var sink = ByteSink()
-        sink.bytes.reserveCapacity(tensor.data.count * dtype.byteSize)
-        switch dtype {
-        case .f32: for v in tensor.data { sink.append(v) }
-        case .f16: for v in tensor.data { sink.append(HalfFloat.f16(from: v)) }
-        case .bf16: for v in tensor.data { sink.append(HalfFloat.bf16(from: v)) }
-        default:
-            throw ModelAssetsError.unsupportedTensorType(
-                path: where_, tensor: name, type: dtype.rawValue, supported: SafetensorsDType.convertible.map(\.rawValue))
-        }
-        entries.append((name, dtype, tensor.shape, sink.bytes))
+        let bytes = try tensor.data.withUnsafeBufferPointer { try Self.encode($0, as: dtype, tensor: name) }
+        entries.append((name, dtype, tensor.shape, bytes))
     }
 
     public func serialized() -> Data {
+        let header = Self.header(metadata: metadata, tensors: entries.map { ($0.name, $0.dtype, $0.shape, $0.bytes.count) })
+        var out = ByteSink()
+        out.bytes.reserveCapacity(header.count + entries.reduce(0) { $0 + $1.bytes.count })
+        out.append(bytes: header)
+        for e in entries { out.append(bytes: e.bytes) }
+        return Data(out.bytes)
+    }
+
+    /// The bytes before the data: the header's length, then the JSON header (metadata, then the
+    /// tensors in data order) padded with spaces to 8 bytes.
+    static func header(metadata: [String: String], tensors: [(name: String, dtype: SafetensorsDType, shape: [Int], byteCount: Int)]) -> [UInt8] {
         var json = "{"
         var parts: [String] = []
         if !metadata.isEmpty {
@@ -218,26 +252,124 @@ public struct SafetensorsWriter: Sendable {
             parts.append("\"__metadata__\":{\(items.joined(separator: ","))}")
         }
         var offset = 0
-        for e in entries {
+        for e in tensors {
             let shape = e.shape.map(String.init).joined(separator: ",")
-            parts.append("\(jsonString(e.name)):{\"dtype\":\"\(e.dtype.rawValue)\",\"shape\":[\(shape)],\"data_offsets\":[\(offset),\(offset + e.bytes.count)]}")
-            offset += e.bytes.count
+            parts.append("\(jsonString(e.name)):{\"dtype\":\"\(e.dtype.rawValue)\",\"shape\":[\(shape)],\"data_offsets\":[\(offset),\(offset + e.byteCount)]}")
+            offset += e.byteCount
         }
         json += parts.joined(separator: ",") + "}"
         var header = Array(json.utf8)
         while header.count % 8 != 0 { header.append(UInt8(ascii: " ")) }
         var out = ByteSink()
-        out.bytes.reserveCapacity(8 + header.count + offset)
         out.append(UInt64(header.count))
         out.append(bytes: header)
-        for e in entries { out.append(bytes: e.bytes) }
-        return Data(out.bytes)
+        return out.bytes
+    }
+
+    /// Float values as `dtype`'s little-endian bytes (F32, F16, BF16).
+    static func encode(_ values: UnsafeBufferPointer<Float>, as dtype: SafetensorsDType, tensor name: String) throws -> [UInt8] {
+        var sink = ByteSink()
+        sink.bytes.reserveCapacity(values.count * dtype.byteSize)
+        switch dtype {
+        case .f32: for v in values { sink.append(v) }
+        case .f16: for v in values { sink.append(HalfFloat.f16(from: v)) }
+        case .bf16: for v in values { sink.append(HalfFloat.bf16(from: v)) }
+        default:
+            throw ModelAssetsError.unsupportedTensorType(
+                path: "<safetensors being written>", tensor: name, type: dtype.rawValue, supported: SafetensorsDType.convertible.map(\.rawValue))
+        }
+        return sink.bytes
     }
 
     /// Writes the file atomically (temporary file, fsync, rename).
     public func write(to path: String) throws {
         try FileBytes.writeAtomically(serialized(), to: path)
     }
+}
+
+/// Writes a safetensors file too big to hold in memory: the header first (every tensor's name,
+/// dtype and shape declared up front), then each tensor's values in declaration order, in pieces
+/// of whole values; the file appears under its name only when complete (AtomicFile.Stream). The
+/// bytes equal `SafetensorsWriter`'s for the same tensors.
+public final class SafetensorsStreamWriter {
+    public struct Tensor: Sendable, Equatable {
+        public var name: String
+        public var dtype: SafetensorsDType
+        public var shape: [Int]
+        public init(name: String, dtype: SafetensorsDType, shape: [Int]) {
+            self.name = name
+            self.dtype = dtype
+            self.shape = shape
+        }
+        var byteCount: Int { shape.reduce(1, *) * dtype.byteSize }
+    }
+
+    public let path: String
+    public let tensors: [Tensor]
+    private let file: AtomicFile.Stream
+    private var current = 0
+    private var writtenInCurrent = 0
+
+    public init(path: String, metadata: [String: String], tensors: [Tensor]) throws {
+        var seen = Set<String>()
+        for t in tensors {
+            guard t.name != "__metadata__", seen.insert(t.name).inserted else { throw ModelAssetsError.duplicateTensor(path: path, tensor: t.name) }
+            guard SafetensorsDType.convertible.contains(t.dtype) else {
+                throw ModelAssetsError.unsupportedTensorType(path: path, tensor: t.name, type: t.dtype.rawValue, supported: SafetensorsDType.convertible.map(\.rawValue))
+            }
+        }
+        self.path = path
+        self.tensors = tensors
+        let header = SafetensorsWriter.header(metadata: metadata, tensors: tensors.map { ($0.name, $0.dtype, $0.shape, $0.byteCount) })
+        file = try AtomicFile.Stream(path: path)
+        try header.withUnsafeBytes { try file.write($0) }
+        skipEmpty()
+    }
+
+    /// Tensors without values are complete as soon as they are current.
+    private func skipEmpty() {
+        while current < tensors.count && tensors[current].byteCount == 0 { current += 1 }
+    }
+
+    /// The tensor the next `write` belongs to; nil once every tensor is complete.
+    public var nextTensor: Tensor? { current < tensors.count ? tensors[current] : nil }
+
+    /// Appends values of the current tensor (converted to its dtype); they may not run past its end.
+    public func write(_ values: UnsafeBufferPointer<Float>) throws {
+        guard !values.isEmpty else { return }
+        guard let t = nextTensor else {
+            file.abandon()
+            throw ModelAssetsError.incompleteWrite(path: path, tensor: tensors.last?.name ?? "<none>", written: values.count, expected: 0)
+        }
+        let bytes = try SafetensorsWriter.encode(values, as: t.dtype, tensor: t.name)
+        guard writtenInCurrent + bytes.count <= t.byteCount else {
+            file.abandon()
+            throw ModelAssetsError.incompleteWrite(path: path, tensor: t.name, written: writtenInCurrent + bytes.count, expected: t.byteCount)
+        }
+        try bytes.withUnsafeBytes { try file.write($0) }
+        writtenInCurrent += bytes.count
+        if writtenInCurrent == t.byteCount {
+            current += 1
+            writtenInCurrent = 0
+            skipEmpty()
+        }
+    }
+
+    public func write(_ values: [Float]) throws {
+        try values.withUnsafeBufferPointer { try write($0) }
+    }
+
+    /// Checks that every tensor got all its values, then flushes and renames the file into place.
+    public func finish() throws {
+        if let t = nextTensor {
+            file.abandon()
+            throw ModelAssetsError.incompleteWrite(path: path, tensor: t.name, written: writtenInCurrent, expected: t.byteCount)
+        }
+        try file.commit()
+    }
+
+    /// Stops without creating the file (the temporary file is removed).
+    public func abandon() { file.abandon() }
 }
 
 /// JSON string literal with the escapes RFC 8259 requires.

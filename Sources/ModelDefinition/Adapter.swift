@@ -115,7 +115,7 @@ public struct Adapter: Sendable {
         switch form(of: path) {
         case .peft(let folder): return try loadPEFT(folder: folder, base: base)
         case .package: return try FMAdapterPackage.load(path).adapter
-        case .checkpoint: return try fromCheckpoint(CheckpointFile.load(path))
+        case .checkpoint: return try fromCheckpoint(CheckpointFile.load(path, moments: false))
         }
     }
 

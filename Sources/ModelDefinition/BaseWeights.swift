@@ -5,6 +5,7 @@
 // config when built. Matrices are float32 or kept as the file stores them; norms and biases float32.
 //
 // Dimensions: V vocab, D hidden, F feed-forward; projection shapes in TensorTable.dimensions.
+import Foundation
 import ModelAssets
 
 /// One frozen weight matrix [rows, columns] (a projection, the embedding or the head), in
@@ -55,15 +56,51 @@ public struct FrozenMatrix: @unchecked Sendable {
     }
 
     /// Every value as float32, Hugging Face row order: the values themselves for float32
-    /// storage, a full dequantized copy for stored matrices (exports, the float32 reference path).
+    /// storage, a full dequantized copy for stored matrices (exports, the float32 reference path;
+    /// each such copy is counted in `fullCopies`).
     public var values: [Float] {
         switch storage {
         case .float32(let v): return v
         case .stored:
+            FrozenMatrix.fullCopies.increment()
             return [Float](unsafeUninitializedCapacity: rows * columns) { buf, n in
                 dequantizeRows(0..<rows, into: buf.baseAddress!)
                 n = rows * columns
             }
+        }
+    }
+}
+
+extension FrozenMatrix {
+    /// How many full float32 copies of stored matrices `values` has made in this process: what
+    /// the tests read to show that a path holds no float32 copy of a stored base.
+    public static let fullCopies = Counter()
+
+    public final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var count = 0
+        public var value: Int { lock.withLock { count } }
+        func increment() { lock.withLock { count += 1 } }
+    }
+}
+
+/// One named base tensor as held: a matrix (float32 or stored), or a vector (norm, bias).
+public enum NamedWeight: Sendable {
+    case matrix(FrozenMatrix)
+    case vector([Float])
+
+    public var shape: [Int] {
+        switch self {
+        case .matrix(let m): m.shape
+        case .vector(let v): [v.count]
+        }
+    }
+
+    /// The values as float32 (a stored matrix dequantized whole).
+    public var tensor: HostTensor {
+        switch self {
+        case .matrix(let m): HostTensor(shape: m.shape, data: m.values)
+        case .vector(let v): HostTensor(shape: [v.count], data: v)
         }
     }
 }
@@ -105,7 +142,9 @@ public final class BaseWeights: @unchecked Sendable {
         try self.init(config: file.config, tensors: file.tensors, matrices: file.matrices)
     }
 
-    init(config: ModelConfig, tensors: [String: HostTensor], matrices: [String: FrozenMatrix]) throws {
+    /// Builds the weights from float32 tensors and matrices (a matrix under a name wins over a
+    /// tensor of that name), checked as `init(config:tensors:)` checks them.
+    public init(config: ModelConfig, tensors: [String: HostTensor], matrices: [String: FrozenMatrix]) throws {
         self.config = config
         func tensor(_ name: String, _ shape: [Int]) throws -> HostTensor {
             guard let t = tensors[name] else { throw ModelError.missingTensor(name) }
@@ -155,21 +194,29 @@ public final class BaseWeights: @unchecked Sendable {
     }
 
     /// Every tensor under its Hugging Face name (`lm_head.weight` only when untied), in table
-    /// order. The arrays are shared, not copied.
-    public var namedTensors: [(name: String, tensor: HostTensor)] {
-        var out: [(String, HostTensor)] = [(TensorTable.embedding, HostTensor(shape: embedding.shape, data: embedding.values))]
+    /// order, as held: matrices as `FrozenMatrix` (stored ones never copied here), vectors as values.
+    public var namedWeights: [(name: String, weight: NamedWeight)] {
+        var out: [(String, NamedWeight)] = [(TensorTable.embedding, .matrix(embedding))]
         for (i, l) in layers.enumerated() {
-            out.append((TensorTable.inputNorm(layer: i), HostTensor(shape: [l.inputNorm.count], data: l.inputNorm)))
-            out.append((TensorTable.postAttentionNorm(layer: i), HostTensor(shape: [l.postAttentionNorm.count], data: l.postAttentionNorm)))
+            out.append((TensorTable.inputNorm(layer: i), .vector(l.inputNorm)))
+            out.append((TensorTable.postAttentionNorm(layer: i), .vector(l.postAttentionNorm)))
             for t in LoRATarget.allCases {
-                let p = l.projection(t)
-                out.append((TensorTable.weight(layer: i, target: t), HostTensor(shape: p.shape, data: p.values)))
-                if let b = l.bias(t) { out.append((TensorTable.bias(layer: i, target: t), HostTensor(shape: [b.count], data: b))) }
+                out.append((TensorTable.weight(layer: i, target: t), .matrix(l.projection(t))))
+                if let b = l.bias(t) { out.append((TensorTable.bias(layer: i, target: t), .vector(b))) }
             }
         }
-        out.append((TensorTable.finalNorm, HostTensor(shape: [finalNorm.count], data: finalNorm)))
-        if let untiedHead { out.append((TensorTable.head, HostTensor(shape: untiedHead.shape, data: untiedHead.values))) }
+        out.append((TensorTable.finalNorm, .vector(finalNorm)))
+        if let untiedHead { out.append((TensorTable.head, .matrix(untiedHead))) }
         return out
+    }
+
+    /// How many values the weights hold, whatever holds them.
+    public var parameterCount: Int { namedWeights.reduce(0) { $0 + $1.weight.shape.reduce(1, *) } }
+
+    /// Every tensor under its Hugging Face name as float32, in table order. Float32 arrays are
+    /// shared, not copied; stored matrices are dequantized (a full copy each: exports and tests).
+    public var namedTensors: [(name: String, tensor: HostTensor)] {
+        namedWeights.map { ($0.name, $0.weight.tensor) }
     }
 
     /// The tensors as a dictionary keyed by Hugging Face name.

@@ -107,7 +107,9 @@ public struct CheckpointFile {
     public static let mPrefix = "optimizer.exp_avg."
     public static let vPrefix = "optimizer.exp_avg_sq."
 
-    public static func load(_ path: String) throws -> CheckpointFile {
+    /// Reads a checkpoint. Without `moments` (inference, export) the optimizer moments, twice
+    /// the trained tensors' size, are neither read nor checked and `optimizerMoments` is empty.
+    public static func load(_ path: String, moments: Bool = true) throws -> CheckpointFile {
         guard FileManager.default.fileExists(atPath: path) else {
             throw ModelError.checkpoint(path: path, reason: "no such file")
         }
@@ -118,6 +120,8 @@ public struct CheckpointFile {
         let model = try CheckpointModelHeader(metadata: file.metadata, path: path)
         var tensors: [String: HostTensor] = [:], m: [String: HostTensor] = [:], v: [String: HostTensor] = [:]
         for info in file.tensors {
+            let isMoment = info.name.hasPrefix(mPrefix) || info.name.hasPrefix(vPrefix)
+            if isMoment && !moments { continue }
             let t = try file.tensor(info.name)
             for x in t.data where !x.isFinite {
                 throw ModelError.checkpoint(path: path, reason: "tensor '\(info.name)' holds a non-finite value")

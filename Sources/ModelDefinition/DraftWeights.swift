@@ -37,8 +37,15 @@ public struct DraftWeights: Sendable {
         let vocabulary = try tensors.removeValue(forKey: vocabularyTensorName).map {
             try tokenIds($0, vocabSize: config.vocabSize) { ModelError.checkpoint(path: c.path, reason: $0) }
         }
+        // A draft made from the base's blocks with its embeddings frozen leaves them out: they
+        // are the base's (same signature, checked above), used as the base holds them.
+        var shared: [String: FrozenMatrix] = [:]
+        if c.model.draftLayers != nil {
+            if tensors[TensorTable.embedding] == nil { shared[TensorTable.embedding] = base.weights.embedding }
+            if !config.tieWordEmbeddings, tensors[TensorTable.head] == nil, let head = base.weights.untiedHead { shared[TensorTable.head] = head }
+        }
         let weights: BaseWeights
-        do { weights = try BaseWeights(config: config, tensors: tensors) } catch let e as ModelError {
+        do { weights = try BaseWeights(config: config, tensors: tensors, matrices: shared) } catch let e as ModelError {
             throw ModelError.checkpoint(path: c.path, reason: "its draft weights do not form the model its header describes: \(e.localizedDescription)")
         }
         return DraftWeights(weights: weights, layers: c.model.draftLayers, vocabulary: vocabulary,
@@ -47,7 +54,7 @@ public struct DraftWeights: Sendable {
 
     /// Loads a draft-model checkpoint file for `base`.
     public static func load(path: String, base: BaseModel) throws -> DraftWeights {
-        try load(checkpoint: CheckpointFile.load(path), base: base)
+        try load(checkpoint: CheckpointFile.load(path, moments: false), base: base)
     }
 
     /// The sorted, in-range token ids a vocabulary tensor holds; `makeError(reason)` otherwise.

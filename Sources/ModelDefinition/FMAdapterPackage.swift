@@ -31,12 +31,40 @@ public struct DraftPackageConfig: Codable, Equatable, Sendable {
 /// A draft model as a package carries it.
 public struct PackagedDraft: Sendable {
     public var config: DraftPackageConfig
-    /// Hugging Face names of the draft model (`model.embed_tokens.weight`, `model.layers.0...`).
-    public var tensors: [String: HostTensor]
+    /// Every tensor under the draft model's Hugging Face names (`model.embed_tokens.weight`,
+    /// `model.layers.0...`) as held: read from a package, matrices stay the fp16 values of the
+    /// memory-mapped draft_weights.bin (a draft's embedding is as big as the base's).
+    public var weights: [String: NamedWeight]
 
+    /// A draft of float32 tensors (being exported).
     public init(config: DraftPackageConfig, tensors: [String: HostTensor]) {
         self.config = config
-        self.tensors = tensors
+        weights = tensors.mapValues { t in
+            t.shape.count == 2 ? .matrix(FrozenMatrix(rows: t.shape[0], columns: t.shape[1], values: t.data)) : .vector(t.data)
+        }
+    }
+
+    public init(config: DraftPackageConfig, weights: [String: NamedWeight]) {
+        self.config = config
+        self.weights = weights
+    }
+
+    /// The tensors as float32 (stored matrices dequantized: a full copy each).
+    public var tensors: [String: HostTensor] { weights.mapValues(\.tensor) }
+
+    /// How many values the draft holds.
+    public var parameterCount: Int { weights.values.reduce(0) { $0 + $1.shape.reduce(1, *) } }
+
+    /// The draft's weights: matrices as held, vectors as float32.
+    func baseWeights() throws -> BaseWeights {
+        var tensors: [String: HostTensor] = [:], matrices: [String: FrozenMatrix] = [:]
+        for (name, w) in weights {
+            switch w {
+            case .matrix(let m): matrices[name] = m
+            case .vector(let v): tensors[name] = HostTensor(shape: [v.count], data: v)
+            }
+        }
+        return try BaseWeights(config: config.config, tensors: tensors, matrices: matrices)
     }
 }
 
@@ -128,7 +156,7 @@ public struct FMAdapterPackage: Sendable {
         guard config.baseModelSignature == signature else {
             throw ModelError.package(path: configPath, reason: "the draft is for base model \(config.baseModelSignature) but the package's adapter for \(signature); re-export the package")
         }
-        let (header, tensors) = try WeightsContainer.read(path: weightsPath)
+        let (header, tensors) = try WeightsContainer.readStored(path: weightsPath)
         guard header.content == .draft, header.config == config.config, header.baseSignature == signature else {
             throw ModelError.package(path: weightsPath, reason: "does not hold the draft described by \(URL(fileURLWithPath: configPath).lastPathComponent) (content, config or base signature differ); re-export the package")
         }
@@ -142,7 +170,16 @@ public struct FMAdapterPackage: Sendable {
                 throw ModelError.package(path: configPath, reason: "'vocabulary' is not a sorted list of token ids below \(config.config.vocabSize); re-export the package")
             }
         }
-        return PackagedDraft(config: config, tensors: tensors)
+        // matrices stay fp16 in the mapped file; norms and biases are read as float32
+        return PackagedDraft(config: config, weights: tensors.mapValues { t in
+            guard t.shape.count == 2 else {
+                return .vector([Float](unsafeUninitializedCapacity: t.shape[0]) { b, n in
+                    t.dequantizeRows(0..<1, into: b.baseAddress!)
+                    n = t.shape[0]
+                })
+            }
+            return .matrix(FrozenMatrix(stored: t))
+        })
     }
 
     // MARK: use
@@ -170,7 +207,7 @@ public struct FMAdapterPackage: Sendable {
         guard draft.config.config.vocabSize == base.config.vocabSize else {
             throw ModelError.package(path: path, reason: "its draft scores \(draft.config.config.vocabSize) tokens but the base model \(base.config.vocabSize)")
         }
-        return DraftWeights(weights: try BaseWeights(config: draft.config.config, tensors: draft.tensors), layers: draft.config.draftLayers,
+        return DraftWeights(weights: try draft.baseWeights(), layers: draft.config.draftLayers,
                             vocabulary: draft.config.vocabulary, teacherAdapterSignature: draft.config.teacherAdapterSignature)
     }
 }

@@ -59,10 +59,7 @@ public enum ModelExport {
                                   matrixType: GGMLType = .f32, extraMetadata: [(String, GGUFValue)] = []) throws -> GGUFWriter {
         try TensorTable.check(tensors.map { ($0.key, $0.value.shape) }, config: config, path: "<model being exported>")
         var writer = GGUFWriter()
-        for (k, v) in ggufMetadata(for: config) { try writer.set(k, v) }
-        try writer.set("general.file_type", .uint32(matrixType == .f32 ? 0 : matrixType == .f16 ? 1 : 32))
-        if let tokenizer { for (k, v) in ggufMetadata(for: tokenizer) { try writer.set(k, v) } }
-        for (k, v) in extraMetadata { try writer.set(k, v) }
+        for (k, v) in ggufMetadata(for: config, tokenizer: tokenizer, matrixType: matrixType) + extraMetadata { try writer.set(k, v) }
         let permuted = config.architecture != .qwen2
         for name in tensors.keys.sorted(by: TensorTable.order) {
             var t = tensors[name]!
@@ -74,6 +71,13 @@ public enum ModelExport {
         return writer
     }
 
+    /// The whole header's metadata in the order written: the config's keys, `general.file_type`,
+    /// the tokenizer's keys.
+    static func ggufMetadata(for config: ModelConfig, tokenizer: TokenizerData?, matrixType: GGMLType) -> [(String, GGUFValue)] {
+        ggufMetadata(for: config) + [("general.file_type", .uint32(matrixType == .f32 ? 0 : matrixType == .f16 ? 1 : 32))]
+            + (tokenizer.map { ggufMetadata(for: $0) } ?? [])
+    }
+
     public static func writeGGUF(config: ModelConfig, tensors: [String: HostTensor], tokenizer: TokenizerData?,
                                  to path: String, matrixType: GGMLType = .f32) throws {
         try ggufWriter(config: config, tensors: tensors, tokenizer: tokenizer, matrixType: matrixType).write(to: path)
@@ -82,18 +86,102 @@ public enum ModelExport {
     /// A Hugging Face folder: config.json and model.safetensors (tokenizer files are not written).
     public static func writeHuggingFaceFolder(config: ModelConfig, tensors: [String: HostTensor], to folder: String,
                                               dtype: SafetensorsDType = .f32) throws {
-        try TensorTable.check(tensors.map { ($0.key, $0.value.shape) }, config: config, path: folder)
+        try streamHuggingFaceFolder(config: config, tensors: tensors.map { name, t in (name, t.shape, .computed { t }) },
+                                    to: folder, dtype: dtype)
+    }
+
+    // MARK: streaming a model bigger than memory
+
+    /// Where an exported tensor's values come from when its turn comes.
+    public enum Source {
+        /// A base weight as held: a matrix is read a slice of rows at a time (a stored one
+        /// dequantized slice by slice), so no float32 copy of it exists.
+        case weight(NamedWeight)
+        /// Values made when written (a projection with an adapter merged in), dropped after.
+        case computed(() -> HostTensor)
+
+        func whole() -> HostTensor {
+            switch self {
+            case .weight(let w): w.tensor
+            case .computed(let make): make()
+            }
+        }
+    }
+
+    /// Float32 values per slice of a streamed matrix (16 MiB).
+    static let valuesPerSlice = 1 << 22
+
+    /// Calls `body` with the tensor's values in order: a held matrix a slice of whole rows at a
+    /// time, anything else whole.
+    static func forEachSlice(_ source: Source, shape: [Int], _ body: (UnsafeBufferPointer<Float>, _ rows: Int) throws -> Void) throws {
+        guard case .weight(.matrix(let m)) = source, m.rows > 0, m.columns > 0 else {
+            let t = source.whole()
+            try t.data.withUnsafeBufferPointer { try body($0, shape.count == 1 ? 1 : shape[0]) }
+            return
+        }
+        let step = max(1, min(m.rows, valuesPerSlice / m.columns))
+        var buffer = [Float](repeating: 0, count: step * m.columns)
+        var r0 = 0
+        while r0 < m.rows {
+            let r1 = min(m.rows, r0 + step)
+            try buffer.withUnsafeMutableBufferPointer { b in
+                m.dequantizeRows(r0..<r1, into: b.baseAddress!)
+                try body(UnsafeBufferPointer(rebasing: b[0..<((r1 - r0) * m.columns)]), r1 - r0)
+            }
+            r0 = r1
+        }
+    }
+
+    /// `writeGGUF` one tensor at a time: memory holds one computed tensor or one slice of a held
+    /// matrix (plus a permuted q/k projection's copy), never the model. Same bytes as `writeGGUF`.
+    public static func streamGGUF(config: ModelConfig, tensors: [(name: String, shape: [Int], source: Source)], tokenizer: TokenizerData?,
+                                  to path: String, matrixType: GGMLType = .f32) throws {
+        try TensorTable.check(tensors.map { ($0.name, $0.shape) }, config: config, path: "<model being exported>")
+        let ordered = tensors.sorted { TensorTable.order($0.name, $1.name) }
+        let writer = try GGUFStreamWriter(
+            path: path, metadata: ggufMetadata(for: config, tokenizer: tokenizer, matrixType: matrixType),
+            tensors: ordered.map { GGUFStreamWriter.Tensor(name: TensorTable.ggufName(forHuggingFace: $0.name)!, shape: $0.shape,
+                                                           type: $0.shape.count == 1 ? .f32 : matrixType) })
+        do {
+            let permuted = config.architecture != .qwen2
+            for t in ordered {
+                let type: GGMLType = t.shape.count == 1 ? .f32 : matrixType
+                if permuted, let heads = TensorTable.ropeHeads(forHuggingFace: t.name, config: config) {
+                    let p = RoPELayout.permuteForGGUF(t.source.whole(), heads: heads)
+                    try writer.write(try GGUFWriter.encode(p.data, shape: p.shape, as: type, tensor: t.name))
+                    continue
+                }
+                try forEachSlice(t.source, shape: t.shape) { values, rows in
+                    try writer.write(try GGUFWriter.encode(Array(values), shape: t.shape.count == 1 ? t.shape : [rows, t.shape[1]], as: type, tensor: t.name))
+                }
+            }
+            try writer.finish()
+        } catch {
+            writer.abandon()
+            throw error
+        }
+    }
+
+    /// `writeHuggingFaceFolder` one tensor at a time (as `streamGGUF`).
+    public static func streamHuggingFaceFolder(config: ModelConfig, tensors: [(name: String, shape: [Int], source: Source)], to folder: String,
+                                               dtype: SafetensorsDType = .f32) throws {
+        try TensorTable.check(tensors.map { ($0.name, $0.shape) }, config: config, path: folder)
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         } catch {
             throw ModelAssetsError.io(path: folder, reason: "cannot create folder: \(error.localizedDescription)")
         }
-        var writer = SafetensorsWriter(metadata: ["format": "pt"])
-        for name in tensors.keys.sorted(by: TensorTable.order) {
-            try writer.add(name, tensors[name]!, as: dtype)
-        }
+        let ordered = tensors.sorted { TensorTable.order($0.name, $1.name) }
         let dir = URL(fileURLWithPath: folder)
-        try writer.write(to: dir.appendingPathComponent("model.safetensors").path)
+        let writer = try SafetensorsStreamWriter(path: dir.appendingPathComponent("model.safetensors").path, metadata: ["format": "pt"],
+                                                 tensors: ordered.map { .init(name: $0.name, dtype: dtype, shape: $0.shape) })
+        do {
+            for t in ordered { try forEachSlice(t.source, shape: t.shape) { values, _ in try writer.write(values) } }
+            try writer.finish()
+        } catch {
+            writer.abandon()
+            throw error
+        }
         try AtomicFile.write(config.huggingFaceConfigJSON(), to: dir.appendingPathComponent("config.json").path)
     }
 }

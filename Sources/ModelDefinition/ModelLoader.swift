@@ -1,6 +1,6 @@
 // Loading a base model from a `.gguf` file or a Hugging Face folder into one convention:
-// Hugging Face tensor names and layout (q/k rows un-permuted from llama.cpp's RoPE order), all
-// Float, names and shapes checked against the tensor table. Tokenizer building is left to ModelAssets.
+// Hugging Face tensor names and layout (q/k rows un-permuted from llama.cpp's RoPE order), matrices
+// as float32 or kept as the file stores them (memory-mapped), names and shapes checked against the tensor table. Tokenizer building is left to ModelAssets.
 // Name and permutation rules follow llama.cpp's convert_hf_to_gguf.py (`LlamaModel.permute`).
 import Foundation
 import ModelAssets
@@ -49,9 +49,10 @@ public struct BaseModelFile: Sendable {
     /// Every tensor as float32 in Hugging Face layout, one at a time (stored matrices dequantized).
     public func tensor(_ name: String) -> HostTensor {
         if let t = tensors[name] { return t }
-        let m = matrices[name]!
-        return HostTensor(shape: m.shape, data: m.values)
+        return Self.dequantized(matrices[name]!)
     }
+
+    static func dequantized(_ m: FrozenMatrix) -> HostTensor { HostTensor(shape: m.shape, data: m.values) }
 
     /// The base model signature (lowercase hex SHA-256); see `BaseModelSignature`. Costs one
     /// pass over the weights (stored matrices dequantized a few rows at a time, into one reused
@@ -80,14 +81,14 @@ public struct BaseModelFile: Sendable {
 
 public enum ModelLoader {
     /// Loads a `.gguf` file or a Hugging Face folder (config.json + safetensors). `storage`
-    /// `.stored` keeps a GGUF's matrices in their blocks, memory-mapped (a Hugging Face folder
-    /// loads as float32 either way for now).
+    /// `.stored` keeps the matrices as the file stores them, memory-mapped: a GGUF's blocks, a
+    /// safetensors file's F32, F16 and BF16 matrices.
     public static func load(path: String, storage: BaseWeightStorage = .float32) throws -> BaseModelFile {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw ModelAssetsError.io(path: path, reason: "no such file or folder")
         }
-        return isDirectory.boolValue ? try loadHuggingFace(folder: path) : try loadGGUF(path: path, storage: storage)
+        return isDirectory.boolValue ? try loadHuggingFace(folder: path, storage: storage) : try loadGGUF(path: path, storage: storage)
     }
 
     // MARK: GGUF
@@ -156,7 +157,7 @@ public enum ModelLoader {
 
     // MARK: Hugging Face folder
 
-    public static func loadHuggingFace(folder: String) throws -> BaseModelFile {
+    public static func loadHuggingFace(folder: String, storage: BaseWeightStorage = .float32) throws -> BaseModelFile {
         let dir = URL(fileURLWithPath: folder)
         let configPath = dir.appendingPathComponent("config.json").path
         let config = try ModelConfig.fromHuggingFace(path: configPath)
@@ -172,16 +173,31 @@ public enum ModelLoader {
         let sourcePath = { (name: String) in checkpoint.shards[name]?.path ?? folder }
         try TensorTable.check(names.map { ($0, checkpoint.tensorInfo(named: $0)!.shape) }, config: config, path: folder, pathForTensor: sourcePath)
 
-        let slots = ResultSlots<HostTensor>(count: names.count)
-        DispatchQueue.concurrentPerform(iterations: names.count) { i in
-            slots.set(i, Result { try checkpoint.tensor(names[i]) })
+        // Stored: 16- and 32-bit matrices stay in the mapped files (Hugging Face layout already);
+        // the vectors, and matrices of other dtypes, are read as float32.
+        var matrices: [String: FrozenMatrix] = [:]
+        if storage == .stored {
+            for name in names where checkpoint.tensorInfo(named: name)!.shape.count == 2 {
+                if let t = try checkpoint.shards[name]!.stored(name) { matrices[name] = FrozenMatrix(stored: t) }
+            }
+        }
+        let loaded = names.filter { matrices[$0] == nil }
+        let slots = ResultSlots<HostTensor>(count: loaded.count)
+        DispatchQueue.concurrentPerform(iterations: loaded.count) { i in
+            slots.set(i, Result { try checkpoint.tensor(loaded[i]) })
         }
         var tensors: [String: HostTensor] = [:]
-        for (i, name) in names.enumerated() { tensors[name] = try slots.get(i) }
+        for (i, name) in loaded.enumerated() { tensors[name] = try slots.get(i) }
         if tiedHead {
             // A tied model may still store the head; accept it only if it is the embedding.
-            let head = try checkpoint.tensor("lm_head.weight")
-            guard head == tensors["model.embed_tokens.weight"] else {
+            let same: Bool
+            if let embedding = matrices[TensorTable.embedding], let head = try checkpoint.shards["lm_head.weight"]!.stored("lm_head.weight"),
+               case .stored(let e, _) = embedding.storage, e.type == head.type, e.shape == head.shape {
+                same = memcmp(e.bytes, head.bytes, e.byteCount) == 0
+            } else {
+                same = try checkpoint.tensor("lm_head.weight") == tensors[TensorTable.embedding] ?? BaseModelFile.dequantized(matrices[TensorTable.embedding]!)
+            }
+            guard same else {
                 throw ModelAssetsError.invalidConfig(
                     path: sourcePath("lm_head.weight"), field: "tie_word_embeddings",
                     reason: "config says the head is tied but lm_head.weight differs from model.embed_tokens.weight; set tie_word_embeddings to false")
@@ -189,7 +205,7 @@ public enum ModelLoader {
         }
         let tokenizerJSON = dir.appendingPathComponent("tokenizer.json").path
         return BaseModelFile(
-            path: folder, format: .huggingFace, config: config, tensors: tensors,
+            path: folder, format: .huggingFace, config: config, tensors: tensors, matrices: matrices,
             tokenizer: .huggingFace(folder: folder, tokenizerJSON: FileManager.default.fileExists(atPath: tokenizerJSON) ? tokenizerJSON : nil))
     }
 }

@@ -2,7 +2,8 @@
 // version, a JSON header (what the tensors are for, their names, shapes and offsets), fp16 data,
 // and a SHA-256 trailer over everything before it. Layout and checks: docs/fmadapter-format.md.
 // Read as hostile input in the manner of gguf.cpp: sizes bounded before use, truncation and
-// checksum reported apart, every tensor range checked. Quantized storage is left out.
+// checksum reported apart, every tensor range checked. Read as Float, or left as the fp16 values
+// in the memory-mapped file (a packaged draft, never copied). Quantized storage is left out.
 import Crypto
 import Foundation
 import ModelAssets
@@ -48,13 +49,42 @@ public enum WeightsContainer {
     public static func serialize(content: WeightsHeader.Content, baseSignature: String, config: ModelConfig,
                                  lora: LoRAConfig?, tensors: [(name: String, tensor: HostTensor)],
                                  file: String) throws -> Data {
+        var out = [UInt8]()
+        try emit(content: content, baseSignature: baseSignature, config: config, lora: lora,
+                 tensors: tensors.map { ($0.name, .vector($0.tensor.data), $0.tensor.shape) }, file: file) { out += $0 }
+        return Data(out)
+    }
+
+    /// `serialize` written straight to `path` (atomically), a tensor at a time: each is converted
+    /// to fp16 as it is written, a held matrix a slice of rows at a time (a stored one dequantized
+    /// slice by slice), and hashed as it goes. Memory holds one slice, never the container.
+    public static func write(to path: String, content: WeightsHeader.Content, baseSignature: String, config: ModelConfig,
+                             lora: LoRAConfig?, tensors: [(name: String, weight: NamedWeight)], file: String) throws {
+        let stream = try AtomicFile.Stream(path: path)
+        do {
+            try emit(content: content, baseSignature: baseSignature, config: config, lora: lora,
+                     tensors: tensors.map { ($0.name, $0.weight, $0.weight.shape) }, file: file) { bytes in
+                try bytes.withUnsafeBytes { try stream.write($0) }
+            }
+            try stream.commit()
+        } catch {
+            stream.abandon()
+            throw error
+        }
+    }
+
+    /// The container's bytes in order, handed to `sink` in pieces: preamble and header, each
+    /// tensor's fp16 values after its padding, the SHA-256 of everything before it.
+    static func emit(content: WeightsHeader.Content, baseSignature: String, config: ModelConfig, lora: LoRAConfig?,
+                     tensors: [(name: String, weight: NamedWeight, shape: [Int])], file: String,
+                     sink: ([UInt8]) throws -> Void) throws {
         var entries: [WeightsHeader.TensorEntry] = []
         var offset = 0
-        for (name, t) in tensors {
-            entries.append(.init(name: name, shape: t.shape, offset: offset))
-            offset = roundUp(offset + 2 * t.data.count, alignment)
+        for (name, _, shape) in tensors {
+            entries.append(.init(name: name, shape: shape, offset: offset))
+            offset = roundUp(offset + 2 * shape.reduce(1, *), alignment)
         }
-        let dataLength = tensors.isEmpty ? 0 : entries.last!.offset + 2 * tensors.last!.tensor.data.count
+        let dataLength = tensors.isEmpty ? 0 : entries.last!.offset + 2 * tensors.last!.shape.reduce(1, *)
         let header = WeightsHeader(content: content, dtype: "F16", baseSignature: baseSignature, config: config,
                                    lora: lora, dataLength: dataLength, tensors: entries)
         let enc = JSONEncoder()
@@ -62,44 +92,85 @@ public enum WeightsContainer {
         let json = try enc.encode(header)
         let dataStart = roundUp(16 + json.count, alignment)
 
-        var out = [UInt8]()
-        out.reserveCapacity(dataStart + dataLength + checksumBytes)
-        out += magic
-        appendLE(&out, version)
-        appendLE(&out, UInt32(json.count))
-        out += json
-        out += [UInt8](repeating: 0, count: dataStart - out.count)
-        for ((name, t), e) in zip(tensors, entries) {
-            out += [UInt8](repeating: 0, count: dataStart + e.offset - out.count)
-            for v in t.data {
-                let h = Float16(v)
-                guard h.isFinite else {
-                    throw ModelError.unsupported("\(file): tensor '\(name)' holds \(v), which fp16 cannot store (largest finite fp16 is 65504); the weights are too large or not finite — check the checkpoint")
+        var hasher = SHA256()
+        var written = 0
+        func put(_ bytes: [UInt8]) throws {
+            hasher.update(data: bytes)
+            written += bytes.count
+            try sink(bytes)
+        }
+        var head = [UInt8]()
+        head += magic
+        appendLE(&head, version)
+        appendLE(&head, UInt32(json.count))
+        head += json
+        try put(head)
+        for ((name, weight, shape), e) in zip(tensors, entries) {
+            try put([UInt8](repeating: 0, count: dataStart + e.offset - written))
+            try ModelExport.forEachSlice(.weight(weight), shape: shape) { values, _ in
+                var out = [UInt8]()
+                out.reserveCapacity(2 * values.count)
+                for v in values {
+                    let h = Float16(v)
+                    guard h.isFinite else {
+                        throw ModelError.unsupported("\(file): tensor '\(name)' holds \(v), which fp16 cannot store (largest finite fp16 is 65504); the weights are too large or not finite — check the checkpoint")
+                    }
+                    appendLE(&out, h.bitPattern)
                 }
-                appendLE(&out, h.bitPattern)
+                try put(out)
             }
         }
-        precondition(out.count == dataStart + dataLength, "[WeightsContainer] layout arithmetic")
-        out += Array(SHA256.hash(data: out))
-        return Data(out)
+        precondition(written == dataStart + dataLength || tensors.isEmpty && written <= dataStart, "[WeightsContainer] layout arithmetic")
+        if tensors.isEmpty { try put([UInt8](repeating: 0, count: dataStart - written)) }
+        try sink(Array(hasher.finalize()))
     }
 
     /// Reads and checks a container: magic, version, header, size (truncation), SHA-256,
     /// tensor ranges, finite values. Returns the header and the tensors as Float.
     public static func read(path: String) throws -> (header: WeightsHeader, tensors: [String: HostTensor]) {
+        let mapping = try map(path)
+        return try parse(mapping.data, path: path)
+    }
+
+    /// `read` without converting: every tensor as the fp16 values the file stores, pointing into
+    /// the memory-mapped file (which the results keep alive), after the same checks.
+    public static func readStored(path: String) throws -> (header: WeightsHeader, tensors: [String: StoredTensor]) {
+        let mapping = try map(path)
+        guard let base = mapping.base else { throw ModelError.weights(path: path, reason: "truncated: 0 bytes, too short even for the 16-byte preamble; re-export the package") }
+        let (header, dataStart) = try check(UnsafeRawBufferPointer(start: base, count: mapping.count), path: path)
+        var out: [String: StoredTensor] = [:]
+        for e in header.tensors {
+            let count = e.shape.reduce(1, *)
+            out[e.name] = StoredTensor(type: .f16, shape: e.shape, bytes: base + dataStart + e.offset, byteCount: 2 * count, owner: mapping)
+        }
+        return (header, out)
+    }
+
+    static func map(_ path: String) throws -> MappedFile {
         guard FileManager.default.fileExists(atPath: path) else {
             throw ModelError.weights(path: path, reason: "no such file")
         }
-        let data: Data
-        do { data = try Data(contentsOf: URL(fileURLWithPath: path), options: .mappedIfSafe) } catch {
+        do { return try MappedFile(path: path) } catch {
             throw ModelError.weights(path: path, reason: "cannot be read: \(error.localizedDescription)")
         }
-        return try parse(data, path: path)
     }
 
     public static func parse(_ data: Data, path: String) throws -> (header: WeightsHeader, tensors: [String: HostTensor]) {
+        try data.withUnsafeBytes { raw in
+            let (header, dataStart) = try check(raw, path: path)
+            var tensors: [String: HostTensor] = [:]
+            for e in header.tensors {
+                let count = e.shape.reduce(1, *), at = dataStart + e.offset
+                let values = (0..<count).map { i in Float(Float16(bitPattern: UInt16(raw[at + 2 * i]) | UInt16(raw[at + 2 * i + 1]) << 8)) }
+                tensors[e.name] = HostTensor(shape: e.shape, data: values)
+            }
+            return (header, tensors)
+        }
+    }
+
+    /// Every check of a container's bytes; returns the header and where the data section starts.
+    static func check(_ bytes: UnsafeRawBufferPointer, path: String) throws -> (header: WeightsHeader, dataStart: Int) {
         func bad(_ reason: String) -> ModelError { .weights(path: path, reason: reason) }
-        let bytes = [UInt8](data)
         let size = bytes.count
         guard size >= 16 else {
             throw bad("truncated: \(size) bytes, too short even for the 16-byte preamble; re-export the package")
@@ -137,11 +208,11 @@ public enum WeightsContainer {
             throw bad("holds \(size - expected) bytes after its declared end (\(expected) bytes); the file is damaged, re-export the package")
         }
         let stored = Array(bytes[(size - checksumBytes)...])
-        let actual = Array(SHA256.hash(data: bytes[0..<(size - checksumBytes)]))
+        let actual = Array(SHA256.hash(data: UnsafeRawBufferPointer(rebasing: bytes[0..<(size - checksumBytes)])))
         guard stored == actual else {
             throw bad("checksum mismatch: the SHA-256 stored in its last 32 bytes is \(hex(stored)) but the contents hash to \(hex(actual)); the file is corrupted, re-export the package")
         }
-        var tensors: [String: HostTensor] = [:]
+        var names = Set<String>()
         var ranges: [(Range<Int>, String)] = []
         for e in header.tensors {
             var count = 1
@@ -152,27 +223,22 @@ public enum WeightsContainer {
                 count = p
             }
             guard !e.shape.isEmpty else { throw bad("tensor '\(e.name)' has an empty shape") }
-            guard tensors[e.name] == nil else { throw bad("tensor '\(e.name)' appears twice") }
+            guard names.insert(e.name).inserted else { throw bad("tensor '\(e.name)' appears twice") }
             // count <= dataLength, so 2 * count cannot overflow; offset + 2 * count could.
             guard e.offset >= 0, e.offset <= header.dataLength - 2 * count else {
                 throw bad("tensor '\(e.name)' (shape \(e.shape), offset \(e.offset)) reaches past the \(header.dataLength)-byte data section")
             }
             ranges.append((e.offset..<(e.offset + 2 * count), e.name))
-            var values = [Float](repeating: 0, count: count)
             let base = dataStart + e.offset
-            for i in 0..<count {
-                let bits = UInt16(bytes[base + 2 * i]) | UInt16(bytes[base + 2 * i + 1]) << 8
-                let v = Float(Float16(bitPattern: bits))
-                guard v.isFinite else { throw bad("tensor '\(e.name)' holds a non-finite value at index \(i)") }
-                values[i] = v
+            for i in 0..<count where bytes[base + 2 * i + 1] & 0x7C == 0x7C {  // fp16 exponent all ones: inf or NaN
+                throw bad("tensor '\(e.name)' holds a non-finite value at index \(i)")
             }
-            tensors[e.name] = HostTensor(shape: e.shape, data: values)
         }
         ranges.sort { $0.0.lowerBound < $1.0.lowerBound }
         for (a, b) in zip(ranges, ranges.dropFirst()) where a.0.upperBound > b.0.lowerBound {
             throw bad("tensors '\(a.1)' and '\(b.1)' overlap")
         }
-        return (header, tensors)
+        return (header, dataStart)
     }
 
     // MARK: helpers
@@ -183,7 +249,7 @@ public enum WeightsContainer {
         withUnsafeBytes(of: v.littleEndian) { out += $0 }
     }
 
-    static func readLE(_ b: [UInt8], _ at: Int) -> UInt32 {
+    static func readLE(_ b: UnsafeRawBufferPointer, _ at: Int) -> UInt32 {
         UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24
     }
 

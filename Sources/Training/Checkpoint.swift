@@ -82,8 +82,9 @@ public struct Checkpoint {
     public static let mPrefix = CheckpointFile.mPrefix
     public static let vPrefix = CheckpointFile.vPrefix
 
-    public static func load(_ path: String) throws -> Checkpoint {
-        let file = try CheckpointFile.load(path)
+    /// Reads a checkpoint; `moments: false` skips the optimizer moments (see CheckpointFile.load).
+    public static func load(_ path: String, moments: Bool = true) throws -> Checkpoint {
+        let file = try CheckpointFile.load(path, moments: moments)
         return Checkpoint(file: file, header: try CheckpointHeader(metadata: file.metadata, path: path))
     }
 

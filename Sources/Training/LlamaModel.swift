@@ -171,8 +171,9 @@ public final class LlamaModel {
     public let config: ModelConfig
     public let embedTokens: Tensor?  // [V, D]; nil when kept as stored (`frozenEmbedding`)
     public let lmHead: Tensor?  // [V, D]; the same tensor as embedTokens when tied; nil when stored
-    /// The embedding and head when the base is kept as its file stores them.
-    let storedEmbedding: FrozenMatrix?, storedHead: FrozenMatrix?
+    /// The embedding and head when kept as the file stores them (a frozen embedding and head
+    /// are never copied: LoRA training, and a draft with `freezeEmbeddings`).
+    public let storedEmbedding: FrozenMatrix?, storedHead: FrozenMatrix?
     /// The frozen weights the model was built on.
     let base: BaseWeights
     public let finalNorm: Tensor  // [D]
@@ -182,7 +183,8 @@ public final class LlamaModel {
     /// Builds the model on frozen `weights`. With `lora`, adapters are created on the chosen
     /// targets: A from `rng` (PEFT's Kaiming-uniform), B = 0, so step 0 equals the base.
     /// `trainBase` makes every base weight trainable (a draft model is trained in full, not
-    /// with LoRA); `freezeEmbeddings` then keeps the embedding (and a tied head) frozen.
+    /// with LoRA): each becomes a float32 tensor. `freezeEmbeddings` then keeps the embedding
+    /// and the head frozen, as the base holds them (a stored pair stays stored, never copied).
     public init(weights: BaseWeights, lora: LoRAConfig?, rng: inout SeededRNG,
                 trainBase: Bool = false, freezeEmbeddings: Bool = false) throws {
         let config = weights.config
@@ -190,8 +192,8 @@ public final class LlamaModel {
         self.lora = lora
         self.trainsBase = trainBase
         base = weights
-        // A stored base stays stored (a panel at a time); a trained draft needs tensors.
-        let keep = !trainBase
+        // A stored base stays stored (a panel at a time); a trained draft needs tensors for what it trains.
+        let keep = !trainBase, keepEmbeddings = !trainBase || freezeEmbeddings
         if trainBase && lora != nil {
             throw TrainingError.invalidConfig("a model is trained either in full or with LoRA, not both")
         }
@@ -202,13 +204,13 @@ public final class LlamaModel {
             named.append((name, t))
             return t
         }
-        if keep && weights.embedding.isStored {
+        if keepEmbeddings && weights.embedding.isStored {
             (embedTokens, storedEmbedding) = (nil, weights.embedding)
         } else {
             (embedTokens, storedEmbedding) = (tensor(TensorTable.embedding, shape: weights.embedding.shape, weights.embedding.values, embedding: true), nil)
         }
         if let head = weights.untiedHead {
-            if keep && head.isStored {
+            if keepEmbeddings && head.isStored {
                 (lmHead, storedHead) = (nil, head)
             } else {
                 (lmHead, storedHead) = (tensor(TensorTable.head, shape: head.shape, head.values, embedding: true), nil)
@@ -283,13 +285,22 @@ public final class LlamaModel {
         return out
     }
 
+    /// The embedding and (untied) head kept as stored, under their Hugging Face names: what
+    /// `namedWeights` leaves out besides stored projections.
+    public var storedEmbeddingMatrices: [(name: String, matrix: FrozenMatrix)] {
+        var out: [(String, FrozenMatrix)] = storedEmbedding.map { [(TensorTable.embedding, $0)] } ?? []
+        if !config.tieWordEmbeddings, let storedHead { out.append((TensorTable.head, storedHead)) }
+        return out
+    }
+
     /// The weights as the model definition's frozen weights: the ones the model was built on,
-    /// or, for a model that trains its base (a draft), their current values (arrays shared).
+    /// or, for a model that trains its base (a draft), their current values (arrays shared; a
+    /// frozen stored embedding and head as they are).
     public func frozenWeights() throws -> BaseWeights {
         guard trainsBase else { return base }
         return try BaseWeights(config: config, tensors: Dictionary(uniqueKeysWithValues: namedWeights.map {
             ($0.name, HostTensor(shape: $0.tensor.shape, data: $0.tensor.data))
-        }))
+        }), matrices: Dictionary(uniqueKeysWithValues: storedEmbeddingMatrices.map { ($0.name, $0.matrix) }))
     }
 
     /// The LoRA tensors' current values as an adapter (nil without LoRA).

@@ -20,7 +20,7 @@ struct InspectCommand: ParsableCommand {
         let t0 = Date()
         let base = try model.load()
         let c = base.config
-        let params = base.file.tensors.values.reduce(0) { $0 + $1.data.count }
+        let params = base.weights.parameterCount  // (file.tensors holds only the vectors of a stored base)
         let info: [(String, Any)] = [
             ("path", base.path), ("format", base.file.format.rawValue), ("architecture", c.architecture.rawValue),
             ("layers", c.numLayers), ("hiddenSize", c.hiddenSize), ("intermediateSize", c.intermediateSize),

@@ -84,25 +84,26 @@ struct ExportCommand: ParsableCommand {
     }
 
     func run() throws {
+        FullCopyReport.install()
         switch format {
         case .fmadapter:
             let creator = try creatorDefined.map { try MetadataValue.parseObject($0, what: "--creator-defined") } ?? [:]
-            let adapter = try Checkpoint.load(checkpoint)
-            let draft = try draftCheckpoint.map { try Checkpoint.load($0) }
-            let base = try baseModel.map { try BaseModel.load(path: $0) }
+            let adapter = try Checkpoint.load(checkpoint, moments: false)
+            let draft = try draftCheckpoint.map { try Checkpoint.load($0, moments: false) }
+            let base = try baseModel.map { try BaseModel.load(path: $0, storage: .stored) }
             let options = PackageOptions(name: adapterName, author: author, description: description, license: license,
                                          draftTokenCount: draftTokenCount, creatorDefined: creator)
             let path = try FMAdapterPackage.export(adapter: adapter, draft: draft, base: base, options: options, outputDir: outputDir)
             print(path)
         case .peft:
             let weights = try Adapter.load(checkpoint)
-            if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel)) }
+            if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel, storage: .stored)) }
             let folder = URL(fileURLWithPath: outputDir).appendingPathComponent(adapterName).path
             try PEFTAdapter.write(weights, to: folder, baseModelName: baseModel)
             print(folder)
         case .gguf:
             let weights = try Adapter.load(checkpoint)
-            if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel)) }
+            if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel, storage: .stored)) }
             try FileManager.default.createDirectory(atPath: outputDir, withIntermediateDirectories: true)
             let path = URL(fileURLWithPath: outputDir).appendingPathComponent(adapterName + ".gguf").path
             try GGUFLoRAAdapter.write(weights, to: path)
@@ -128,13 +129,13 @@ struct Inspect: ParsableCommand {
         print(String(decoding: try enc.encode(p.metadata), as: UTF8.self))
         print("adapter: rank \(p.lora.rank), alpha \(p.lora.alpha), targets \(p.lora.targets.map(\.rawValue).joined(separator: ",")), \(p.adapterTensors.count) tensors, base \(p.baseConfig.architecture.rawValue) with \(p.baseConfig.numLayers) layers")
         if let d = p.draft {
-            print("draft: \(d.config.config.numLayers) layers, hidden \(d.config.config.hiddenSize), \(d.tensors.values.reduce(0) { $0 + $1.data.count }) parameters" + (d.config.draftLayers.map { ", from base layers \($0)" } ?? ""))
+            print("draft: \(d.config.config.numLayers) layers, hidden \(d.config.config.hiddenSize), \(d.parameterCount) parameters" + (d.config.draftLayers.map { ", from base layers \($0)" } ?? ""))
         } else {
             print("draft: none")
         }
         print("checksums: ok")
         if let baseModel {
-            let base = try BaseModel.load(path: baseModel)
+            let base = try BaseModel.load(path: baseModel, storage: .stored)
             if p.isCompatible(with: base) {
                 print("compatible with \(base.path): yes (signature \(base.signature))")
             } else {
@@ -155,7 +156,7 @@ struct SignatureOptions: ParsableArguments {
 
     func resolve() throws -> String {
         if let signature { return signature.lowercased() }
-        return try BaseModel.load(path: try BaseModel.resolvePath(baseModel)).signature
+        return try BaseModel.load(path: try BaseModel.resolvePath(baseModel), storage: .stored).signature
     }
 }
 

@@ -67,6 +67,24 @@ public enum TinyAssets {
         return path
     }
 
+    /// A tiny base wide enough for every block type (hidden 256, feed-forward 512: rows of whole
+    /// K-quant blocks), its matrices written as `type`; returns its path.
+    public static func writeBlockModel(_ type: GGMLType, in dir: String, seed: UInt64 = 3, tied: Bool = true) throws -> String {
+        let tok = tokenizer()
+        let cfg = try ModelConfig(architecture: .llama, hiddenSize: 256, intermediateSize: 512, numLayers: 2, numHeads: 4, numKVHeads: 2,
+                                  headDim: 64, vocabSize: tok.tokens.count, ropeTheta: 10000, rmsNormEps: 1e-5, tieWordEmbeddings: tied,
+                                  attentionBias: false, maxPositionEmbeddings: 512)
+        var rng = SeededRNG(seed: seed)
+        var tensors: [String: HostTensor] = [:]
+        for (name, shape) in TensorTable.shapes(for: cfg) {
+            let n = shape.reduce(1, *)
+            tensors[name] = HostTensor(shape: shape, data: (0..<n).map { _ in shape.count == 1 ? 1 + 0.1 * Float.random(in: -1...1, using: &rng) : 0.08 * Float.random(in: -1...1, using: &rng) })
+        }
+        let path = dir + "/tiny-\(type.name)\(tied ? "" : "-untied").gguf"
+        try ModelExport.writeGGUF(config: cfg, tensors: tensors, tokenizer: tok, to: path, matrixType: type)
+        return path
+    }
+
     /// `count` short conversations: the assistant repeats the user's word in upper case.
     public static func writeData(_ path: String, count: Int, offset: Int = 0) throws {
         let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
