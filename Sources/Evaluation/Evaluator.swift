@@ -61,6 +61,9 @@ public struct TargetResult: Sendable, Codable, Equatable {
     /// dead end) cut it before it was a whole value.
     public var constrained = false
     public var incomplete: Bool? = nil
+    /// Constrained: near the token limit the mask kept only tokens after which the reply could
+    /// still close in time, and that removed a choice (`GenerationStats.closedByLimit`).
+    public var closedByLimit: Bool? = nil
     public var prefillSeconds: Double
     public var decodeSeconds: Double
 }
@@ -89,6 +92,8 @@ public struct ModelSummary: Sendable, Codable, Equatable {
     /// them the token limit cut before they were whole values.
     public var constrained = false
     public var incompleteReplies = 0
+    /// Complete replies the token limit narrowed so they would close in time (valid, perhaps shortened).
+    public var closedByLimitReplies = 0
     /// Tool calls in the reference turns, and how many were matched by name / by name and arguments.
     public var referenceToolCalls = 0
     public var toolNamesCorrect = 0
@@ -128,6 +133,7 @@ public struct ModelSummary: Sendable, Codable, Equatable {
         }
         generatedTokens += r.generatedTokens
         if r.incomplete == true { incompleteReplies += 1 }
+        if r.closedByLimit == true && r.incomplete != true { closedByLimitReplies += 1 }
         if !r.stoppedAtEndOfTurn { hitTokenLimit += 1 }
         prefillSeconds += r.prefillSeconds
         decodeSeconds += r.decodeSeconds
@@ -207,6 +213,7 @@ public enum Evaluator {
                             output: output, exactMatch: score.exactMatch, json: score.json, toolCalls: score.toolCalls,
                             generatedTokens: stats.generatedTokens, stoppedAtEndOfTurn: stats.stoppedAtEndOfTurn,
                             constrained: request.constraint != nil, incomplete: request.constraint != nil ? stats.incomplete : nil,
+                            closedByLimit: request.constraint != nil ? stats.closedByLimit : nil,
                             prefillSeconds: stats.prefillSeconds, decodeSeconds: stats.decodeSeconds)
     }
 

@@ -14,7 +14,7 @@ public enum EvaluationTable {
         var header = ["model", "eval loss", "ppl"]
         if hasGeneration { header += ["exact match"] }
         if hasJSON { header += ["JSON valid", "schema ok", "JSON equal"] }
-        if hasConstrained { header += ["incomplete"] }
+        if hasConstrained { header += ["incomplete", "closed by limit"] }
         if hasTools { header += ["tool name", "tool args"] }
         if hasGeneration { header += ["tok/s"] }
         var rows: [[String]] = [header]
@@ -24,7 +24,7 @@ public enum EvaluationTable {
                        m.perplexity.map { String(format: "%.3f", $0) } ?? "-"]
             if hasGeneration { row.append("\(pct(m.exactMatchRate)) (\(m.exactMatches)/\(m.targets))") }
             if hasJSON { row += [pct(m.jsonValidRate), pct(m.schemaConformanceRate), pct(m.jsonEqualRate)] }
-            if hasConstrained { row.append(m.constrained ? "\(m.incompleteReplies)" : "-") }
+            if hasConstrained { row += m.constrained ? ["\(m.incompleteReplies)", "\(m.closedByLimitReplies)"] : ["-", "-"] }
             if hasTools { row += [pct(m.toolNameAccuracy), pct(m.toolArgumentAccuracy)] }
             if hasGeneration { row.append(m.tokensPerSecond.map { String(format: "%.1f", $0) } ?? "-") }
             rows.append(row)

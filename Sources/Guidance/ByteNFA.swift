@@ -246,6 +246,11 @@ struct ByteNFA: Sendable {
     let countedCount: [Int32]
     let countedWindow: [Int32]
     let windows: [LengthWindow]
+    /// Per state: the fewest bytes that lead from it to the accepting state (a budget's floor:
+    /// a text there needs at least this many more bytes to be complete).
+    let distance: [Int32]
+    /// The largest `distance` of any state: no text is ever further from completion.
+    let maxDistance: Int32
 
     init?(epsilon: [[Int32]], edges: [[ByteEdge]], start: Int32, accept: Int32,
           counted: [CountedState] = [], windows: [LengthWindow] = []) {
@@ -336,6 +341,45 @@ struct ByteNFA: Sendable {
         self.countedCount = countValue
         self.countedWindow = window
         self.windows = windows
+        self.distance = Self.distances(count: Int(count), accept: self.accept, epsilonStart: epsilonStart, epsilonTargets: epsilonTargets,
+                                       edgeStart: edgeStart, edgeTo: edgeTo)
+        self.maxDistance = distance.max() ?? 0
+    }
+
+    /// Bytes to the accepting state from every state: breadth-first backwards from it, level by
+    /// level, an epsilon edge keeping the level and a byte edge adding one.
+    private static func distances(count n: Int, accept: Int32, epsilonStart: [Int32], epsilonTargets: [Int32],
+                                  edgeStart: [Int32], edgeTo: [Int32]) -> [Int32] {
+        var byEpsilon = [[Int32]](repeating: [], count: n), byByte = [[Int32]](repeating: [], count: n)
+        for s in 0..<n {
+            for k in Int(epsilonStart[s])..<Int(epsilonStart[s + 1]) { byEpsilon[Int(epsilonTargets[k])].append(Int32(s)) }
+            for k in Int(edgeStart[s])..<Int(edgeStart[s + 1]) { byByte[Int(edgeTo[k])].append(Int32(s)) }
+        }
+        var distance = [Int32](repeating: .max, count: n)
+        distance[Int(accept)] = 0
+        var level: Int32 = 0
+        var current: [Int32] = [accept]
+        while !current.isEmpty {
+            var i = 0
+            while i < current.count {
+                let t = Int(current[i])
+                i += 1
+                for p in byEpsilon[t] where distance[Int(p)] > level {
+                    distance[Int(p)] = level
+                    current.append(p)
+                }
+            }
+            var next: [Int32] = []
+            for t in current {
+                for p in byByte[Int(t)] where distance[Int(p)] > level + 1 {
+                    distance[Int(p)] = level + 1
+                    next.append(p)
+                }
+            }
+            current = next
+            level += 1
+        }
+        return distance
     }
 
     /// The epsilon closure of `seeds`, keeping only states that consume bytes or accept, sorted.

@@ -17,6 +17,9 @@ final class LazyDFA {
     private var capacity: Int
     private var rows = 0
     private(set) var accepting: [Bool] = []
+    /// Per state: the fewest bytes to completion (the least over its NFA states; the dead
+    /// state's is Int32.max).
+    private var distances: [Int32] = []
     private var sets: [[Int32]] = []
     private var index: [[Int32]: Int32] = [:]
     private var mark: [UInt32]
@@ -47,6 +50,8 @@ final class LazyDFA {
 
     func isAccepting(_ s: Int32) -> Bool { accepting[Int(s) / classCount] }
 
+    func distance(_ s: Int32) -> Int32 { distances[Int(s) / classCount] }
+
     /// The NFA states of `s` (sorted).
     func members(_ s: Int32) -> [Int32] { sets[Int(s) / classCount] }
 
@@ -60,6 +65,7 @@ final class LazyDFA {
         sets.append(set)
         index[set] = s
         accepting.append(set.contains(nfa.accept))
+        distances.append(set.lazy.map { self.nfa.distance[Int($0)] }.min() ?? .max)
         if (rows + 1) * classCount > capacity {
             let bigger = UnsafeMutablePointer<Int32>.allocate(capacity: capacity * 2)
             bigger.update(from: table, count: rows * classCount)

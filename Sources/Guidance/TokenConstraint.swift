@@ -79,6 +79,11 @@ public final class TokenConstraint: @unchecked Sendable {
     private var masksByKey: [[Int64]: TokenMask] = [:]
     private var walks = 0
     private var forced: [Int32: [Int]] = [:]
+    /// Per DFA state: the largest distance to completion any allowed content token leads to
+    /// (computed the first time a token limit comes near), and masks narrowed by a limit, by
+    /// state and the distance allowed after the token (`budgetKey`).
+    private var maxAfter: [Int32: Int32] = [:]
+    private var budgetMasks: [Int64: TokenMask] = [:]
     private let emptyMask: TokenMask
     private var walkStack: [Int32]
     /// The grammar's byte class of each trie node's byte.
@@ -142,6 +147,58 @@ public final class TokenConstraint: @unchecked Sendable {
         logits.withUnsafeMutableBufferPointer { m.apply(to: $0) }
     }
 
+    /// The tokens allowed next when this token and at most `remaining - 1` more may follow,
+    /// a stop token included: besides the plain mask's rule, a content token must leave the text
+    /// no more bytes from completion than the tokens then left can spell (one byte each, then
+    /// the stop token). A reply that keeps to these masks ends complete within its limit, cut
+    /// short rather than cut off, as long as the vocabulary holds the single bytes on the way
+    /// (a byte-level BPE's does). `narrowed` tells whether the limit removed any token. When
+    /// the limit is already too near to complete in time, or the narrowed mask would be empty,
+    /// the plain mask.
+    public func allowedTokens(_ state: ConstraintState, remaining: Int) -> (mask: TokenMask, narrowed: Bool) {
+        if state.isFinished { return (emptyMask, false) }
+        lock.lock()
+        defer { lock.unlock() }
+        let s = state.dfaState
+        let plain = maskLocked(s)
+        // Bytes from completion a content token may leave: one token per byte, then the stop.
+        let limit = remaining - 2
+        if limit >= Int(grammar.nfa.maxDistance) || Int(dfa.distance(s)) > remaining - 1 { return (plain, false) }
+        if limit >= Int(maxAfterLocked(s, plain)) { return (plain, false) }
+        let key = Int64(s) << 32 | Int64(max(limit, -1) + 1)
+        if let m = budgetMasks[key] { return (m, true) }
+        var words = plain.words
+        var content = 0
+        for id in plain.allowedTokens where !vocabulary.isStop(id) {
+            if let next = nextLocked(s, id), Int(dfa.distance(next)) <= limit {
+                content += 1
+            } else {
+                words[id >> 6] &= ~(1 << UInt64(id & 63))
+            }
+        }
+        if content == 0 && !dfa.isAccepting(s) { return (plain, false) }
+        let m = TokenMask(count: vocabulary.count, words: words)
+        if budgetMasks.count >= 4096 { budgetMasks.removeAll(keepingCapacity: true) }
+        budgetMasks[key] = m
+        return (m, true)
+    }
+
+    /// Sets the logits of tokens not allowed within the token limit to -infinity
+    /// (`allowedTokens(_:remaining:)`); true when the limit narrowed the choice.
+    @discardableResult
+    public func mask(logits: UnsafeMutableBufferPointer<Float>, _ state: ConstraintState, remaining: Int) -> Bool {
+        let (m, narrowed) = allowedTokens(state, remaining: remaining)
+        m.apply(to: logits)
+        return narrowed
+    }
+
+    /// Bytes the text needs at least before it is complete (0 when it is).
+    func distanceToCompletion(_ s: Int32) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return Int(dfa.distance(s))
+    }
+
     /// Whether `token` may come next: the same answer as the mask, without computing it.
     public func allows(_ token: Int, in state: ConstraintState) -> Bool {
         if state.isFinished { return false }
@@ -185,6 +242,16 @@ public final class TokenConstraint: @unchecked Sendable {
             if cur == LazyDFA.dead { return nil }
         }
         return cur
+    }
+
+    private func maxAfterLocked(_ s: Int32, _ plain: TokenMask) -> Int32 {
+        if let m = maxAfter[s] { return m }
+        var m: Int32 = 0
+        for id in plain.allowedTokens where !vocabulary.isStop(id) {
+            if let next = nextLocked(s, id) { m = max(m, dfa.distance(next)) }
+        }
+        maxAfter[s] = m
+        return m
     }
 
     private func maskLocked(_ s: Int32) -> TokenMask {
@@ -339,6 +406,9 @@ public struct ConstraintState: Sendable {
     /// generation ends for another reason (a token limit) and this is false, the output is
     /// incomplete and must be reported so.
     public var isComplete: Bool { constraint.isAccepting(dfaState) }
+
+    /// The fewest bytes that make the text complete (0 when it is); one token spells at least one.
+    public var distanceToCompletion: Int { isFinished ? 0 : constraint.distanceToCompletion(dfaState) }
 
     /// No token is allowed, not even a stop token: generation cannot go on (possible only when
     /// the vocabulary cannot spell what the grammar needs next, or the DFA limit was hit).

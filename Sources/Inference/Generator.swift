@@ -22,6 +22,11 @@ public struct GenerationStats: Sendable, Equatable {
     /// token could continue it): such a reply is not valid and must not be used as one.
     public var forcedTokens = 0
     public var incomplete = false
+    /// Constrained generation only: near the token limit the constraint allowed only tokens
+    /// after which the reply could still be completed in time, and that removed a choice at
+    /// least once: the reply is whole and valid, but may be shorter than the model would have
+    /// made it (a string closed early, optional members left out).
+    public var closedByLimit = false
 
     public var tokensPerSecond: Double { decodeSeconds > 0 ? Double(generatedTokens) / decodeSeconds : 0 }
     public var acceptanceRatio: Double {
@@ -62,11 +67,12 @@ struct GuidedReply {
         state = c.start()
     }
 
-    /// Logits of disallowed tokens set to −infinity; false when no token is allowed at all.
-    func mask(_ row: UnsafeMutableBufferPointer<Float>) -> Bool {
-        if state.isDead { return false }
-        constraint.mask(logits: row, state)
-        return true
+    /// Logits of disallowed tokens set to −infinity, `remaining` tokens (this one included) left
+    /// in the budget (`TokenConstraint.allowedTokens(_:remaining:)`): nil when no token is allowed
+    /// at all, else whether the limit narrowed the choice.
+    func mask(_ row: UnsafeMutableBufferPointer<Float>, remaining: Int) -> Bool? {
+        if state.isDead { return nil }
+        return constraint.mask(logits: row, state, remaining: remaining)
     }
 
     /// Takes `token` (allowed by the mask, so this cannot fail) and returns the tokens forced
@@ -112,8 +118,12 @@ public enum Generator {
         var out: [Int] = []
         var guided = GuidedReply(request)
         decoding: while out.count < request.maxNewTokens {
-            if let g = guided, !logits.withUnsafeMutableBufferPointer({ g.mask(UnsafeMutableBufferPointer(rebasing: $0[0..<model.config.vocabSize])) }) {
-                break  // nothing can continue the text: incomplete
+            if let g = guided {
+                let remaining = request.maxNewTokens - out.count
+                guard let narrowed = logits.withUnsafeMutableBufferPointer({ g.mask(UnsafeMutableBufferPointer(rebasing: $0[0..<model.config.vocabSize]), remaining: remaining) }) else {
+                    break  // nothing can continue the text: incomplete
+                }
+                if narrowed { stats.closedByLimit = true }
             }
             let next = Sampler.sample(logits[...], request.sampling, rng: &rng)
             let forced = guided?.take(next, room: request.maxNewTokens - out.count - 1) ?? []
@@ -190,8 +200,12 @@ public enum Generator {
                 return c.out.count < request.maxNewTokens
             }
             let r = (row * V)..<((row + 1) * V)
-            if let g = c.guided, !logits.withUnsafeMutableBufferPointer({ g.mask(UnsafeMutableBufferPointer(rebasing: $0[r])) }) {
-                return false  // nothing can continue the text: incomplete
+            if let g = c.guided {
+                let remaining = request.maxNewTokens - c.out.count
+                guard let narrowed = logits.withUnsafeMutableBufferPointer({ g.mask(UnsafeMutableBufferPointer(rebasing: $0[r]), remaining: remaining) }) else {
+                    return false  // nothing can continue the text: incomplete
+                }
+                if narrowed { c.stats.closedByLimit = true }
             }
             let next = Sampler.sample(logits[r], request.sampling, rng: &c.rng)
             let forced = c.guided?.take(next, room: request.maxNewTokens - c.out.count - 1) ?? []

@@ -246,7 +246,9 @@ public final class Scheduler: @unchecked Sendable {
                 finish(r.ticket, .noContinuation, generated: r.generated, complete: false)
                 return false
             }
-            logits.withUnsafeMutableBufferPointer { state.constraint.mask(logits: UnsafeMutableBufferPointer(rebasing: $0[range]), state) }
+            // Near max_tokens only tokens after which the reply can still be completed in time.
+            let remaining = request.maxTokens - r.generated
+            logits.withUnsafeMutableBufferPointer { _ = state.constraint.mask(logits: UnsafeMutableBufferPointer(rebasing: $0[range]), state, remaining: remaining) }
         }
         let next = Sampler.sample(logits[range], request.sampling, rng: &r.rng)
         var forced: [Int] = []

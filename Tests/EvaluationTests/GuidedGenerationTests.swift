@@ -69,6 +69,40 @@ final class GuidedGenerationTests: XCTestCase {
         XCTAssertFalse(plain.stats.incomplete, "an unconstrained reply is never called incomplete")
     }
 
+    /// With a token limit from the shortest possible reply up, a random model sampling at
+    /// temperature 1 still ends every constrained reply complete and valid: near the limit the
+    /// mask keeps only tokens after which the reply can close in time (`closedByLimit`).
+    func testRepliesCloseWithinTheTokenLimit() throws {
+        let (base, engine, library) = try makeEngine()
+        let prompt = base.tokenizer.encode("<|im_start|>user\nthe event<|im_end|>\n<|im_start|>assistant\n")
+        var closed = 0, total = 0
+        for text in Self.schemas {
+            let s = try schema(text)
+            let constraint = try library.jsonSchema(s)
+            let shortest = constraint.start().distanceToCompletion
+            for extra in [0, 2, 8] {
+                for seed in 0..<4 {
+                    let limit = shortest + 1 + extra
+                    let request = GenerationRequest(prompt: prompt, maxNewTokens: limit, stopTokens: base.stopTokenIds,
+                                                    sampling: SamplingOptions(temperature: 1), seed: UInt64(seed), constraint: constraint)
+                    let (tokens, stats) = Generator.generate(engine, request)
+                    let output = base.tokenizer.decode(tokens, skipSpecialTokens: true)
+                    XCTAssertFalse(stats.incomplete, "limit \(limit) (shortest \(shortest) bytes), seed \(seed): cut off at \(output)")
+                    XCTAssertTrue(stats.stoppedAtEndOfTurn)
+                    XCTAssertLessThan(tokens.count, limit)
+                    XCTAssertEqual(s.validate(try JSONValue.parse(output, context: "reply")), [], "\(output) does not follow \(text)")
+                    let batched = try Generator.generateBatch(engine, [request, request], batchSize: 2, sharedPrefixMinimum: 0)
+                    XCTAssertEqual(batched[1].tokens, tokens)
+                    XCTAssertEqual(batched[1].stats.closedByLimit, stats.closedByLimit)
+                    if stats.closedByLimit { closed += 1 }
+                    total += 1
+                }
+            }
+        }
+        print("constrained replies at tight limits: \(total) complete, \(closed) of them narrowed by the limit")
+        XCTAssertGreaterThan(closed, total / 4, "at these limits a random model needs the narrowing often")
+    }
+
     func testChoiceAndRegexConstrainTheReply() throws {
         let (base, engine, library) = try makeEngine()
         for seed in 0..<6 {

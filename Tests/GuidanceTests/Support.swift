@@ -121,7 +121,9 @@ struct Walker {
         self.closing = closing
     }
 
-    func walk(seed: UInt64, maxSteps: Int, closingBias: Double, stopChance: Double = 0.5, useForced: Bool) throws -> WalkResult {
+    /// `budgeted`: choose among `allowedTokens(_:remaining:)` with `maxSteps` as the token limit
+    /// (what the generators do), instead of the plain mask.
+    func walk(seed: UInt64, maxSteps: Int, closingBias: Double, stopChance: Double = 0.5, useForced: Bool, budgeted: Bool = false) throws -> WalkResult {
         var rng = SeededGenerator(seed: seed)
         var state = constraint.start()
         var out = WalkResult()
@@ -140,7 +142,7 @@ struct Walker {
                     continue
                 }
             }
-            let mask = constraint.allowedTokens(state)
+            let mask = budgeted ? constraint.allowedTokens(state, remaining: maxSteps - out.tokens.count).mask : constraint.allowedTokens(state)
             if mask.isEmpty { out.dead = true; break }
             let stop = vocabulary.stopTokens.first { mask.contains($0) }
             if let stop, Double(rng.next() % 1_000_000) / 1_000_000 < stopChance {
