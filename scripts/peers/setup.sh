@@ -17,17 +17,7 @@ hf=$PEERS/smollm2-135m-hf
 pins=(torch==2.15.0 transformers==5.23.0 peft==0.21.2 accelerate==1.15.0 gguf==0.19.0 sentencepiece==0.2.3)
 
 pinned() {
-  [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${pins[@]}" <<'PY'
-import sys
-from importlib.metadata import PackageNotFoundError, version
-for spec in sys.argv[1:]:
-    name, want = spec.split("==")
-    try:
-        if version(name) != want:
-            sys.exit(1)
-    except PackageNotFoundError:
-        sys.exit(1)
-PY
+  [ -x "$venv/bin/python" ] && "$venv/bin/python" "$root/scripts/pins-installed.py" "${pins[@]}"
 }
 
 if ! pinned; then

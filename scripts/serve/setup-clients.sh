@@ -4,6 +4,7 @@
 # under $SERVE_CLIENTS (default ~/.cache/adapter-serve-clients), plus curl. Test clients only:
 # nothing in the toolkit runs Python. Does nothing when all of it is there; prints the venv's python.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
 SERVE_CLIENTS=${SERVE_CLIENTS:-$HOME/.cache/adapter-serve-clients}
 venv=$SERVE_CLIENTS/venv
 pins=(openai==3.57.0 jsonschema==4.26.0 schemathesis==4.32.5)
@@ -18,17 +19,7 @@ apt_install() {
 command -v curl >/dev/null || apt_install curl
 
 pinned() {
-  [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${pins[@]}" <<'PY'
-import sys
-from importlib.metadata import PackageNotFoundError, version
-for spec in sys.argv[1:]:
-    name, want = spec.split("==")
-    try:
-        if version(name) != want:
-            sys.exit(1)
-    except PackageNotFoundError:
-        sys.exit(1)
-PY
+  [ -x "$venv/bin/python" ] && "$venv/bin/python" "$root/scripts/pins-installed.py" "${pins[@]}"
 }
 
 if ! pinned; then
