@@ -52,6 +52,12 @@ public final class InferenceModel: @unchecked Sendable {
         let b: [Float]  // [out, r]
         let rank: Int
         let scale: Float
+        /// The factors rounded to float16 instead (a row adapter kept at half precision; then
+        /// `a` and `b` are empty): half the bytes each row's term streams.
+        var half: (a: [Float16], b: [Float16])? = nil
+
+        var inputs: Int { (half?.a.count ?? a.count) / rank }
+        var outputs: Int { (half?.b.count ?? b.count) / rank }
     }
 
     public let config: ModelConfig
@@ -160,7 +166,15 @@ public final class InferenceModel: @unchecked Sendable {
     /// `forward([tokens[b]], cache: caches[b])` (each row's arithmetic is its own; B up to
     /// `streamingRows` per weight pass, more in groups). The caches must be distinct.
     public func forward(batch tokens: [Int], caches: [KVCache], into logits: inout [Float]) {
-        precondition(tokens.count == caches.count && !tokens.isEmpty, "[InferenceModel.forward(batch:)] \(tokens.count) tokens for \(caches.count) caches")
+        forwardBatch(tokens, caches: caches, adapters: nil, into: &logits)
+    }
+
+    /// The batched pass behind `forward(batch:caches:)` and `forward(batch:caches:adapters:)`:
+    /// groups of up to `streamingRows` rows, each group one stream of the weights; `adapters`
+    /// (one per row, or nil for none at all) adds each row's own low-rank terms.
+    func forwardBatch(_ tokens: [Int], caches: [KVCache], adapters: [RowAdapter?]?, into logits: inout [Float]) {
+        precondition(tokens.count == caches.count && !tokens.isEmpty && (adapters.map { $0.count == tokens.count } ?? true),
+                     "[InferenceModel.forward(batch:)] \(tokens.count) tokens, \(caches.count) caches, \(adapters?.count ?? 0) adapters")
         precondition(Set(caches.map(ObjectIdentifier.init)).count == caches.count, "[InferenceModel.forward(batch:)] a cache appears twice")
         let V = config.vocabSize, B = tokens.count
         if logits.count != B * V { logits = [Float](repeating: 0, count: B * V) }
@@ -169,7 +183,7 @@ public final class InferenceModel: @unchecked Sendable {
             let g = min(Self.streamingRows, B - first)
             let ws = caches[first].workspace
             let segments = (0..<g).map { Segment(cache: caches[first + $0], firstRow: $0, rows: 1) }
-            let x = runBlocks(Array(tokens[first..<(first + g)]), segments, ws)  // [g, D]
+            let x = runBlocks(Array(tokens[first..<(first + g)]), segments, ws, rowAdapters: adapters.map { Array($0[first..<(first + g)]) })  // [g, D]
             let hn = ws.hn.ensure(g * config.hiddenSize)
             rmsNormRows(x, finalNorm, rows: g, into: hn)  // [g, D]
             logits.withUnsafeMutableBufferPointer { lp in

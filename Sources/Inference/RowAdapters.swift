@@ -20,11 +20,15 @@ public final class RowAdapter: @unchecked Sendable {
     /// The adapter's digest, to tell adapters apart.
     public let signature: String
     public let rank: Int
+    /// The factors' precision: float32 as trained (the reference numbers), or float16 (half the
+    /// bytes every row that uses the adapter streams per token; the logits move by about the
+    /// rounding of the factors, see `RowAdapterTests`).
+    public let precision: InferenceModel.WeightPrecision
 
     /// `adapter`'s factors for a base of shape `config` (the adapter already checked against
     /// that base: `Adapter.requireBase`). Every targeted projection gets its term, whether the
     /// base weights are stored or float32 (a row adapter is never merged).
-    public init(_ adapter: Adapter, config c: ModelConfig) {
+    public init(_ adapter: Adapter, config c: ModelConfig, precision: InferenceModel.WeightPrecision = .float32) {
         let qw = c.queryDim, kw = c.keyValueDim
         // which pass input feeds each target, and where its outputs start in the stacked product
         let place: [LoRATarget: (input: Int, offset: Int)] = [
@@ -32,11 +36,16 @@ public final class RowAdapter: @unchecked Sendable {
         layers = (0..<c.numLayers).map { i in
             adapter.lora.targets.compactMap { t -> InferenceModel.LowRank? in
                 guard let (a, b) = adapter.factors(layer: i, target: t), let p = place[t] else { return nil }
+                if precision == .float16 {
+                    return InferenceModel.LowRank(input: p.input, offset: p.offset, a: [], b: [], rank: adapter.lora.rank, scale: adapter.scale,
+                                                  half: (a.data.map { Float16($0) }, b.data.map { Float16($0) }))
+                }
                 return InferenceModel.LowRank(input: p.input, offset: p.offset, a: a.data, b: b.data, rank: adapter.lora.rank, scale: adapter.scale)
             }
         }
         signature = adapter.signature
         rank = adapter.lora.rank
+        self.precision = precision
     }
 }
 
@@ -46,24 +55,7 @@ extension InferenceModel {
     /// `InferenceModel(base:adapter: adapters[b]'s adapter).forward([tokens[b]], cache: caches[b])`
     /// gives over stored weights. Use it on a model built without an adapter.
     public func forward(batch tokens: [Int], caches: [KVCache], adapters: [RowAdapter?], into logits: inout [Float]) {
-        precondition(tokens.count == caches.count && caches.count == adapters.count && !tokens.isEmpty,
-                     "[InferenceModel.forward(batch:adapters:)] \(tokens.count) tokens, \(caches.count) caches, \(adapters.count) adapters")
-        precondition(Set(caches.map(ObjectIdentifier.init)).count == caches.count, "[InferenceModel.forward(batch:adapters:)] a cache appears twice")
-        let V = config.vocabSize, B = tokens.count
-        if logits.count != B * V { logits = [Float](repeating: 0, count: B * V) }
-        var first = 0
-        while first < B {
-            let g = min(Self.streamingRows, B - first)
-            let ws = caches[first].workspace
-            let segments = (0..<g).map { Segment(cache: caches[first + $0], firstRow: $0, rows: 1) }
-            let x = runBlocks(Array(tokens[first..<(first + g)]), segments, ws, rowAdapters: Array(adapters[first..<(first + g)]))  // [g, D]
-            let hn = ws.hn.ensure(g * config.hiddenSize)
-            rmsNormRows(x, finalNorm, rows: g, into: hn)  // [g, D]
-            logits.withUnsafeMutableBufferPointer { lp in
-                head.matmulNT(hn, m: g, n: V, k: config.hiddenSize, lp.baseAddress! + first * V, activations)  // [g, V]
-            }
-            first += g
-        }
+        forwardBatch(tokens, caches: caches, adapters: adapters, into: &logits)
     }
 
     /// `forward(_:cache:allLogits:into:)` with `adapter`'s terms added to every new row: a
@@ -111,19 +103,22 @@ extension InferenceModel {
         }
         WorkerPool.forEach(items.count) { i in
             let t = items[i].term
-            let r = t.rank, inDim = t.a.count / r, out = t.b.count / r
+            let r = t.rank, inDim = t.inputs, out = t.outputs
             withUnsafeTemporaryAllocation(of: Float.self, capacity: r + out) { scratch in
                 let down = scratch.baseAddress!, up = down + r
-                t.a.withUnsafeBufferPointer { a in
-                    t.b.withUnsafeBufferPointer { b in
-                        for row in items[i].rows {
-                            let xr = x + row * inDim, yr = y + row * width + t.offset
-                            InferenceModel.streamProduct(BKType.f32, a.baseAddress!, rowBytes: inDim * 4, xr, m: 1, n: r, k: inDim, down, serial: true)  // [r]
-                            for j in 0..<r { down[j] *= t.scale }
-                            InferenceModel.streamProduct(BKType.f32, b.baseAddress!, rowBytes: r * 4, UnsafePointer(down), m: 1, n: out, k: r, up, serial: true)  // [out]
-                            for o in 0..<out { yr[o] += up[o] }
-                        }
+                func rows(_ type: UInt32, _ a: UnsafeRawPointer, _ b: UnsafeRawPointer, bytes: Int) {
+                    for row in items[i].rows {
+                        let xr = x + row * inDim, yr = y + row * width + t.offset
+                        InferenceModel.streamProduct(type, a, rowBytes: inDim * bytes, xr, m: 1, n: r, k: inDim, down, serial: true)  // [r]
+                        for j in 0..<r { down[j] *= t.scale }
+                        InferenceModel.streamProduct(type, b, rowBytes: r * bytes, UnsafePointer(down), m: 1, n: out, k: r, up, serial: true)  // [out]
+                        for o in 0..<out { yr[o] += up[o] }
                     }
+                }
+                if let half = t.half {
+                    half.a.withUnsafeBytes { a in half.b.withUnsafeBytes { b in rows(BKType.f16, a.baseAddress!, b.baseAddress!, bytes: 2) } }
+                } else {
+                    t.a.withUnsafeBytes { a in t.b.withUnsafeBytes { b in rows(BKType.f32, a.baseAddress!, b.baseAddress!, bytes: 4) } }
                 }
             }
         }

@@ -33,14 +33,18 @@ public final class AdapterCatalog: @unchecked Sendable {
     public let folder: String?
     public let rescanInterval: Double
     private let baseCreated: Int
+    private let adapterPrecision: InferenceModel.WeightPrecision
     private let lock = NSLock()
     private var lastScan = -Double.infinity
     /// By path: what was found there last, with the fingerprint it was loaded at.
     private var entries: [String: (fingerprint: String, result: Result<Model, Refusal>)] = [:]
 
-    /// `baseID` names the base in requests; `folder` (optional) holds the adapters.
-    public init(base: BaseModel, baseID: String, folder: String?, rescanInterval: Double = 1) throws(ServerError) {
+    /// `baseID` names the base in requests; `folder` (optional) holds the adapters, whose factors
+    /// are kept at `adapterPrecision` (`RowAdapter.precision`).
+    public init(base: BaseModel, baseID: String, folder: String?, rescanInterval: Double = 1,
+                adapterPrecision: InferenceModel.WeightPrecision = .float32) throws(ServerError) {
         self.base = base
+        self.adapterPrecision = adapterPrecision
         self.baseID = baseID
         self.folder = folder
         self.rescanInterval = rescanInterval
@@ -144,7 +148,7 @@ public final class AdapterCatalog: @unchecked Sendable {
             }
             let attributes = try? FileManager.default.attributesOfItem(atPath: path)
             let created = Int((attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0)
-            return .success(Model(id: id, path: path, created: created, adapter: RowAdapter(adapter, config: base.config)))
+            return .success(Model(id: id, path: path, created: created, adapter: RowAdapter(adapter, config: base.config, precision: adapterPrecision)))
         } catch {
             return .failure(Refusal(id: id, path: path, reason: error.localizedDescription))
         }

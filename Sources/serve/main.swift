@@ -9,6 +9,8 @@ import ModelDefinition
 import Hummingbird
 import Server
 
+extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
+
 @main
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -56,6 +58,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds between rescans of the adapters folder (a request that needs the list rescans when this has passed).")
     var rescanInterval: Double = 1
 
+    @Option(help: "Adapter factors kept as float32 (as trained; the reference numbers) or float16 (half the bytes each row streams per token; logits move by the factors' rounding).")
+    var adapterPrecision: InferenceModel.WeightPrecision = .float32
+
     func validate() throws {
         guard (1...16).contains(maxActive) else { throw ValidationError("--max-active must be 1 to 16 (rows of one batched pass)") }
         guard queue >= 0 else { throw ValidationError("--queue must be 0 or more") }
@@ -68,7 +73,8 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let base = try model.load()
         let name = modelName ?? URL(fileURLWithPath: base.path).deletingPathExtension().lastPathComponent
-        let catalog = try AdapterCatalog(base: base, baseID: name, folder: adapters, rescanInterval: rescanInterval)
+        let catalog = try AdapterCatalog(base: base, baseID: name, folder: adapters, rescanInterval: rescanInterval,
+                                         adapterPrecision: adapterPrecision)
         let scheduler = Scheduler(model: InferenceModel(base: base.weights, activations: decoding.activations),
                                   maxActive: maxActive, queueCapacity: queue)
         scheduler.start()

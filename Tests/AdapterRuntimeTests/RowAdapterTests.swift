@@ -80,4 +80,43 @@ final class RowAdapterTests: XCTestCase {
         for i in a.indices { XCTAssertEqual(a[i], b[i], accuracy: 1e-4 * max(1, abs(b[i]))) }
         XCTAssertGreaterThan(zip(plain, b).map { abs($0 - $1) }.max()!, 1e-3, "the adapter changes the logits")
     }
+
+    /// Float16 row adapters: each row of a mixed batch (float16, float32 and no adapter) gets the
+    /// bits it gets alone; the float16 factors compute exactly what float32 factors holding the
+    /// same rounded values compute; and the rounding moves the logits by far less than the
+    /// adapter does.
+    func testFloat16RowAdaptersAreExactForTheirRoundedFactors() throws {
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: TinyAssets.tempDir()), storage: .stored)
+        let V = base.config.vocabSize
+        let adapter = randomAdapter(base, seed: 5)
+        let rounded = Adapter(source: "rounded", lora: adapter.lora, baseConfig: base.config, baseSignature: base.signature,
+                              tensors: adapter.tensors.map { ($0.0, HostTensor(shape: $0.1.shape, data: $0.1.data.map { Float(Float16($0)) })) })
+        let half = RowAdapter(adapter, config: base.config, precision: .float16)
+        XCTAssertEqual(half.precision, .float16)
+        let full = RowAdapter(adapter, config: base.config), roundedFull = RowAdapter(rounded, config: base.config)
+        let shared = InferenceModel(base: base.weights)
+        let rows: [RowAdapter?] = [half, full, nil, half, roundedFull]
+        let caches = rows.indices.map { _ in shared.makeCache(capacity: 32) }
+        let aloneCaches = rows.indices.map { _ in shared.makeCache(capacity: 32) }
+        var logits: [Float] = [], alone: [Float] = []
+        for (b, r) in rows.enumerated() {
+            shared.forward([4, 8, 15, 16], cache: caches[b], adapter: r, into: &alone)
+            shared.forward([4, 8, 15, 16], cache: aloneCaches[b], adapter: r, into: &logits)
+        }
+        var tokens = [23, 23, 23, 23, 23]
+        for step in 0..<4 {
+            shared.forward(batch: tokens, caches: caches, adapters: rows, into: &logits)
+            for b in rows.indices {
+                shared.forward(batch: [tokens[b]], caches: [aloneCaches[b]], adapters: [rows[b]], into: &alone)
+                XCTAssertEqual(Array(logits[(b * V)..<((b + 1) * V)]), alone, "step \(step), row \(b)")
+            }
+            let halfRow = Array(logits[0..<V]), fullRow = Array(logits[V..<(2 * V)]), plainRow = Array(logits[(2 * V)..<(3 * V)])
+            XCTAssertEqual(halfRow, Array(logits[(4 * V)..<(5 * V)]), "float16 factors = float32 factors holding the rounded values")
+            let effect = zip(fullRow, plainRow).map { abs($0 - $1) }.max()!, rounding = zip(halfRow, fullRow).map { abs($0 - $1) }.max()!
+            XCTAssertGreaterThan(effect, 1e-3, "the adapter changes the logits")
+            XCTAssertGreaterThan(rounding, 0, "float16 rounding changes something")
+            XCTAssertLessThan(rounding, 0.01 * effect, "step \(step): float16 factors move the logits by \(rounding), the adapter by \(effect)")
+            tokens = tokens.map { ($0 * 31 + step + 1) % V }  // the same for every row, so rows 0 and 4 stay comparable
+        }
+    }
 }
