@@ -113,6 +113,20 @@ final class LazyDFA {
         for c in 0..<classCount { table[row + c] = targets[c] }
     }
 
+    /// The lowest byte after which the text is one byte nearer completion, and the state it
+    /// leads to; nil when `s` accepts (or is dead).
+    func nearerByte(_ s: Int32) -> (UInt8, Int32)? {
+        let d = distance(s)
+        guard d > 0, d != .max else { return nil }
+        fill(s)
+        let row = Int(s)
+        for c in 0..<classCount {
+            let t = table[row + c]
+            if t != Self.dead && distance(t) == d - 1 { return (nfa.classFirstByte[c], t) }
+        }
+        return nil
+    }
+
     /// The one byte that keeps `s` alive, when exactly one does.
     func onlyLiveByte(_ s: Int32) -> UInt8? {
         fill(s)

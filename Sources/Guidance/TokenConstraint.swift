@@ -84,6 +84,8 @@ public final class TokenConstraint: @unchecked Sendable {
     /// state and the distance allowed after the token (`budgetKey`).
     private var maxAfter: [Int32: Int32] = [:]
     private var budgetMasks: [Int64: TokenMask] = [:]
+    /// Per DFA state: tokens that complete the text (`tokensToCompletionLocked`).
+    private var tokenDistances: [Int32: Int32] = [:]
     private let emptyMask: TokenMask
     private var walkStack: [Int32]
     /// The grammar's byte class of each trie node's byte.
@@ -148,13 +150,13 @@ public final class TokenConstraint: @unchecked Sendable {
     }
 
     /// The tokens allowed next when this token and at most `remaining - 1` more may follow,
-    /// a stop token included: besides the plain mask's rule, a content token must leave the text
-    /// no more bytes from completion than the tokens then left can spell (one byte each, then
-    /// the stop token). A reply that keeps to these masks ends complete within its limit, cut
-    /// short rather than cut off, as long as the vocabulary holds the single bytes on the way
-    /// (a byte-level BPE's does). `narrowed` tells whether the limit removed any token. When
-    /// the limit is already too near to complete in time, or the narrowed mask would be empty,
-    /// the plain mask.
+    /// a stop token included: besides the plain mask's rule, a content token must leave a text
+    /// that the tokens then left can still complete, the stop token included (measured by
+    /// `tokensToCompletion`: the shortest completion in bytes, spelled greedily in the longest
+    /// tokens). A reply that keeps to these masks ends complete within its limit, cut short
+    /// rather than cut off. `narrowed` tells whether the limit removed any token. When the limit
+    /// is already too near to complete in time, or the narrowed mask would be empty (possible
+    /// only where two shortest completions tokenize differently), the plain mask.
     public func allowedTokens(_ state: ConstraintState, remaining: Int) -> (mask: TokenMask, narrowed: Bool) {
         if state.isFinished { return (emptyMask, false) }
         lock.lock()
@@ -163,14 +165,15 @@ public final class TokenConstraint: @unchecked Sendable {
         let plain = maskLocked(s)
         // Bytes from completion a content token may leave: one token per byte, then the stop.
         let limit = remaining - 2
-        if limit >= Int(grammar.nfa.maxDistance) || Int(dfa.distance(s)) > remaining - 1 { return (plain, false) }
+        // no completion needs more tokens than bytes, nor more bytes than the largest distance
+        if limit >= Int(grammar.nfa.maxDistance) || Int(tokensToCompletionLocked(s)) > remaining - 1 { return (plain, false) }
         if limit >= Int(maxAfterLocked(s, plain)) { return (plain, false) }
         let key = Int64(s) << 32 | Int64(max(limit, -1) + 1)
         if let m = budgetMasks[key] { return (m, true) }
         var words = plain.words
         var content = 0
         for id in plain.allowedTokens where !vocabulary.isStop(id) {
-            if let next = nextLocked(s, id), Int(dfa.distance(next)) <= limit {
+            if let next = nextLocked(s, id), Int(tokensToCompletionLocked(next)) <= limit {
                 content += 1
             } else {
                 words[id >> 6] &= ~(1 << UInt64(id & 63))
@@ -197,6 +200,45 @@ public final class TokenConstraint: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return Int(dfa.distance(s))
+    }
+
+    func tokensToCompletion(_ s: Int32) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        let t = tokensToCompletionLocked(s)
+        return t == .max ? Int.max : Int(t)
+    }
+
+    /// Tokens that make the text whole from `s`: one shortest completion in bytes (each byte the
+    /// lowest that brings the text one byte nearer), spelled by the longest tokens from left to
+    /// right; Int32.max when the vocabulary cannot spell it. An upper bound on the fewest tokens.
+    private func tokensToCompletionLocked(_ s: Int32) -> Int32 {
+        if let t = tokenDistances[s] { return t }
+        var bytes: [UInt8] = []
+        var cur = s
+        while !dfa.isAccepting(cur) {
+            let d = dfa.distance(cur)
+            guard d != .max, let (b, next) = dfa.nearerByte(cur) else { break }
+            bytes.append(b)
+            cur = next
+        }
+        var count: Int32 = 0, pos = 0
+        let trie = vocabulary.trie
+        if !dfa.isAccepting(cur) { count = .max }
+        while count != .max && pos < bytes.count {
+            var node = -1, depth = 0, best = 0
+            while pos + depth < bytes.count, let c = trie.child(of: node, bytes[pos + depth]) {
+                node = c
+                depth += 1
+                if trie.tokenStart[c] < trie.tokenStart[c + 1] { best = depth }
+            }
+            if best == 0 { count = .max; break }
+            pos += best
+            count += 1
+        }
+        if tokenDistances.count >= 1 << 20 { tokenDistances.removeAll(keepingCapacity: true) }
+        tokenDistances[s] = count
+        return count
     }
 
     /// Whether `token` may come next: the same answer as the mask, without computing it.
@@ -248,7 +290,7 @@ public final class TokenConstraint: @unchecked Sendable {
         if let m = maxAfter[s] { return m }
         var m: Int32 = 0
         for id in plain.allowedTokens where !vocabulary.isStop(id) {
-            if let next = nextLocked(s, id) { m = max(m, dfa.distance(next)) }
+            if let next = nextLocked(s, id) { m = max(m, tokensToCompletionLocked(next)) }
         }
         maxAfter[s] = m
         return m
@@ -409,6 +451,12 @@ public struct ConstraintState: Sendable {
 
     /// The fewest bytes that make the text complete (0 when it is); one token spells at least one.
     public var distanceToCompletion: Int { isFinished ? 0 : constraint.distanceToCompletion(dfaState) }
+
+    /// Tokens that make the text complete (0 when it is): one shortest completion in bytes spelled
+    /// by the longest tokens, an upper bound on the fewest; Int.max when the vocabulary cannot
+    /// spell it. A reply with at least this many tokens left, plus one for the stop token, can
+    /// be completed (`TokenConstraint.allowedTokens(_:remaining:)`).
+    public var tokensToCompletion: Int { isFinished ? 0 : constraint.tokensToCompletion(dfaState) }
 
     /// No token is allowed, not even a stop token: generation cannot go on (possible only when
     /// the vocabulary cannot spell what the grammar needs next, or the DFA limit was hit).

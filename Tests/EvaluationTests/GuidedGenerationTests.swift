@@ -79,7 +79,7 @@ final class GuidedGenerationTests: XCTestCase {
         for text in Self.schemas {
             let s = try schema(text)
             let constraint = try library.jsonSchema(s)
-            let shortest = constraint.start().distanceToCompletion
+            let shortest = constraint.start().tokensToCompletion
             for extra in [0, 2, 8] {
                 for seed in 0..<4 {
                     let limit = shortest + 1 + extra
@@ -87,7 +87,7 @@ final class GuidedGenerationTests: XCTestCase {
                                                     sampling: SamplingOptions(temperature: 1), seed: UInt64(seed), constraint: constraint)
                     let (tokens, stats) = Generator.generate(engine, request)
                     let output = base.tokenizer.decode(tokens, skipSpecialTokens: true)
-                    XCTAssertFalse(stats.incomplete, "limit \(limit) (shortest \(shortest) bytes), seed \(seed): cut off at \(output)")
+                    XCTAssertFalse(stats.incomplete, "limit \(limit) (shortest \(shortest) tokens), seed \(seed): cut off at \(output)")
                     XCTAssertTrue(stats.stoppedAtEndOfTurn)
                     XCTAssertLessThan(tokens.count, limit)
                     XCTAssertEqual(s.validate(try JSONValue.parse(output, context: "reply")), [], "\(output) does not follow \(text)")

@@ -42,6 +42,9 @@ final class TokenLimitTests: XCTestCase {
         for (g, expected) in cases {
             let c = TokenConstraint(grammar: g, vocabulary: vocabulary)
             XCTAssertEqual(c.start().distanceToCompletion, expected, g.summary)
+            let tokens = c.start().tokensToCompletion
+            XCTAssertLessThanOrEqual(tokens, expected, "no more tokens than bytes: \(g.summary)")
+            XCTAssertGreaterThanOrEqual(tokens, (expected + vocabulary.maxTokenLength - 1) / vocabulary.maxTokenLength, g.summary)
             XCTAssertEqual(try shortestCompletion(c, from: c.start()), expected, g.summary)
         }
         // Along random walks through the repository's schemas, every state's distance equals the search's.
@@ -65,14 +68,15 @@ final class TokenLimitTests: XCTestCase {
         for (k, item) in schemas.enumerated() {
             let constraint = TokenConstraint(grammar: item.grammar, vocabulary: vocabulary)
             let walker = Walker(constraint)
-            let shortest = constraint.start().distanceToCompletion
+            let shortest = constraint.start().tokensToCompletion
+            XCTAssertLessThanOrEqual(shortest, constraint.start().distanceToCompletion, item.name)
             for e in extra {
                 let limit = shortest + 1 + e  // the stop token needs one step of the limit too
                 for w in 0..<walks {
                     let seed = UInt64(k * 10_000 + e * 100 + w)
                     let result = try walker.walk(seed: seed, maxSteps: limit, closingBias: 0, stopChance: 0.05, useForced: w % 2 == 1, budgeted: true)
                     checkWalk(result, grammar: item.grammar, schema: item.schema, label: "\(item.name) limit \(limit) walk \(w)")
-                    XCTAssertTrue(result.stopped && result.complete, "\(item.name): limit \(limit) (shortest completion \(shortest) bytes), walk \(w) was cut off: \(String(decoding: result.bytes, as: UTF8.self))")
+                    XCTAssertTrue(result.stopped && result.complete, "\(item.name): limit \(limit) (shortest completion \(shortest) tokens), walk \(w) was cut off: \(String(decoding: result.bytes, as: UTF8.self))")
                     XCTAssertLessThanOrEqual(result.tokens.count, limit - 1)
                     budgeted += 1
                     let plain = try walker.walk(seed: seed, maxSteps: limit, closingBias: 0, stopChance: 0.05, useForced: w % 2 == 1)
@@ -108,21 +112,21 @@ final class TokenLimitTests: XCTestCase {
         XCTAssertFalse(narrowedFar)
         XCTAssertEqual(far.words, c.allowedTokens(s).words)
         // Too near to complete at all: the plain mask (the reply will be reported incomplete).
-        let (tooNear, narrowedTooNear) = c.allowedTokens(s, remaining: s.distanceToCompletion)
+        let (tooNear, narrowedTooNear) = c.allowedTokens(s, remaining: s.tokensToCompletion)
         XCTAssertFalse(narrowedTooNear)
         XCTAssertEqual(tooNear.words, c.allowedTokens(s).words)
         // Inside the title string with exactly enough left: a strict subset (no more letters, the
-        // string must close), every token of which brings completion one byte nearer at least.
+        // string must close), every token of which brings completion one token nearer at least.
         try s.advance(tokens: c.forcedTokens(s))  // {"title":"
         XCTAssertTrue(c.forcedTokens(s).isEmpty, "the title's first character is the model's choice")
         XCTAssertNotEqual(s.distanceToCompletion, start.distanceToCompletion)
-        let (tight, narrowed) = c.allowedTokens(s, remaining: s.distanceToCompletion + 1)
+        let (tight, narrowed) = c.allowedTokens(s, remaining: s.tokensToCompletion + 1)
         XCTAssertTrue(narrowed)
         XCTAssertLessThan(tight.allowedCount, c.allowedTokens(s).allowedCount)
         for t in tight.allowedTokens {
             var n = s
             try n.advance(token: t)
-            XCTAssertLessThanOrEqual(n.distanceToCompletion, s.distanceToCompletion - 1)
+            XCTAssertLessThanOrEqual(n.tokensToCompletion, s.tokensToCompletion - 1)
         }
     }
 }
