@@ -35,8 +35,22 @@ public enum BLAS {
         }
     }
 
-    /// OpenBLAS runs single-threaded under us (set once, before the first call).
-    static let singleThreaded: Void = { openblas_set_num_threads(1) }()
+    /// OpenBLAS runs single-threaded under us, on the best kernels the CPU runs (set once,
+    /// before the first call; see `adapter_blas_select_core` for when OpenBLAS's own choice is
+    /// replaced).
+    static let singleThreaded: Void = {
+        _ = adapter_blas_select_core()
+        openblas_set_num_threads(1)
+    }()
+
+    /// The OpenBLAS kernels in use ("SkylakeX", "Haswell", "Zen", ...), after the fix-up above.
+    public static var coreName: String {
+        _ = singleThreaded
+        return openblas_get_corename().map { String(cString: $0) } ?? "unknown"
+    }
+
+    /// The kernels this CPU can run at its best ("SkylakeX", "Haswell"), nil when neither.
+    public static var preferredCore: String? { adapter_blas_preferred_core().map { String(cString: $0) } }
 
     /// Blocks C is split into (at most): each block repacks the whole of the other operand, so
     /// fewer is faster, and more lets more cores share the work. Fixed by the machine, never by

@@ -121,6 +121,16 @@ final class EngineTests: XCTestCase {
         }
     }
 
+    /// OpenBLAS runs kernels the CPU can run at its best, not the SSE3 fallback it takes for a
+    /// CPU model it does not know (adapter_blas_select_core).
+    func testBLASRunsTheCPUsKernels() {
+        let core = BLAS.coreName
+        print("OpenBLAS core: \(core); this CPU's best: \(BLAS.preferredCore ?? "neither SkylakeX nor Haswell")")
+        if BLAS.preferredCore != nil, ProcessInfo.processInfo.environment["OPENBLAS_CORETYPE"] == nil {
+            XCTAssertNotEqual(core, "Prescott", "the CPU has AVX2, so OpenBLAS's Prescott kernels mean its detection failed and was not fixed up")
+        }
+    }
+
     func testLinearAndMatmulMatchPlainLoops() {
         var rng = SeededRNG(seed: 5)
         let x = fleaf([6, 4], &rng), w = fleaf([3, 4], &rng), bias = fleaf([3], &rng)
