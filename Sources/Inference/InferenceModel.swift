@@ -311,22 +311,43 @@ public final class InferenceModel: @unchecked Sendable {
     }
 
     /// y[:, offset..<offset+out] += scale·(x·Aᵀ)·Bᵀ for each adapter term of `layer` fed by `input`
-    /// (x [n, in], y [n, width]); row by row, so a row's bits do not depend on the others.
+    /// (x [n, in], y [n, width]); each row's bits are its own (`addLowRank(_:rows:)`).
     func addLowRank(_ layer: Layer, input: Int, _ x: UnsafePointer<Float>, rows n: Int, into y: UnsafeMutablePointer<Float>,
                     width: Int, ws: Workspace) {
-        for t in layer.lora where t.input == input {
-            let r = t.rank, inDim = t.a.count / r, out = t.b.count / r
-            let down = ws.lora.ensure(r + out), up = down + r
-            t.a.withUnsafeBufferPointer { a in
-                t.b.withUnsafeBufferPointer { b in
-                    for row in 0..<n {
-                        let xr = x + row * inDim, yr = y + row * width + t.offset
-                        InferenceModel.streamProduct(BKType.f32, a.baseAddress!, rowBytes: inDim * 4, xr, m: 1, n: r, k: inDim, down, serial: true)  // [r]
-                        for j in 0..<r { down[j] *= t.scale }
-                        InferenceModel.streamProduct(BKType.f32, b.baseAddress!, rowBytes: r * 4, UnsafePointer(down), m: 1, n: out, k: r, up, serial: true)  // [out]
-                        for o in 0..<out { yr[o] += up[o] }
-                    }
-                }
+        for t in layer.lora where t.input == input { Self.addLowRank(t, rows: 0..<n, x, into: y, width: width) }
+    }
+
+    /// y[row, offset..<offset+out] += scale·(x[row]·Aᵀ)·Bᵀ for `rows` of x [*, in] and y [*, width]:
+    /// the rows gathered, then one product per factor for all of them (each factor read once).
+    /// The block kernels give every row the bits it gets alone, whatever the other rows.
+    static func addLowRank<Rows: Collection<Int>>(_ t: LowRank, rows: Rows, _ x: UnsafePointer<Float>,
+                                                  into y: UnsafeMutablePointer<Float>, width: Int) {
+        let r = t.rank, inDim = t.inputs, out = t.outputs, m = rows.count
+        if m == 0 { return }
+        let first = rows.first!
+        let contiguous = zip(rows, first...).allSatisfy { $0 == $1 }
+        withUnsafeTemporaryAllocation(of: Float.self, capacity: (contiguous ? 0 : m * inDim) + m * (r + out)) { scratch in
+            let down = scratch.baseAddress!, up = down + m * r, gathered = up + m * out
+            let xs: UnsafePointer<Float>
+            if contiguous {
+                xs = x + first * inDim
+            } else {
+                for (k, row) in rows.enumerated() { (gathered + k * inDim).update(from: x + row * inDim, count: inDim) }
+                xs = UnsafePointer(gathered)
+            }
+            func products(_ type: UInt32, _ a: UnsafeRawPointer, _ b: UnsafeRawPointer, bytes: Int) {
+                streamProduct(type, a, rowBytes: inDim * bytes, xs, m: m, n: r, k: inDim, down, serial: true)  // [m, r]
+                for j in 0..<(m * r) { down[j] *= t.scale }
+                streamProduct(type, b, rowBytes: r * bytes, UnsafePointer(down), m: m, n: out, k: r, up, serial: true)  // [m, out]
+            }
+            if let half = t.half {
+                half.a.withUnsafeBytes { a in half.b.withUnsafeBytes { b in products(BKType.f16, a.baseAddress!, b.baseAddress!, bytes: 2) } }
+            } else {
+                t.a.withUnsafeBytes { a in t.b.withUnsafeBytes { b in products(BKType.f32, a.baseAddress!, b.baseAddress!, bytes: 4) } }
+            }
+            for (k, row) in rows.enumerated() {
+                let yr = y + row * width + t.offset, ur = up + k * out
+                for o in 0..<out { yr[o] += ur[o] }
             }
         }
     }
@@ -509,7 +530,7 @@ final class ScratchBuffer {
 final class Workspace {
     let x = ScratchBuffer(), h = ScratchBuffer(), qkv = ScratchBuffer(), att = ScratchBuffer()
     let gu = ScratchBuffer(), act = ScratchBuffer(), o = ScratchBuffer(), hn = ScratchBuffer()
-    let cos = ScratchBuffer(), sin = ScratchBuffer(), scores = ScratchBuffer(), lora = ScratchBuffer()
+    let cos = ScratchBuffer(), sin = ScratchBuffer(), scores = ScratchBuffer()
 }
 
 /// Keys and values of every layer for the tokens seen so far. `count` tokens are valid;

@@ -71,10 +71,10 @@ extension InferenceModel {
     }
 
     /// y[:, offset..<offset+out] += scale·(x·Aᵀ)·Bᵀ for each row's own adapter terms of layer `li`
-    /// fed by `input` (x [n, in], y [n, width]): the arithmetic of `addLowRank`, row by row. Rows
-    /// that share an adapter are taken together, a term at a time, so each A and B is read once
-    /// for all of them and stays in cache across their rows (row by row, every row streamed its
-    /// adapter's factors again: 41 MB per row per token for SmolLM2 at rank 32 on seven targets).
+    /// fed by `input` (x [n, in], y [n, width]): the arithmetic of `addLowRank`. Rows that share
+    /// an adapter are taken together, a term at a time, in one product per factor, so each A and
+    /// B is read once for all of them (row by row, every row streamed its adapter's factors
+    /// again: 41 MB per row per token for SmolLM2 at rank 32 on seven targets).
     /// The (adapter, term, rows) items run on every core: distinct terms write distinct columns,
     /// distinct adapters distinct rows, so each row's bits are its own whatever the split.
     func addRowLowRank(_ adapters: [RowAdapter?], layer li: Int, input: Int, _ x: UnsafePointer<Float>, rows n: Int,
@@ -101,26 +101,6 @@ extension InferenceModel {
                 }
             }
         }
-        WorkerPool.forEach(items.count) { i in
-            let t = items[i].term
-            let r = t.rank, inDim = t.inputs, out = t.outputs
-            withUnsafeTemporaryAllocation(of: Float.self, capacity: r + out) { scratch in
-                let down = scratch.baseAddress!, up = down + r
-                func rows(_ type: UInt32, _ a: UnsafeRawPointer, _ b: UnsafeRawPointer, bytes: Int) {
-                    for row in items[i].rows {
-                        let xr = x + row * inDim, yr = y + row * width + t.offset
-                        InferenceModel.streamProduct(type, a, rowBytes: inDim * bytes, xr, m: 1, n: r, k: inDim, down, serial: true)  // [r]
-                        for j in 0..<r { down[j] *= t.scale }
-                        InferenceModel.streamProduct(type, b, rowBytes: r * bytes, UnsafePointer(down), m: 1, n: out, k: r, up, serial: true)  // [out]
-                        for o in 0..<out { yr[o] += up[o] }
-                    }
-                }
-                if let half = t.half {
-                    half.a.withUnsafeBytes { a in half.b.withUnsafeBytes { b in rows(BKType.f16, a.baseAddress!, b.baseAddress!, bytes: 2) } }
-                } else {
-                    t.a.withUnsafeBytes { a in t.b.withUnsafeBytes { b in rows(BKType.f32, a.baseAddress!, b.baseAddress!, bytes: 4) } }
-                }
-            }
-        }
+        WorkerPool.forEach(items.count) { i in InferenceModel.addLowRank(items[i].term, rows: items[i].rows, x, into: y, width: width) }
     }
 }
