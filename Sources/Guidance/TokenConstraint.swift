@@ -79,9 +79,9 @@ public final class TokenConstraint: @unchecked Sendable {
     private var masksByKey: [[Int64]: TokenMask] = [:]
     private var walks = 0
     private var forced: [Int32: [Int]] = [:]
-    /// Per DFA state: the largest distance to completion any allowed content token leads to
-    /// (computed the first time a token limit comes near), and masks narrowed by a limit, by
-    /// state and the distance allowed after the token (`budgetKey`).
+    /// Per DFA state: the most tokens to completion any allowed content token leaves (computed
+    /// the first time a token limit comes near), and masks narrowed by a limit, keyed by state
+    /// and the tokens to completion allowed after the token.
     private var maxAfter: [Int32: Int32] = [:]
     private var budgetMasks: [Int64: TokenMask] = [:]
     /// Per DFA state: tokens that complete the text (`tokensToCompletionLocked`).
@@ -163,7 +163,7 @@ public final class TokenConstraint: @unchecked Sendable {
         defer { lock.unlock() }
         let s = state.dfaState
         let plain = maskLocked(s)
-        // Bytes from completion a content token may leave: one token per byte, then the stop.
+        // Tokens to completion a content token may leave: the tokens left after it, less the stop.
         let limit = remaining - 2
         // no completion needs more tokens than bytes, nor more bytes than the largest distance
         if limit >= Int(grammar.nfa.maxDistance) || Int(tokensToCompletionLocked(s)) > remaining - 1 { return (plain, false) }
@@ -216,25 +216,18 @@ public final class TokenConstraint: @unchecked Sendable {
         if let t = tokenDistances[s] { return t }
         var bytes: [UInt8] = []
         var cur = s
-        while !dfa.isAccepting(cur) {
-            let d = dfa.distance(cur)
-            guard d != .max, let (b, next) = dfa.nearerByte(cur) else { break }
+        while let (b, next) = dfa.nearerByte(cur) {
             bytes.append(b)
             cur = next
         }
-        var count: Int32 = 0, pos = 0
-        let trie = vocabulary.trie
-        if !dfa.isAccepting(cur) { count = .max }
+        var count: Int32 = dfa.isAccepting(cur) ? 0 : .max, pos = 0
         while count != .max && pos < bytes.count {
-            var node = -1, depth = 0, best = 0
-            while pos + depth < bytes.count, let c = trie.child(of: node, bytes[pos + depth]) {
-                node = c
-                depth += 1
-                if trie.tokenStart[c] < trie.tokenStart[c + 1] { best = depth }
+            if let best = vocabulary.trie.longestMatch(bytes, from: pos).best {
+                pos += best.length
+                count += 1
+            } else {
+                count = .max
             }
-            if best == 0 { count = .max; break }
-            pos += best
-            count += 1
         }
         if tokenDistances.count >= 1 << 20 { tokenDistances.removeAll(keepingCapacity: true) }
         tokenDistances[s] = count
@@ -406,14 +399,7 @@ public final class TokenConstraint: @unchecked Sendable {
         let trie = vocabulary.trie
         while pos < bytes.count {
             // Longest token spelling bytes[pos...] within the forced bytes.
-            var node = -1
-            var best: (id: Int, length: Int)?
-            var depth = 0
-            while pos + depth < bytes.count, let c = trie.child(of: node, bytes[pos + depth]) {
-                node = c
-                depth += 1
-                if trie.tokenStart[c] < trie.tokenStart[c + 1] { best = (Int(trie.tokenIds[Int(trie.tokenStart[c])]), depth) }
-            }
+            let (best, node, depth) = trie.longestMatch(bytes, from: pos)
             if pos + depth == bytes.count && node >= 0 {
                 // Tokens that continue past the forced bytes would be cut off by forcing; leave the choice.
                 let live = trie.children(of: node).contains { dfa.next(s, trie.byte[$0]) != LazyDFA.dead }

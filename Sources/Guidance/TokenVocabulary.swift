@@ -151,6 +151,19 @@ final class TokenTrie: Sendable {
         return nil
     }
 
+    /// The longest token spelling a prefix of `bytes[pos...]` (its first id and length; nil when
+    /// no token does), and the deepest node the bytes reach with its depth.
+    func longestMatch(_ bytes: [UInt8], from pos: Int) -> (best: (id: Int, length: Int)?, node: Int, depth: Int) {
+        var node = -1, depth = 0
+        var best: (id: Int, length: Int)?
+        while pos + depth < bytes.count, let c = child(of: node, bytes[pos + depth]) {
+            node = c
+            depth += 1
+            if tokenStart[c] < tokenStart[c + 1] { best = (Int(tokenIds[Int(tokenStart[c])]), depth) }
+        }
+        return (best, node, depth)
+    }
+
     /// Children of `parent` (-1: the root).
     func children(of parent: Int) -> [Int] {
         var out: [Int] = []

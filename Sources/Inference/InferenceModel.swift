@@ -265,8 +265,8 @@ public final class InferenceModel: @unchecked Sendable {
         for (li, layer) in layers.enumerated() {
             rmsNormRows(x, layer.inputNorm, rows: n, eps: eps, into: h)
             layer.wqkv.matmulNT(h, m: n, n: Q, k: D, qkv, activations)  // [n, Q]
-            addLowRank(layer, input: 0, h, rows: n, into: qkv, width: Q, ws: ws)
-            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 0, h, rows: n, into: qkv, width: Q, ws: ws) }
+            addLowRank(layer, input: 0, h, rows: n, into: qkv, width: Q)
+            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 0, h, rows: n, into: qkv, width: Q) }
             if let b = layer.bqkv {
                 for r in 0..<n { for j in 0..<Q { qkv[r * Q + j] += b[j] } }
             }
@@ -290,20 +290,20 @@ public final class InferenceModel: @unchecked Sendable {
             }
             attention.run(layer: li, qkv: qkv, into: att, ws: ws)  // [n, H*hd]
             layer.wo.matmulNT(att, m: n, n: D, k: H * hd, o, activations)  // [n, D]
-            addLowRank(layer, input: 1, att, rows: n, into: o, width: D, ws: ws)
-            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 1, att, rows: n, into: o, width: D, ws: ws) }
+            addLowRank(layer, input: 1, att, rows: n, into: o, width: D)
+            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 1, att, rows: n, into: o, width: D) }
             for i in 0..<(n * D) { x[i] += o[i] }
             rmsNormRows(x, layer.postNorm, rows: n, eps: eps, into: h)
             layer.wGateUp.matmulNT(h, m: n, n: 2 * F, k: D, gu, activations)  // [n, 2F]
-            addLowRank(layer, input: 2, h, rows: n, into: gu, width: 2 * F, ws: ws)
-            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 2, h, rows: n, into: gu, width: 2 * F, ws: ws) }
+            addLowRank(layer, input: 2, h, rows: n, into: gu, width: 2 * F)
+            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 2, h, rows: n, into: gu, width: 2 * F) }
             for r in 0..<n {  // row by row, so each row's bits do not depend on n
                 let g = gu + r * 2 * F
                 Kernels.swiglu(gate: g, up: g + F, out: act + r * F, count: F)  // SIMD exp, as in training
             }
             layer.wDown.matmulNT(act, m: n, n: D, k: F, o, activations)  // [n, D]
-            addLowRank(layer, input: 3, act, rows: n, into: o, width: D, ws: ws)
-            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 3, act, rows: n, into: o, width: D, ws: ws) }
+            addLowRank(layer, input: 3, act, rows: n, into: o, width: D)
+            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 3, act, rows: n, into: o, width: D) }
             for i in 0..<(n * D) { x[i] += o[i] }
         }
         for s in segments { s.cache.count += s.rows }
@@ -313,7 +313,7 @@ public final class InferenceModel: @unchecked Sendable {
     /// y[:, offset..<offset+out] += scale·(x·Aᵀ)·Bᵀ for each adapter term of `layer` fed by `input`
     /// (x [n, in], y [n, width]); each row's bits are its own (`addLowRank(_:rows:)`).
     func addLowRank(_ layer: Layer, input: Int, _ x: UnsafePointer<Float>, rows n: Int, into y: UnsafeMutablePointer<Float>,
-                    width: Int, ws: Workspace) {
+                    width: Int) {
         for t in layer.lora where t.input == input { Self.addLowRank(t, rows: 0..<n, x, into: y, width: width) }
     }
 

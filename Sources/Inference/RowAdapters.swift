@@ -78,7 +78,7 @@ extension InferenceModel {
     /// The (adapter, term, rows) items run on every core: distinct terms write distinct columns,
     /// distinct adapters distinct rows, so each row's bits are its own whatever the split.
     func addRowLowRank(_ adapters: [RowAdapter?], layer li: Int, input: Int, _ x: UnsafePointer<Float>, rows n: Int,
-                       into y: UnsafeMutablePointer<Float>, width: Int, ws: Workspace) {
+                       into y: UnsafeMutablePointer<Float>, width: Int) {
         precondition(adapters.count == n, "[InferenceModel.addRowLowRank] \(adapters.count) adapters for \(n) rows")
         var groups: [(adapter: RowAdapter, rows: [Int])] = []  // in order of first appearance
         for row in 0..<n {
