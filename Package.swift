@@ -129,7 +129,7 @@ let package = Package(
         .testTarget(name: "ModelDefinitionTests", dependencies: ["TestSupport", "ModelDefinition", "Inference", "Training", "ModelAssets", "Autograd"]),
         .executableTarget(
             name: "bench-decode",
-            dependencies: ["CLISupport", "Inference", "ModelDefinition", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["CLISupport", "Inference", "ModelDefinition", "ModelAssets", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .testTarget(name: "GuidanceTests", dependencies: ["Guidance", "DataSchema", "ModelAssets"]),
         .executableTarget(
             name: "bench-guidance",

@@ -8,6 +8,7 @@ import Autograd
 import CLISupport
 import Foundation
 import Inference
+import ModelAssets
 import ModelDefinition
 
 struct BenchDecode: ParsableCommand {
@@ -34,12 +35,27 @@ struct BenchDecode: ParsableCommand {
     @Option(help: "Threads (cores) to use.")
     var threads: Int = ProcessInfo.processInfo.activeProcessorCount
 
+    @Option(parsing: .upToNextOption, help: "Also time batched decoding (one new token for each of B conversations per pass, as serve's batches) at these row counts B, e.g. 1 2 4 8.")
+    var batchRows: [Int] = []
+
+    @Option(help: "With --batch-rows: give the rows this many different random adapters (rank 32 on all seven projections), dealt round-robin, as serve's rows each add their own (0: the base alone).")
+    var batchAdapters: Int = 0
+
+    @Option(help: "With --batch-adapters: the adapters' factors as float32 (as trained) or float16 (serve --adapter-precision).")
+    var batchAdapterPrecision: InferenceModel.WeightPrecision = .float32
+
+    @Option(help: "With --batch-rows: tokens already in each row's context before the timed passes.")
+    var batchContext: Int = 64
+
     @Option(help: "Write the figures as JSON to this file.")
     var out: String?
 
     func validate() throws {
         guard promptTokens >= 1, genTokens >= 1, repeats >= 1 else { throw ValidationError("--prompt-tokens, --gen-tokens and --repeats must be at least 1") }
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
+        guard batchRows.allSatisfy({ $0 >= 1 }), batchAdapters >= 0, batchContext >= 1 else {
+            throw ValidationError("--batch-rows must be at least 1 each, --batch-adapters at least 0, --batch-context at least 1")
+        }
     }
 
     func run() throws {
@@ -73,6 +89,7 @@ struct BenchDecode: ParsableCommand {
             }
             decode.append(Double(genTokens) / (monotonicSeconds() - s))
         }
+        let batched = batchRows.isEmpty ? [] : measureBatches(engine, base: base)
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
         let rss = Double(usage.ru_maxrss) / 1024  // before the bandwidth probe allocates its buffer
@@ -87,6 +104,7 @@ struct BenchDecode: ParsableCommand {
             "decode_tokens_per_s": meanDecode, "decode_tokens_per_s_best": decode.max()!,
             "peak_rss_mb": rss, "load_seconds": loadSeconds, "bytes_per_token": bytes, "weight_bytes": engine.weightBytes,
             "bandwidth_gb_s": bandwidth, "streamed_gb_s": streamed, "fraction_of_bandwidth": streamed / bandwidth,
+            "batched": batched.map { ["rows": $0.rows, "adapters": batchAdapters, "adapter_precision": batchAdapterPrecision.rawValue, "context": batchContext, "tokens_per_s": $0.tokensPerSecond, "ms_per_pass": $0.msPerPass] },
         ]
         FileHandle.standardError.write(Data(String(format: "%@ (%@ weights, %d threads): prefill %.1f tokens/s (best %.1f), decode %.1f tokens/s (best %.1f); load %.2fs; peak RSS %.0f MB; %.1f MB read per token = %.1f GB/s, %.0f%% of the measured %.1f GB/s\n",
                                                    base.path, model.baseWeights.rawValue, threads, result["prefill_tokens_per_s"] as! Double, prefill.max()!,
@@ -95,6 +113,50 @@ struct BenchDecode: ParsableCommand {
             let data = try JSONSerialization.data(withJSONObject: result, options: [.prettyPrinted, .sortedKeys])
             try data.write(to: URL(fileURLWithPath: out))
         }
+    }
+
+    /// Batched decoding at each of `batchRows`: B conversations of `batchContext` tokens each,
+    /// then `genTokens` passes of one new token per row (the best of `repeats`), each row with
+    /// its own random adapter when `batchAdapters` > 0. Prints one line per B.
+    func measureBatches(_ engine: InferenceModel, base: BaseModel) -> [(rows: Int, tokensPerSecond: Double, msPerPass: Double)] {
+        let c = base.config, V = c.vocabSize
+        let lora = LoRAConfig(rank: 32, alpha: 64)
+        var rng = SeededRNG(seed: 7)
+        let adapters: [RowAdapter] = (0..<batchAdapters).map { i in
+            let tensors = TensorTable.loraTensors(config: c, lora: lora).map { name, shape in
+                (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.02 * Float.random(in: -1...1, using: &rng) }))
+            }
+            return RowAdapter(Adapter(source: "random \(i)", lora: lora, baseConfig: c, baseSignature: base.signature, tensors: tensors), config: c, precision: batchAdapterPrecision)
+        }
+        var results: [(rows: Int, tokensPerSecond: Double, msPerPass: Double)] = []
+        var logits: [Float] = []
+        for rows in batchRows {
+            let rowAdapters: [RowAdapter?] = (0..<rows).map { adapters.isEmpty ? nil : adapters[$0 % adapters.count] }
+            var best = 0.0
+            for _ in 0..<repeats {
+                let caches = (0..<rows).map { _ in engine.makeCache(capacity: batchContext + genTokens + 1) }
+                for b in 0..<rows {
+                    engine.forward((0..<batchContext).map { ($0 * 7919 + 31 * b + 13) % V }, cache: caches[b], adapter: rowAdapters[b], into: &logits)
+                }
+                var tokens = [Int](repeating: 1, count: rows)
+                let s = monotonicSeconds()
+                for _ in 0..<genTokens {
+                    engine.forward(batch: tokens, caches: caches, adapters: rowAdapters, into: &logits)
+                    for b in 0..<rows { tokens[b] = Self.argmax(logits[(b * V)..<((b + 1) * V)]) }
+                }
+                best = max(best, Double(rows * genTokens) / (monotonicSeconds() - s))
+            }
+            results.append((rows, best, 1000 * Double(rows) / best))
+            FileHandle.standardError.write(Data(String(format: "batched decoding, %d rows, %d adapters, context %d: %.1f tokens/s (%.2fx one row), %.2f ms per pass\n",
+                                                       rows, batchAdapters, batchContext, best, best / (results.first?.tokensPerSecond ?? best), 1000 * Double(rows) / best).utf8))
+        }
+        return results
+    }
+
+    static func argmax(_ v: ArraySlice<Float>) -> Int {
+        var best = v.startIndex
+        for i in v.indices where v[i] > v[best] { best = i }
+        return best - v.startIndex
     }
 
     static func argmax(_ v: [Float]) -> Int {
@@ -132,5 +194,6 @@ struct BenchDecode: ParsableCommand {
 }
 
 extension ManyRowsPath: ExpressibleByArgument {}
+extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
 
 BenchDecode.main()
