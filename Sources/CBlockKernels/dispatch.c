@@ -214,6 +214,16 @@ float bk_dot(const float *a, const float *b, size_t n) { return bk_dot_at(bk_act
 
 void bk_axpy(float alpha, const float *x, float *y, size_t n) { bk_axpy_at(bk_active_level(), alpha, x, y, n); }
 
+void bk_lowrank_up_at(int level, const float *u, size_t m, size_t r, const void *bt, int half, size_t out, size_t o0,
+                      size_t o1, float *y, size_t ldy) {
+    BK_VECTOR_CALL(vector_level(level), lowrank_up, u, m, r, bt, half, out, o0, o1, y, ldy)
+}
+
+void bk_lowrank_up(const float *u, size_t m, size_t r, const void *bt, int half, size_t out, size_t o0, size_t o1,
+                   float *y, size_t ldy) {
+    bk_lowrank_up_at(bk_active_level(), u, m, r, bt, half, out, o0, o1, y, ldy);
+}
+
 void bk_attend(const float *q, const float *keys, const float *values, size_t stride, size_t len, size_t hd,
                float scale, float *scores, float *out) {
     bk_attend_at(bk_active_level(), q, keys, values, stride, len, hd, scale, scores, out);

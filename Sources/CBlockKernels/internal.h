@@ -119,6 +119,8 @@ void bk_vnni_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const 
 #define BK_VECTOR_DECLS(level)                                                                          \
     float bk_##level##_dot(const float *a, const float *b, size_t n);                                   \
     void bk_##level##_axpy(float alpha, const float *x, float *y, size_t n);                            \
+    void bk_##level##_lowrank_up(const float *u, size_t m, size_t r, const void *bt, int half, size_t out, \
+                                 size_t o0, size_t o1, float *y, size_t ldy);                           \
     void bk_##level##_attend(const float *q, const float *keys, const float *values, size_t stride,     \
                              size_t len, size_t hd, float scale, float *scores, float *out);
 BK_VECTOR_DECLS(portable)

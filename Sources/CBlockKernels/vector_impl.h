@@ -64,6 +64,66 @@ float BK_VEC(dot)(const float *a, const float *b, size_t n) {
     return s;
 }
 
+// y[row, o] += sum over j < r of u[row, j]·bt[j, o] for rows < m and o in [o0, o1): an adapter's
+// up-projection with its factor B stored transposed ([r, out], float32, or float16 when `half`),
+// so 16 outputs take one multiply-add per j and no horizontal sum. Each output starts from zero,
+// adds j = 0, 1, ... in order, then goes into y: the same operations whatever m, o0 and o1.
+void BK_VEC(lowrank_up)(const float *u, size_t m, size_t r, const void *bt, int half, size_t out, size_t o0, size_t o1,
+                        float *y, size_t ldy) {
+    typedef _Float16 bk_h16 __attribute__((vector_size(32), aligned(2)));
+    const float *bf = (const float *)bt;
+    const _Float16 *bh = (const _Float16 *)bt;
+    for (size_t row = 0; row < m; row++) {
+        const float *ur = u + row * r;
+        float *yr = y + row * ldy;
+        size_t o = o0;
+        for (; o + 64 <= o1; o += 64) {
+            bk_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+            for (size_t j = 0; j < r; j++) {
+                const bk_v16 uj = BK_VEC(splat)(ur[j]);
+                if (half) {
+                    bk_h16 h[4];
+                    memcpy(h, bh + j * out + o, sizeof h);
+                    a0 += uj * __builtin_convertvector(h[0], bk_v16);
+                    a1 += uj * __builtin_convertvector(h[1], bk_v16);
+                    a2 += uj * __builtin_convertvector(h[2], bk_v16);
+                    a3 += uj * __builtin_convertvector(h[3], bk_v16);
+                } else {
+                    const float *b = bf + j * out + o;
+                    a0 += uj * BK_VEC(load)(b);
+                    a1 += uj * BK_VEC(load)(b + 16);
+                    a2 += uj * BK_VEC(load)(b + 32);
+                    a3 += uj * BK_VEC(load)(b + 48);
+                }
+            }
+            BK_VEC(store)(yr + o, BK_VEC(load)(yr + o) + a0);
+            BK_VEC(store)(yr + o + 16, BK_VEC(load)(yr + o + 16) + a1);
+            BK_VEC(store)(yr + o + 32, BK_VEC(load)(yr + o + 32) + a2);
+            BK_VEC(store)(yr + o + 48, BK_VEC(load)(yr + o + 48) + a3);
+        }
+        for (; o + 16 <= o1; o += 16) {
+            bk_v16 a = {0};
+            for (size_t j = 0; j < r; j++) {
+                bk_v16 b;
+                if (half) {
+                    bk_h16 h;
+                    memcpy(&h, bh + j * out + o, sizeof h);
+                    b = __builtin_convertvector(h, bk_v16);
+                } else {
+                    b = BK_VEC(load)(bf + j * out + o);
+                }
+                a += BK_VEC(splat)(ur[j]) * b;
+            }
+            BK_VEC(store)(yr + o, BK_VEC(load)(yr + o) + a);
+        }
+        for (; o < o1; o++) {
+            float a = 0;
+            for (size_t j = 0; j < r; j++) a += ur[j] * (half ? (float)bh[j * out + o] : bf[j * out + o]);
+            yr[o] += a;
+        }
+    }
+}
+
 void BK_VEC(axpy)(float alpha, const float *x, float *y, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) BK_VEC(store)(y + i, BK_VEC(load)(y + i) + alpha * BK_VEC(load)(x + i));

@@ -44,20 +44,43 @@ public final class InferenceModel: @unchecked Sendable {
 
     /// One projection's adapter term: y[:, offset..<offset+out] += scale·(x·Aᵀ)·Bᵀ, for the
     /// projection whose input is `input` (0: the normed residual of q/k/v, 1: attention output,
-    /// 2: the normed residual of gate/up, 3: the SwiGLU activation).
+    /// 2: the normed residual of gate/up, 3: the SwiGLU activation). B is held transposed, so
+    /// the up-projection adds one row of Bᵀ per rank component (bk_lowrank_up).
     struct LowRank {
         let input: Int
         let offset: Int
         let a: [Float]  // [r, in]
-        let b: [Float]  // [out, r]
+        let bt: [Float]  // [r, out]: B transposed
         let rank: Int
         let scale: Float
         /// The factors rounded to float16 instead (a row adapter kept at half precision; then
-        /// `a` and `b` are empty): half the bytes each row's term streams.
-        var half: (a: [Float16], b: [Float16])? = nil
+        /// `a` and `bt` are empty): half the bytes each row's term streams.
+        let half: (a: [Float16], bt: [Float16])?
+
+        /// From the adapter's factors A [r, in] and B [out, r].
+        init(input: Int, offset: Int, a: [Float], b: [Float], rank: Int, scale: Float, precision: WeightPrecision = .float32) {
+            self.input = input
+            self.offset = offset
+            self.rank = rank
+            self.scale = scale
+            let out = b.count / rank
+            let bt = [Float](unsafeUninitializedCapacity: b.count) { buf, count in
+                for o in 0..<out { for j in 0..<rank { buf[j * out + o] = b[o * rank + j] } }
+                count = b.count
+            }
+            if precision == .float16 {
+                self.a = []
+                self.bt = []
+                half = (a.map { Float16($0) }, bt.map { Float16($0) })
+            } else {
+                self.a = a
+                self.bt = bt
+                half = nil
+            }
+        }
 
         var inputs: Int { (half?.a.count ?? a.count) / rank }
-        var outputs: Int { (half?.b.count ?? b.count) / rank }
+        var outputs: Int { (half?.bt.count ?? bt.count) / rank }
     }
 
     public let config: ModelConfig
@@ -311,23 +334,50 @@ public final class InferenceModel: @unchecked Sendable {
     }
 
     /// y[:, offset..<offset+out] += scale·(x·Aᵀ)·Bᵀ for each adapter term of `layer` fed by `input`
-    /// (x [n, in], y [n, width]); each row's bits are its own (`addLowRank(_:rows:)`).
+    /// (x [n, in], y [n, width]); the terms spread over the cores (`addLowRank(_:_:into:width:)`).
     func addLowRank(_ layer: Layer, input: Int, _ x: UnsafePointer<Float>, rows n: Int, into y: UnsafeMutablePointer<Float>,
                     width: Int) {
-        for t in layer.lora where t.input == input { Self.addLowRank(t, rows: 0..<n, x, into: y, width: width) }
+        let rows = Array(0..<n)[...]
+        let items = layer.lora.filter { $0.input == input }.map { (term: $0, rows: rows) }
+        if !items.isEmpty { Self.addLowRank(items, x, into: y, width: width) }
+    }
+
+    /// Each item's term added to its rows, the items run on every core; when there are fewer
+    /// items than cores each is split by rows (a row stays whole). Distinct terms of one input
+    /// write distinct columns and distinct adapters distinct rows, and a row's arithmetic does not
+    /// depend on the others (`addLowRank(_:rows:_:into:width:)`), so the split changes no bit.
+    static func addLowRank(_ items: [(term: LowRank, rows: ArraySlice<Int>)], _ x: UnsafePointer<Float>,
+                           into y: UnsafeMutablePointer<Float>, width: Int) {
+        var items = items
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        if items.count < cores {
+            items = items.flatMap { item -> [(term: LowRank, rows: ArraySlice<Int>)] in
+                let parts = min(item.rows.count, (cores + items.count - 1) / items.count)
+                let size = (item.rows.count + parts - 1) / parts
+                return stride(from: item.rows.startIndex, to: item.rows.endIndex, by: size).map {
+                    (item.term, item.rows[$0..<min($0 + size, item.rows.endIndex)])
+                }
+            }
+        }
+        if items.count == 1 {
+            addLowRank(items[0].term, rows: items[0].rows, x, into: y, width: width)
+            return
+        }
+        WorkerPool.forEach(items.count) { i in addLowRank(items[i].term, rows: items[i].rows, x, into: y, width: width) }
     }
 
     /// y[row, offset..<offset+out] += scale·(x[row]·Aᵀ)·Bᵀ for `rows` of x [*, in] and y [*, width]:
-    /// the rows gathered, then one product per factor for all of them (each factor read once).
-    /// The block kernels give every row the bits it gets alone, whatever the other rows.
+    /// the rows gathered, one product with A for all of them (A read once), then Bᵀ's rows added
+    /// per rank component (bk_lowrank_up). Every row gets the bits it gets alone, whatever the
+    /// other rows: the block kernels' products and bk_lowrank_up are row-independent.
     static func addLowRank<Rows: Collection<Int>>(_ t: LowRank, rows: Rows, _ x: UnsafePointer<Float>,
                                                   into y: UnsafeMutablePointer<Float>, width: Int) {
         let r = t.rank, inDim = t.inputs, out = t.outputs, m = rows.count
         if m == 0 { return }
         let first = rows.first!
         let contiguous = zip(rows, first...).allSatisfy { $0 == $1 }
-        withUnsafeTemporaryAllocation(of: Float.self, capacity: (contiguous ? 0 : m * inDim) + m * (r + out)) { scratch in
-            let down = scratch.baseAddress!, up = down + m * r, gathered = up + m * out
+        withUnsafeTemporaryAllocation(of: Float.self, capacity: (contiguous ? 0 : m * inDim) + m * r) { scratch in
+            let down = scratch.baseAddress!, gathered = down + m * r
             let xs: UnsafePointer<Float>
             if contiguous {
                 xs = x + first * inDim
@@ -335,19 +385,20 @@ public final class InferenceModel: @unchecked Sendable {
                 for (k, row) in rows.enumerated() { (gathered + k * inDim).update(from: x + row * inDim, count: inDim) }
                 xs = UnsafePointer(gathered)
             }
-            func products(_ type: UInt32, _ a: UnsafeRawPointer, _ b: UnsafeRawPointer, bytes: Int) {
+            func products(_ type: UInt32, _ a: UnsafeRawPointer, _ bt: UnsafeRawPointer, bytes: Int) {
                 streamProduct(type, a, rowBytes: inDim * bytes, xs, m: m, n: r, k: inDim, down, serial: true)  // [m, r]
                 for j in 0..<(m * r) { down[j] *= t.scale }
-                streamProduct(type, b, rowBytes: r * bytes, UnsafePointer(down), m: m, n: out, k: r, up, serial: true)  // [m, out]
+                let half: Int32 = type == BKType.f16 ? 1 : 0
+                if contiguous {
+                    bk_lowrank_up(down, m, r, bt, half, out, 0, out, y + first * width + t.offset, width)
+                } else {
+                    for (k, row) in rows.enumerated() { bk_lowrank_up(down + k * r, 1, r, bt, half, out, 0, out, y + row * width + t.offset, width) }
+                }
             }
             if let half = t.half {
-                half.a.withUnsafeBytes { a in half.b.withUnsafeBytes { b in products(BKType.f16, a.baseAddress!, b.baseAddress!, bytes: 2) } }
+                half.a.withUnsafeBytes { a in half.bt.withUnsafeBytes { bt in products(BKType.f16, a.baseAddress!, bt.baseAddress!, bytes: 2) } }
             } else {
-                t.a.withUnsafeBytes { a in t.b.withUnsafeBytes { b in products(BKType.f32, a.baseAddress!, b.baseAddress!, bytes: 4) } }
-            }
-            for (k, row) in rows.enumerated() {
-                let yr = y + row * width + t.offset, ur = up + k * out
-                for o in 0..<out { yr[o] += ur[o] }
+                t.a.withUnsafeBytes { a in t.bt.withUnsafeBytes { bt in products(BKType.f32, a.baseAddress!, bt.baseAddress!, bytes: 4) } }
             }
         }
     }

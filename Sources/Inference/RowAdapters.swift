@@ -36,11 +36,8 @@ public final class RowAdapter: @unchecked Sendable {
         layers = (0..<c.numLayers).map { i in
             adapter.lora.targets.compactMap { t -> InferenceModel.LowRank? in
                 guard let (a, b) = adapter.factors(layer: i, target: t), let p = place[t] else { return nil }
-                if precision == .float16 {
-                    return InferenceModel.LowRank(input: p.input, offset: p.offset, a: [], b: [], rank: adapter.lora.rank, scale: adapter.scale,
-                                                  half: (a.data.map { Float16($0) }, b.data.map { Float16($0) }))
-                }
-                return InferenceModel.LowRank(input: p.input, offset: p.offset, a: a.data, b: b.data, rank: adapter.lora.rank, scale: adapter.scale)
+                return InferenceModel.LowRank(input: p.input, offset: p.offset, a: a.data, b: b.data, rank: adapter.lora.rank, scale: adapter.scale,
+                                              precision: precision)
             }
         }
         signature = adapter.signature
@@ -90,17 +87,6 @@ extension InferenceModel {
         for g in groups {
             for t in g.adapter.layers[li] where t.input == input { items.append((t, g.rows[...])) }
         }
-        // too few items for the cores: split each one's rows (a row stays whole)
-        let cores = ProcessInfo.processInfo.activeProcessorCount
-        if items.count < cores {
-            items = items.flatMap { item -> [(term: InferenceModel.LowRank, rows: ArraySlice<Int>)] in
-                let parts = min(item.rows.count, (cores + items.count - 1) / items.count)
-                let size = (item.rows.count + parts - 1) / parts
-                return stride(from: item.rows.startIndex, to: item.rows.endIndex, by: size).map {
-                    (item.term, item.rows[$0..<min($0 + size, item.rows.endIndex)])
-                }
-            }
-        }
-        WorkerPool.forEach(items.count) { i in InferenceModel.addLowRank(items[i].term, rows: items[i].rows, x, into: y, width: width) }
+        if !items.isEmpty { InferenceModel.addLowRank(items, x, into: y, width: width) }
     }
 }

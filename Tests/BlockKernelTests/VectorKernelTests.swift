@@ -1,6 +1,7 @@
-// CBlockKernels' float-vector kernels (bk_dot, bk_axpy, bk_attend) at every feature level this
-// CPU runs, against float64 loops: lengths around the 16-lane width, one cached position, masked
-// (-inf) and huge scores for the softmax's exp, and keys/values at a stride as in a KV cache.
+// CBlockKernels' float-vector kernels (bk_dot, bk_axpy, bk_attend, bk_lowrank_up) at every
+// feature level this CPU runs, against float64 loops: lengths around the 16-lane width, one
+// cached position, masked (-inf) and huge scores for the softmax's exp, keys/values at a stride
+// as in a KV cache, and an adapter's up-projection split by rows and by outputs.
 import CBlockKernels
 import Foundation
 import XCTest
@@ -27,6 +28,56 @@ final class VectorKernelTests: XCTestCase {
                 for i in 0..<n {
                     XCTAssertEqual(Double(y[i]), Double(b[i]) + Double(alpha) * Double(a[i]), accuracy: 1e-6,
                                    "axpy n \(n) at \(i), \(BlockKernelTests.levelName(level))")
+                }
+            }
+        }
+    }
+
+    /// y += u·Bᵀ with Bᵀ [r, out] as float32 and as float16: within float rounding of a float64
+    /// loop, and bit for bit the same whether the rows go together or one at a time and whether
+    /// the outputs go in one range or in pieces (as the server's rows and threads split them).
+    func testLowRankUpMatchesFloat64AndIgnoresTheSplit() {
+        var rng = RNG(state: 29)
+        for level in BlockKernelTests.levels {
+            for (m, r, out) in [(1, 1, 1), (3, 32, 576), (2, 8, 100), (5, 16, 67), (1, 64, 1536)] {
+                let u = (0..<(m * r)).map { _ in rng.float() }
+                let bt = (0..<(r * out)).map { _ in rng.float() }
+                let y0 = (0..<(m * out)).map { _ in rng.float() }
+                for half in [false, true] {
+                    let weights: [Float] = half ? bt.map { Float(Float16($0)) } : bt
+                    func run(rows: Range<Int>, _ o0: Int, _ o1: Int, into y: inout [Float]) {
+                        u.withUnsafeBufferPointer { up in
+                            y.withUnsafeMutableBufferPointer { yp in
+                                let ur = up.baseAddress! + rows.lowerBound * r, yr = yp.baseAddress! + rows.lowerBound * out
+                                if half {
+                                    bt.map { Float16($0) }.withUnsafeBytes { bk_lowrank_up_at(level, ur, rows.count, r, $0.baseAddress, 1, out, o0, o1, yr, out) }
+                                } else {
+                                    bt.withUnsafeBytes { bk_lowrank_up_at(level, ur, rows.count, r, $0.baseAddress, 0, out, o0, o1, yr, out) }
+                                }
+                            }
+                        }
+                    }
+                    var together = y0
+                    run(rows: 0..<m, 0, out, into: &together)
+                    var pieces = y0
+                    let cuts = [0, min(out, 17), min(out, 80), out]
+                    for row in 0..<m {
+                        for c in 0..<3 where cuts[c] < cuts[c + 1] { run(rows: row..<(row + 1), cuts[c], cuts[c + 1], into: &pieces) }
+                    }
+                    let name = "m \(m) r \(r) out \(out)\(half ? " f16" : "") at \(BlockKernelTests.levelName(level))"
+                    XCTAssertEqual(together.map(\.bitPattern), pieces.map(\.bitPattern), "split changed bits, \(name)")
+                    var worst = 0.0
+                    for row in 0..<m {
+                        for o in 0..<out {
+                            var sum = 0.0, magnitude = abs(Double(y0[row * out + o]))
+                            for j in 0..<r {
+                                sum += Double(u[row * r + j]) * Double(weights[j * out + o])
+                                magnitude += abs(Double(u[row * r + j]) * Double(weights[j * out + o]))
+                            }
+                            worst = max(worst, abs(Double(together[row * out + o]) - Double(y0[row * out + o]) - sum) / magnitude)
+                        }
+                    }
+                    XCTAssertLessThan(worst, 1e-6, name)
                 }
             }
         }

@@ -134,7 +134,16 @@ void bk_axpy(float alpha, const float *x, float *y, size_t n);
 void bk_attend(const float *q, const float *keys, const float *values, size_t stride, size_t len, size_t hd,
                float scale, float *scores, float *out);
 
+/// An adapter's up-projection added to y: y[row·ldy + o] += Σ_{j<r} u[row·r + j]·bt[j·out + o]
+/// for row < m and o0 <= o < o1, with B stored transposed (bt [r, out]: float32, or IEEE half
+/// when `half` is nonzero). Every output starts from zero and adds j = 0 ..< r in order, then
+/// goes into y, whatever m, o0 and o1 (so rows and output ranges can be split freely).
+void bk_lowrank_up(const float *u, size_t m, size_t r, const void *bt, int half, size_t out, size_t o0, size_t o1,
+                   float *y, size_t ldy);
+
 float bk_dot_at(int level, const float *a, const float *b, size_t n);
+void bk_lowrank_up_at(int level, const float *u, size_t m, size_t r, const void *bt, int half, size_t out, size_t o0,
+                      size_t o1, float *y, size_t ldy);
 void bk_axpy_at(int level, float alpha, const float *x, float *y, size_t n);
 void bk_attend_at(int level, const float *q, const float *keys, const float *values, size_t stride, size_t len,
                   size_t hd, float scale, float *scores, float *out);
