@@ -269,10 +269,15 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
 
 // Output rows go in groups of four; within a group the activation rows go in tiles of 8, 4, 2
 // or 1, and each tile covers the group with NR = 4, 2 or 1 weight rows at a time, so the group's
-// weight rows stay in L1 while every tile passes over them.
+// weight rows stay in L1 while every tile passes over them. Tiles of 8 or 4 rows take two
+// weight rows at once where the tile keeps one accumulator per pair (F32, F16, BF16, Q8_0,
+// Q4_0): each activation load then serves both (Q8_0 576x1536 at 8 rows 10% faster, F16 and
+// F32 up to 2x); Q4_1 and the K-quants carry a second accumulator per pair, and two weight rows'
+// worth spills registers (Q4_K 2048x8192 at 8 rows 1.1x slower), so they take one.
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     const size_t sums = k / 32;
+    const int pairs = type != BK_Q4_1 && type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
     for (size_t o = n0; o < n1; o += 4) {
         const size_t group = n1 - o < 4 ? n1 - o : 4;
         const uint8_t *wo = w + o * rowBytes;
@@ -280,12 +285,19 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
             const float *xr = x + r * k, *xsr = xs + r * sums;
             float *yr = y + r * ldy + o;
             size_t left = m - r;
-            if (left >= 8) {
-                for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 8, 1);
-                r += 8;
-            } else if (left >= 4) {
-                for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 1);
-                r += 4;
+            if (left >= 4) {
+                const int MR = left >= 8 ? 8 : 4;
+                size_t j = 0;
+                if (pairs)
+                    for (; j + 2 <= group; j += 2) {
+                        if (MR == 8) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 8, 2);
+                        else tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 2);
+                    }
+                for (; j < group; j++) {
+                    if (MR == 8) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 8, 1);
+                    else tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 1);
+                }
+                r += MR;
             } else if (left >= 2) {
                 size_t j = 0;
                 for (; j + 2 <= group; j += 2) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 2);
