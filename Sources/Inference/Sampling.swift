@@ -19,6 +19,17 @@ public struct SamplingOptions: Sendable, Equatable {
 
 public enum Sampler {
     /// Index of the largest logit; the first one on ties (as torch.argmax).
+    public static func argmax(_ logits: UnsafeBufferPointer<Float>) -> Int {
+        var best = 0
+        var bestValue = -Float.infinity
+        for i in logits.indices where logits[i] > bestValue {
+            bestValue = logits[i]
+            best = i
+        }
+        return best
+    }
+
+    /// Index of the largest logit; the first one on ties (as torch.argmax).
     public static func argmax(_ logits: ArraySlice<Float>) -> Int {
         var best = logits.startIndex
         var bestValue = -Float.infinity

@@ -12,14 +12,20 @@ import Logging
 import NIOCore
 
 public enum HTTPServer {
+    /// Seconds to the millisecond, as a JSON number.
+    static func seconds(_ s: Double) -> JSONValue { .number(JSONNumber((s * 1000).rounded() / 1000) ?? JSONNumber(0)) }
+
     /// The server's routes over `service`.
     public static func router(_ service: OpenAIService) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: OpenAIErrorMiddleware())
         router.get("/health") { _, _ -> Response in
-            let s = service.scheduler.status
+            let s = service.scheduler.status, t = service.scheduler.timing
             return json(object([("status", .string("ok")), ("active", number(s.active)), ("queued", number(s.queued)),
-                                ("passes", number(s.passes)), ("row_steps", number(s.rowSteps)), ("cancelled", number(s.cancelled))]))
+                                ("passes", number(s.passes)), ("row_steps", number(s.rowSteps)), ("cancelled", number(s.cancelled)),
+                                ("prefills", number(t.prefills)), ("prefill_tokens", number(t.prefillTokens)),
+                                ("prefill_seconds", seconds(t.prefillSeconds)), ("pass_seconds", seconds(t.passSeconds)),
+                                ("choose_seconds", seconds(t.chooseSeconds))]))
         }
         router.get("/v1/models") { _, _ -> Response in json(service.models()) }
         router.get("/v1/models/:id") { _, context -> Response in

@@ -90,6 +90,10 @@ public final class Scheduler: @unchecked Sendable {
     private var thread: Thread?
     /// Passes run, rows advanced (for the figures of a load run).
     private var passes = 0, rowSteps = 0
+    /// Where the decoding thread's time went: prompts prefilled (and their tokens), batched
+    /// passes through the model, choosing tokens (masks, sampling, handing them on).
+    private var prefills = 0, prefillTokens = 0
+    private var prefillSeconds = 0.0, passSeconds = 0.0, chooseSeconds = 0.0
     /// Requests ended early: their consumer left (a client gone, a stop sequence met) or the server stopped.
     private var cancelled = 0
 
@@ -105,6 +109,15 @@ public final class Scheduler: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return (active, queue.count, passes, rowSteps, cancelled)
+    }
+
+    /// The decoding thread's time so far: prompts prefilled (their count, tokens and seconds,
+    /// their first token's choice included), batched passes through the model, and choosing the
+    /// passes' tokens (constraint masks, sampling, handing tokens to their consumers).
+    public var timing: (prefills: Int, prefillTokens: Int, prefillSeconds: Double, passSeconds: Double, chooseSeconds: Double) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (prefills, prefillTokens, prefillSeconds, passSeconds, chooseSeconds)
     }
 
     /// Starts the decoding thread.
@@ -203,10 +216,17 @@ public final class Scheduler: @unchecked Sendable {
                     continue
                 }
                 let r = t.request
+                let t0 = monotonicSeconds()
                 var row = Row(ticket: t, cache: model.makeCache(capacity: r.prompt.count + r.maxTokens + 1), rng: SeededRNG(seed: r.seed),
                               state: r.constraint?.start())
                 model.forward(r.prompt, cache: row.cache, adapter: r.adapter, into: &logits)  // [1, V]
-                if step(&row, logits: &logits, row: 0) { rows.append(row) }
+                if logits.withUnsafeMutableBufferPointer({ step(&row, logits: $0, row: 0) }) { rows.append(row) }
+                let seconds = monotonicSeconds() - t0
+                condition.lock()
+                prefills += 1
+                prefillTokens += r.prompt.count
+                prefillSeconds += seconds
+                condition.unlock()
             }
             // one pass for every row in flight
             rows.removeAll { r in
@@ -214,18 +234,31 @@ public final class Scheduler: @unchecked Sendable {
                 return r.ticket.isCancelled
             }
             if !rows.isEmpty {
+                let t0 = monotonicSeconds()
                 model.forward(batch: rows.map { $0.feed[0] }, caches: rows.map(\.cache), adapters: rows.map(\.ticket.request.adapter), into: &logits)  // [B, V]
-                var kept: [Row] = []
-                kept.reserveCapacity(rows.count)
-                for b in rows.indices {
-                    var row = rows[b]
-                    row.feed.removeFirst()
-                    // forced tokens still to feed: this row's logits are not needed
-                    if !row.feed.isEmpty || step(&row, logits: &logits, row: b) { kept.append(row) }
+                let t1 = monotonicSeconds()
+                // rows with forced tokens still to feed need no choice; the others choose on every
+                // core (each row's mask, sampler and stream are its own)
+                for b in rows.indices { rows[b].feed.removeFirst() }
+                let choosing = rows.indices.filter { rows[$0].feed.isEmpty }
+                var going = [Bool](repeating: true, count: rows.count)
+                rows.withUnsafeMutableBufferPointer { rp in
+                    going.withUnsafeMutableBufferPointer { gp in
+                        logits.withUnsafeMutableBufferPointer { lp in
+                            WorkerPool.forEach(choosing.count) { i in
+                                let b = choosing[i]
+                                gp[b] = self.step(&rp[b], logits: lp, row: b)
+                            }
+                        }
+                    }
                 }
+                let kept = rows.indices.filter { going[$0] }.map { rows[$0] }
+                let t2 = monotonicSeconds()
                 condition.lock()
                 passes += 1
                 rowSteps += rows.count
+                passSeconds += t1 - t0
+                chooseSeconds += t2 - t1
                 condition.unlock()
                 rows = kept
             }
@@ -237,7 +270,7 @@ public final class Scheduler: @unchecked Sendable {
 
     /// Chooses the row's next token from logits row `row` (masked by its constraint), hands it and
     /// the tokens forced after it to the consumer; false when the reply ends here.
-    private func step(_ r: inout Row, logits: inout [Float], row: Int) -> Bool {
+    private func step(_ r: inout Row, logits: UnsafeMutableBufferPointer<Float>, row: Int) -> Bool {
         let request = r.ticket.request
         let V = model.config.vocabSize
         let range = (row * V)..<((row + 1) * V)
@@ -248,9 +281,10 @@ public final class Scheduler: @unchecked Sendable {
             }
             // Near max_tokens only tokens after which the reply can still be completed in time.
             let remaining = request.maxTokens - r.generated
-            logits.withUnsafeMutableBufferPointer { _ = state.constraint.mask(logits: UnsafeMutableBufferPointer(rebasing: $0[range]), state, remaining: remaining) }
+            _ = state.constraint.mask(logits: UnsafeMutableBufferPointer(rebasing: logits[range]), state, remaining: remaining)
         }
-        let next = Sampler.sample(logits[range], request.sampling, rng: &r.rng)
+        let next = request.sampling.isGreedy ? Sampler.argmax(UnsafeBufferPointer(rebasing: logits[range]))
+            : Sampler.sample(Array(logits[range])[...], request.sampling, rng: &r.rng)
         var forced: [Int] = []
         if var state = r.state {
             do {

@@ -8,7 +8,9 @@ Reports per phase: requests, errors, completion tokens, aggregate tokens/s (comp
 over the phase's wall time, prefill included), time to first token p50/p99, and with --pid the
 server's RSS sampled every --rss-every seconds (first, last, max, and the slope of a line fitted
 to the second half, in MB per minute). `--baseline-seconds` first runs one client alone for the
-"one client" figure. Exits 1 if any request failed.
+"one client" figure. From the server's /health counters: rows per batched pass, ms per pass,
+mean prefill time and prompt length, and the shares of the phase's wall time the decoding
+thread spent prefilling, in passes and choosing tokens. Exits 1 if any request failed.
 """
 import argparse
 import json
@@ -71,7 +73,18 @@ def one_request(conn, model, prompt, max_tokens, seed):
     return (ttft if ttft is not None else time.monotonic() - t0), tokens, time.monotonic() - t0
 
 
+def health(url):
+    u = urllib.parse.urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        conn.request("GET", "/health")
+        return json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+
+
 def phase(name, url, models, clients, seconds, max_tokens, pid=None, rss_every=5.0):
+    before = health(url)
     stop_at = time.monotonic() + seconds
     results, errors, lock = [], [], threading.Lock()
 
@@ -113,6 +126,15 @@ def phase(name, url, models, clients, seconds, max_tokens, pid=None, rss_every=5
     out = {"phase": name, "clients": clients, "models": models[:clients] if clients < len(models) else models,
            "requests": len(results), "errors": len(errors), "completion_tokens": tokens, "seconds": round(wall, 1),
            "tokens_per_second": round(tokens / wall, 1), "ttft_p50_ms": round(1000 * pct(50)), "ttft_p99_ms": round(1000 * pct(99))}
+    # where the server's decoding thread spent the phase (its /health counters)
+    after = health(url)
+    d = {k: after[k] - before[k] for k in ("passes", "row_steps", "prefills", "prefill_tokens", "prefill_seconds", "pass_seconds", "choose_seconds")}
+    if d["passes"]:
+        out.update({"rows_per_pass": round(d["row_steps"] / d["passes"], 2), "ms_per_pass": round(1000 * d["pass_seconds"] / d["passes"], 2)})
+    if d["prefills"]:
+        out.update({"prefill_ms": round(1000 * d["prefill_seconds"] / d["prefills"], 1), "prefill_tokens_mean": round(d["prefill_tokens"] / d["prefills"], 1)})
+    out.update({"share_prefill": round(d["prefill_seconds"] / wall, 3), "share_passes": round(d["pass_seconds"] / wall, 3),
+                "share_choose": round(d["choose_seconds"] / wall, 3)})
     if rss:
         half = rss[len(rss) // 2:]
         slope = 0.0
