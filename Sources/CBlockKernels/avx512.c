@@ -102,13 +102,21 @@ INLINE void q6k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
 // whatever the tile, so results do not depend on m or on how [n0, n1) is split.
 
 // Q8_0, Q4_0, Q4_1: per 32-value block, p = q[0:16]·x[0:16] + q[16:32]·x[16:32] (mul, fma),
-// acc += d·p; Q4_1 adds m·sum(x_block) to a scalar beside it.
-INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
+// acc += d·p; Q4_1 adds m·sum(x_block) to a scalar beside it: add = fma(m, xs, add), block by
+// block. For 4 or 8 rows those scalars ride in the lanes of one vector per weight row (the sums
+// laid out block-major, xs[b·stride + row], so a block's sums for the tile's rows are adjacent):
+// each lane does the scalar's fused multiply-adds in the scalar's order, so the bits are those
+// of a one-row pass, for a quarter or an eighth of the instructions.
+INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t stride,
                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
     const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
     const __m512i low = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
+    const int lanes = type == BK_Q4_1 && MR >= 4;  // min terms in vector lanes (MR 4 or 8)
     __m512 acc[MAXROWS][4];
     float add[MAXROWS][4];
+    __m256 add8[4];
+    __m128 add4[4];
+    for (int j = 0; j < NR; j++) { add8[j] = _mm256_setzero_ps(); add4[j] = _mm_setzero_ps(); }
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) { acc[r][j] = _mm512_setzero_ps(); add[r][j] = 0; }
     for (size_t b = 0; b < k / 32; b++) {
@@ -136,8 +144,20 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
                 __m512 s = _mm512_mul_ps(q0, _mm512_loadu_ps(xr));
                 s = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xr + 16), s);
                 acc[r][j] = _mm512_fmadd_ps(d, s, acc[r][j]);
-                if (type == BK_Q4_1) add[r][j] = fmaf(mn, xs[r * sums + b], add[r][j]);
+                if (type == BK_Q4_1 && !lanes) add[r][j] = fmaf(mn, xs[b * stride + r], add[r][j]);
             }
+            if (type == BK_Q4_1 && lanes) {
+                if (MR == 8) add8[j] = _mm256_fmadd_ps(_mm256_set1_ps(mn), _mm256_loadu_ps(xs + b * stride), add8[j]);
+                else add4[j] = _mm_fmadd_ps(_mm_set1_ps(mn), _mm_loadu_ps(xs + b * stride), add4[j]);
+            }
+        }
+    }
+    if (type == BK_Q4_1 && lanes) {
+        for (int j = 0; j < NR; j++) {
+            float a[8];
+            if (MR == 8) _mm256_storeu_ps(a, add8[j]);
+            else _mm_storeu_ps(a, add4[j]);
+            for (int r = 0; r < MR; r++) add[r][j] = a[r];
         }
     }
     for (int r = 0; r < MR; r++)
@@ -277,12 +297,14 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     const size_t sums = k / 32;
-    const int pairs = type != BK_Q4_1 && type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
+    const int pairs = type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
     for (size_t o = n0; o < n1; o += 4) {
         const size_t group = n1 - o < 4 ? n1 - o : 4;
         const uint8_t *wo = w + o * rowBytes;
         for (size_t r = 0; r < m;) {
-            const float *xr = x + r * k, *xsr = xs + r * sums;
+            // Q4_1's sums are block-major (stride m between blocks), the K-quants' row-major
+            const float *xr = x + r * k, *xsr = type == BK_Q4_1 ? xs + r : xs + r * sums;
+            const size_t stride = type == BK_Q4_1 ? m : sums;
             float *yr = y + r * ldy + o;
             size_t left = m - r;
             if (left >= 4) {
@@ -290,34 +312,35 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
                 size_t j = 0;
                 if (pairs)
                     for (; j + 2 <= group; j += 2) {
-                        if (MR == 8) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 8, 2);
-                        else tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 2);
+                        if (MR == 8) tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 8, 2);
+                        else tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 2);
                     }
                 for (; j < group; j++) {
-                    if (MR == 8) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 8, 1);
-                    else tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 1);
+                    if (MR == 8) tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 8, 1);
+                    else tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 1);
                 }
                 r += MR;
             } else if (left >= 2) {
                 size_t j = 0;
-                for (; j + 2 <= group; j += 2) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 2);
-                for (; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 1);
+                for (; j + 2 <= group; j += 2) tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 2);
+                for (; j < group; j++) tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 1);
                 r += 2;
             } else {
-                if (group == 4) tile(type, xr, k, xsr, sums, wo, rowBytes, yr, ldy, 1, 4);
-                else for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 1, 1);
+                if (group == 4) tile(type, xr, k, xsr, stride, wo, rowBytes, yr, ldy, 1, 4);
+                else for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 1, 1);
                 r += 1;
             }
         }
     }
 }
 
-// Sums of each 32 activations, per row (the Q4_1 and K-quant min terms).
-static void activation_sums(const float *x, size_t m, size_t k, float *xs) {
+// Sums of each 32 activations (the Q4_1 and K-quant min terms): row-major [m, k/32], or
+// block-major [k/32, m] when `blockMajor` (Q4_1's tiles read one block's sums for all rows).
+static void activation_sums(const float *x, size_t m, size_t k, float *xs, int blockMajor) {
     for (size_t r = 0; r < m; r++) {
         for (size_t j = 0; j < k / 32; j++) {
             const float *p = x + r * k + 32 * j;
-            xs[r * (k / 32) + j] = hsum512(_mm512_add_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16)));
+            xs[blockMajor ? j * m + r : r * (k / 32) + j] = hsum512(_mm512_add_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16)));
         }
     }
 }
@@ -340,7 +363,7 @@ PRODUCT(product_q6_k, BK_Q6_K)
 
 void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                       size_t n0, size_t n1, float *y, size_t ldy, float *xsum) {
-    if (type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum);
+    if (type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum, type == BK_Q4_1);
     switch (type) {
     case BK_F32: product_f32(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_F16: product_f16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
