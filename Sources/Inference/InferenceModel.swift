@@ -627,9 +627,12 @@ public final class KVCache {
         count = length
     }
 
+    /// Bytes one position holds (keys and values of every layer).
+    public var bytesPerPosition: Int { keys.count * width * MemoryLayout<Float>.size * 2 }
+
     /// Replaces the contents with the first `length` positions of `other` (a prompt prefix
     /// computed once and shared by several conversations).
-    func copyPrefix(of other: KVCache, length: Int) {
+    public func copyPrefix(of other: KVCache, length: Int) {
         precondition(other.keys.count == keys.count && other.width == width && length <= other.count,
                      "[KVCache.copyPrefix] \(length) positions of a cache holding \(other.count)")
         reserve(length)

@@ -20,12 +20,13 @@ public enum HTTPServer {
         let router = Router()
         router.add(middleware: OpenAIErrorMiddleware())
         router.get("/health") { _, _ -> Response in
-            let s = service.scheduler.status, t = service.scheduler.timing
+            let s = service.scheduler.status, t = service.scheduler.timing, c = service.scheduler.promptCacheUse
             return json(object([("status", .string("ok")), ("active", number(s.active)), ("queued", number(s.queued)),
                                 ("passes", number(s.passes)), ("row_steps", number(s.rowSteps)), ("cancelled", number(s.cancelled)),
                                 ("prefills", number(t.prefills)), ("prefill_tokens", number(t.prefillTokens)),
                                 ("prefill_seconds", seconds(t.prefillSeconds)), ("pass_seconds", seconds(t.passSeconds)),
-                                ("choose_seconds", seconds(t.chooseSeconds))]))
+                                ("choose_seconds", seconds(t.chooseSeconds)),
+                                ("prompt_cache_hits", number(c.hits)), ("prompt_tokens_reused", number(c.reusedTokens))]))
         }
         router.get("/v1/models") { _, _ -> Response in json(service.models()) }
         router.get("/v1/models/:id") { _, context -> Response in

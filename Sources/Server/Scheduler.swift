@@ -4,8 +4,8 @@
 // each row adding its own adapter's low-rank term (InferenceModel.forward(batch:caches:adapters:)),
 // its own sampling options and its own constraint mask. A row ends at a stop token, at its token
 // budget, or when its consumer goes away (a client that disconnects), and frees its slot at once.
-// Leaves out: prefix caching across requests, chunked prefill (a long prompt holds the batch for
-// its prefill).
+// A prompt that begins like a recent one with the same adapter copies those positions' keys and
+// values (PromptCache). Leaves out: chunked prefill (a long prompt holds the batch for its prefill).
 import Autograd
 import Foundation
 import Guidance
@@ -92,16 +92,23 @@ public final class Scheduler: @unchecked Sendable {
     private var passes = 0, rowSteps = 0
     /// Where the decoding thread's time went: prompts prefilled (and their tokens), batched
     /// passes through the model, choosing tokens (masks, sampling, handing them on).
-    private var prefills = 0, prefillTokens = 0
+    private var prefills = 0, prefillTokens = 0, reusedTokens = 0, promptCacheHits = 0
     private var prefillSeconds = 0.0, passSeconds = 0.0, chooseSeconds = 0.0
     /// Requests ended early: their consumer left (a client gone, a stop sequence met) or the server stopped.
     private var cancelled = 0
 
-    public init(model: InferenceModel, maxActive: Int, queueCapacity: Int) {
-        precondition(maxActive >= 1 && queueCapacity >= 0, "[Scheduler] maxActive \(maxActive), queueCapacity \(queueCapacity)")
+    /// Prompts' keys and values kept for later prompts that begin alike (decoding thread only).
+    private let promptCache: PromptCache
+
+    /// `promptCacheBytes`: keys and values of recent prompts kept at most, per adapter, for
+    /// later prompts that begin alike (0: every prompt is prefilled whole).
+    public init(model: InferenceModel, maxActive: Int, queueCapacity: Int, promptCacheBytes: Int = 128 << 20) {
+        precondition(maxActive >= 1 && queueCapacity >= 0 && promptCacheBytes >= 0,
+                     "[Scheduler] maxActive \(maxActive), queueCapacity \(queueCapacity), promptCacheBytes \(promptCacheBytes)")
         self.model = model
         self.maxActive = maxActive
         self.queueCapacity = queueCapacity
+        promptCache = PromptCache(budget: promptCacheBytes)
     }
 
     /// Requests in flight and waiting, passes run and rows they advanced, requests cancelled.
@@ -118,6 +125,13 @@ public final class Scheduler: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         return (prefills, prefillTokens, prefillSeconds, passSeconds, chooseSeconds)
+    }
+
+    /// Prompts that began like a kept one, and the prompt positions they copied instead of computing.
+    public var promptCacheUse: (hits: Int, reusedTokens: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (promptCacheHits, reusedTokens)
     }
 
     /// Starts the decoding thread.
@@ -219,13 +233,17 @@ public final class Scheduler: @unchecked Sendable {
                 let t0 = monotonicSeconds()
                 var row = Row(ticket: t, cache: model.makeCache(capacity: r.prompt.count + r.maxTokens + 1), rng: SeededRNG(seed: r.seed),
                               state: r.constraint?.start())
-                model.forward(r.prompt, cache: row.cache, adapter: r.adapter, into: &logits)  // [1, V]
+                let rest = promptCache.seed(row.cache, for: r.prompt, adapter: r.adapter)
+                model.forward(Array(rest), cache: row.cache, adapter: r.adapter, into: &logits)  // [1, V]
+                promptCache.keep(r.prompt, adapter: r.adapter, from: row.cache, model: model)
                 if logits.withUnsafeMutableBufferPointer({ step(&row, logits: $0, row: 0) }) { rows.append(row) }
                 let seconds = monotonicSeconds() - t0
                 condition.lock()
                 prefills += 1
                 prefillTokens += r.prompt.count
                 prefillSeconds += seconds
+                promptCacheHits = promptCache.hits
+                reusedTokens = promptCache.reusedTokens
                 condition.unlock()
             }
             // one pass for every row in flight

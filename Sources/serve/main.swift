@@ -61,7 +61,11 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Adapter factors kept as float32 (as trained; the reference numbers) or float16 (half the bytes each row streams per token; logits move by the factors' rounding).")
     var adapterPrecision: InferenceModel.WeightPrecision = .float32
 
+    @Option(help: "MB of recent prompts' keys and values kept, per adapter, so that a prompt beginning like one of them (a shared system message, a conversation's earlier turns) copies those positions instead of computing them (0: every prompt is prefilled whole).")
+    var promptCacheMb = 128
+
     func validate() throws {
+        guard promptCacheMb >= 0 else { throw ValidationError("--prompt-cache-mb must be 0 or more") }
         guard (1...16).contains(maxActive) else { throw ValidationError("--max-active must be 1 to 16 (rows of one batched pass)") }
         guard queue >= 0 else { throw ValidationError("--queue must be 0 or more") }
         guard defaultMaxTokens >= 1 else { throw ValidationError("--default-max-tokens must be at least 1") }
@@ -76,7 +80,7 @@ struct Serve: AsyncParsableCommand {
         let catalog = try AdapterCatalog(base: base, baseID: name, folder: adapters, rescanInterval: rescanInterval,
                                          adapterPrecision: adapterPrecision)
         let scheduler = Scheduler(model: InferenceModel(base: base.weights, activations: decoding.activations),
-                                  maxActive: maxActive, queueCapacity: queue)
+                                  maxActive: maxActive, queueCapacity: queue, promptCacheBytes: promptCacheMb << 20)
         scheduler.start()
         defer { scheduler.shutdown() }
         let service = try OpenAIService(catalog: catalog, scheduler: scheduler,

@@ -6,7 +6,7 @@ import Foundation
 import Inference
 import ModelAssets
 import ModelDefinition
-import Server
+@testable import Server
 import TestSupport
 import XCTest
 
@@ -69,6 +69,70 @@ final class SchedulerTests: XCTestCase {
         XCTAssertEqual(s.active, 0)
         XCTAssertEqual(s.queued, 0)
         XCTAssertLessThan(s.passes, s.rowSteps, "rows shared passes")
+    }
+
+    /// Prompts that begin alike with the same adapter copy the kept prefix (the longest, leaving
+    /// each prompt a token of its own) and still get what they get alone; another adapter, or a
+    /// scheduler without a prompt cache, reuses nothing.
+    func testPromptsThatBeginAlikeReuseTheKeptPrefix() async throws {
+        let base = try tinyBase()
+        let V = base.config.vocabSize
+        let adapter = Self.randomAdapter(base, seed: 5)
+        let rowAdapter = RowAdapter(adapter, config: base.config)
+        let system = (0..<20).map { (7 * $0 + 2) % V }
+        let a = system + [11, 12, 13, 14, 15], b = system + [21, 22, 23], c = system + [31, 32]
+        // (prompt, adapter?, positions expected to be copied)
+        let plan: [([Int], Bool, Int)] = [(a, true, 0), (b, true, 20), (c, false, 0), (a + [16, 17, 18], true, 25), (b, true, 22), (c, false, 21)]
+        for cacheBytes in [128 << 20, 0] {
+            let scheduler = Scheduler(model: InferenceModel(base: base.weights), maxActive: 2, queueCapacity: 4, promptCacheBytes: cacheBytes)
+            scheduler.start()
+            defer { scheduler.shutdown() }
+            var reused = 0
+            for (i, (prompt, adapted, copied)) in plan.enumerated() {
+                let request = DecodeRequest(prompt: prompt, adapter: adapted ? rowAdapter : nil, maxTokens: 8, stopTokens: [])
+                let got = await Self.collect(try scheduler.submit(request).events)
+                let alone = Generator.generate(InferenceModel(base: base.weights, adapter: adapted ? adapter : nil),
+                                               GenerationRequest(prompt: prompt, maxNewTokens: 8, stopTokens: []))
+                XCTAssertEqual(got.tokens, alone.tokens, "request \(i), cache \(cacheBytes)")
+                if cacheBytes > 0 { reused += copied }
+                XCTAssertEqual(scheduler.promptCacheUse.reusedTokens, reused, "request \(i), cache \(cacheBytes)")
+            }
+            XCTAssertEqual(scheduler.promptCacheUse.hits, cacheBytes > 0 ? 4 : 0)
+        }
+    }
+
+    /// The kept prompts stay within the byte budget (least recently used out first), a prompt that
+    /// extends a kept one replaces it, and one a kept prompt already extends adds nothing.
+    func testPromptCacheKeepsItsBudget() throws {
+        let base = try tinyBase()
+        let model = InferenceModel(base: base.weights)
+        let perPosition = model.makeCache().bytesPerPosition
+        let cache = PromptCache(budget: 30 * perPosition, minimumLength: 4)
+        func prefilled(_ p: [Int]) -> KVCache {
+            let c = model.makeCache()
+            _ = model.forward(p, cache: c)
+            return c
+        }
+        let p1 = Array(0..<12), p2 = Array(100..<112)
+        cache.keep(p1, adapter: nil, from: prefilled(p1), model: model)
+        cache.keep(p2, adapter: nil, from: prefilled(p2), model: model)
+        XCTAssertEqual(cache.usage.prompts, 2)
+        XCTAssertEqual(cache.usage.bytes, 24 * perPosition)
+        cache.keep(Array(p1.prefix(8)), adapter: nil, from: prefilled(Array(p1.prefix(8))), model: model)  // p1 already holds it
+        XCTAssertEqual(cache.usage.prompts, 2)
+        let p1b = p1 + [50, 51, 52]
+        cache.keep(p1b, adapter: nil, from: prefilled(p1b), model: model)  // replaces p1
+        XCTAssertEqual(cache.usage.prompts, 2)
+        XCTAssertEqual(cache.usage.bytes, 27 * perPosition)
+        let p3 = Array(200..<210)
+        cache.keep(p3, adapter: nil, from: prefilled(p3), model: model)  // over budget: p2, least recently used, goes
+        XCTAssertEqual(cache.usage.prompts, 2)
+        XCTAssertLessThanOrEqual(cache.usage.bytes, 30 * perPosition)
+        let target = model.makeCache()
+        XCTAssertEqual(Array(cache.seed(target, for: p2 + [1], adapter: nil)), p2 + [1], "p2 was evicted")
+        XCTAssertEqual(target.count, 0)
+        XCTAssertEqual(Array(cache.seed(target, for: p1b + [9], adapter: nil)), [9])
+        XCTAssertEqual(target.count, p1b.count)
     }
 
     func testAFullQueueIsRefusedAndCancelledRequestsFreeTheirSlots() async throws {

@@ -9,7 +9,7 @@ over the phase's wall time, prefill included), time to first token p50/p99, and 
 server's RSS sampled every --rss-every seconds (first, last, max, and the slope of a line fitted
 to the second half, in MB per minute). `--baseline-seconds` first runs one client alone for the
 "one client" figure. From the server's /health counters: rows per batched pass, ms per pass,
-mean prefill time and prompt length, and the shares of the phase's wall time the decoding
+mean prefill time, prompt length and positions reused from the prompt cache, and the shares of the phase's wall time the decoding
 thread spent prefilling, in passes and choosing tokens. Exits 1 if any request failed.
 """
 import argparse
@@ -95,7 +95,10 @@ def phase(name, url, models, clients, seconds, max_tokens, pid=None, rss_every=5
         conn = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
         while time.monotonic() < stop_at:
             try:
-                r = one_request(conn, model, PROMPTS[(i + n) % len(PROMPTS)], max_tokens, seed=1000 * i + n)
+                # every request's own words after a shared system message (the chat template's):
+                # a prompt cache can reuse the system message, never a whole earlier prompt
+                prompt = f"{PROMPTS[(i + n) % len(PROMPTS)]} (client {i}, request {n})"
+                r = one_request(conn, model, prompt, max_tokens, seed=1000 * i + n)
                 with lock:
                     results.append(r)
             except Exception as e:  # counted and reported, never hidden
@@ -128,11 +131,13 @@ def phase(name, url, models, clients, seconds, max_tokens, pid=None, rss_every=5
            "tokens_per_second": round(tokens / wall, 1), "ttft_p50_ms": round(1000 * pct(50)), "ttft_p99_ms": round(1000 * pct(99))}
     # where the server's decoding thread spent the phase (its /health counters)
     after = health(url)
-    d = {k: after[k] - before[k] for k in ("passes", "row_steps", "prefills", "prefill_tokens", "prefill_seconds", "pass_seconds", "choose_seconds")}
+    d = {k: after[k] - before[k] for k in ("passes", "row_steps", "prefills", "prefill_tokens", "prefill_seconds", "pass_seconds", "choose_seconds",
+                                           "prompt_cache_hits", "prompt_tokens_reused")}
     if d["passes"]:
         out.update({"rows_per_pass": round(d["row_steps"] / d["passes"], 2), "ms_per_pass": round(1000 * d["pass_seconds"] / d["passes"], 2)})
     if d["prefills"]:
-        out.update({"prefill_ms": round(1000 * d["prefill_seconds"] / d["prefills"], 1), "prefill_tokens_mean": round(d["prefill_tokens"] / d["prefills"], 1)})
+        out.update({"prefill_ms": round(1000 * d["prefill_seconds"] / d["prefills"], 1), "prefill_tokens_mean": round(d["prefill_tokens"] / d["prefills"], 1),
+                    "prompt_cache_hits": d["prompt_cache_hits"], "reused_tokens_mean": round(d["prompt_tokens_reused"] / d["prefills"], 1)})
     out.update({"share_prefill": round(d["prefill_seconds"] / wall, 3), "share_passes": round(d["pass_seconds"] / wall, 3),
                 "share_choose": round(d["choose_seconds"] / wall, 3)})
     if rss:
