@@ -130,13 +130,58 @@ void BK_VEC(axpy)(float alpha, const float *x, float *y, size_t n) {
     for (; i < n; i++) y[i] += alpha * x[i];
 }
 
+// Σ q·k_t over hd values for the n <= 4 keys k_t = k + t·stride, into s[0..<n]: the keys' 16-lane
+// sums reduced together (pairs of halves, one shuffle step for all four), then the hd % 16 tail in
+// order. Each key's result depends only on its own lanes, so it is the same in a group of four
+// or in the last, shorter one.
+BK_INLINE void BK_VEC(dot4)(const float *q, const float *k, size_t stride, size_t n, size_t hd, float *s) {
+    typedef float v8 __attribute__((vector_size(32)));
+    typedef float v4 __attribute__((vector_size(16)));
+    bk_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    size_t d = 0;
+    if (n == 4) {
+        for (; d + 16 <= hd; d += 16) {
+            const bk_v16 qv = BK_VEC(load)(q + d);
+            a0 += qv * BK_VEC(load)(k + d);
+            a1 += qv * BK_VEC(load)(k + stride + d);
+            a2 += qv * BK_VEC(load)(k + 2 * stride + d);
+            a3 += qv * BK_VEC(load)(k + 3 * stride + d);
+        }
+    } else {
+        for (; d + 16 <= hd; d += 16) {
+            const bk_v16 qv = BK_VEC(load)(q + d);
+            a0 += qv * BK_VEC(load)(k + d);
+            if (n > 1) a1 += qv * BK_VEC(load)(k + stride + d);
+            if (n > 2) a2 += qv * BK_VEC(load)(k + 2 * stride + d);
+        }
+    }
+    const bk_v16 b01 = __builtin_shufflevector(a0, a1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
+                     + __builtin_shufflevector(a0, a1, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    const bk_v16 b23 = __builtin_shufflevector(a2, a3, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
+                     + __builtin_shufflevector(a2, a3, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    const bk_v16 c = __builtin_shufflevector(b01, b23, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27)
+                   + __builtin_shufflevector(b01, b23, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    const v8 e = __builtin_shufflevector(c, c, 0, 1, 4, 5, 8, 9, 12, 13) + __builtin_shufflevector(c, c, 2, 3, 6, 7, 10, 11, 14, 15);
+    const v4 f = __builtin_shufflevector(e, e, 0, 2, 4, 6) + __builtin_shufflevector(e, e, 1, 3, 5, 7);
+    for (size_t t = 0; t < n; t++) {
+        float v = f[t];
+        for (size_t i = d; i < hd; i++) v += q[i] * k[t * stride + i];
+        s[t] = v;
+    }
+}
+
 void BK_VEC(attend)(const float *q, const float *keys, const float *values, size_t stride, size_t len, size_t hd,
                     float scale, float *scores, float *out) {
     float mx = -INFINITY;
-    for (size_t j = 0; j < len; j++) {
-        float s = BK_VEC(dot)(q, keys + j * stride, hd) * scale;
-        scores[j] = s;
-        mx = s > mx ? s : mx;
+    for (size_t j = 0; j < len; j += 4) {
+        const size_t n = len - j < 4 ? len - j : 4;
+        float dots[4];
+        BK_VEC(dot4)(q, keys + j * stride, stride, n, hd, dots);
+        for (size_t t = 0; t < n; t++) {
+            const float s = dots[t] * scale;
+            scores[j + t] = s;
+            mx = s > mx ? s : mx;
+        }
     }
     // e^(s - max), 16 at a time; the tail through the same polynomial (padded lanes)
     bk_v16 sums = {0};
@@ -158,8 +203,28 @@ void BK_VEC(attend)(const float *q, const float *keys, const float *values, size
         }
     }
     float inv = 1.0f / total;
-    memset(out, 0, hd * sizeof(float));
-    for (size_t p = 0; p < len; p++) BK_VEC(axpy)(scores[p] * inv, values + p * stride, out, hd);
+    // out = Σ_p (scores[p]·inv)·v_p in order of p, 64 values at a time held in registers (the
+    // operations of an axpy per position into a zeroed out, without its loads and stores)
+    size_t d = 0;
+    for (; d + 64 <= hd; d += 64) {
+        bk_v16 o0 = {0}, o1 = {0}, o2 = {0}, o3 = {0};
+        for (size_t p = 0; p < len; p++) {
+            const float *v = values + p * stride + d;
+            const float w = scores[p] * inv;
+            o0 += w * BK_VEC(load)(v);
+            o1 += w * BK_VEC(load)(v + 16);
+            o2 += w * BK_VEC(load)(v + 32);
+            o3 += w * BK_VEC(load)(v + 48);
+        }
+        BK_VEC(store)(out + d, o0);
+        BK_VEC(store)(out + d + 16, o1);
+        BK_VEC(store)(out + d + 32, o2);
+        BK_VEC(store)(out + d + 48, o3);
+    }
+    if (d < hd) {
+        memset(out + d, 0, (hd - d) * sizeof(float));
+        for (size_t p = 0; p < len; p++) BK_VEC(axpy)(scores[p] * inv, values + p * stride + d, out + d, hd - d);
+    }
 }
 
 #pragma clang diagnostic pop
