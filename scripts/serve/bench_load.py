@@ -129,9 +129,10 @@ def phase(name, url, models, clients, seconds, max_tokens, pid=None, rss_every=5
     out = {"phase": name, "clients": clients, "models": models[:clients] if clients < len(models) else models,
            "requests": len(results), "errors": len(errors), "completion_tokens": tokens, "seconds": round(wall, 1),
            "tokens_per_second": round(tokens / wall, 1), "ttft_p50_ms": round(1000 * pct(50)), "ttft_p99_ms": round(1000 * pct(99))}
-    # where the server's decoding thread spent the phase (its /health counters)
+    # where the server's decoding thread spent the phase (its /health counters; zeros from a
+    # server too old to count them)
     after = health(url)
-    d = {k: after[k] - before[k] for k in ("passes", "row_steps", "prefills", "prefill_tokens", "prefill_seconds", "pass_seconds", "choose_seconds",
+    d = {k: after.get(k, 0) - before.get(k, 0) for k in ("passes", "row_steps", "prefills", "prefill_tokens", "prefill_seconds", "pass_seconds", "choose_seconds",
                                            "prompt_cache_hits", "prompt_tokens_reused")}
     if d["passes"]:
         out.update({"rows_per_pass": round(d["row_steps"] / d["passes"], 2), "ms_per_pass": round(1000 * d["pass_seconds"] / d["passes"], 2)})
