@@ -270,6 +270,13 @@ public struct CachedPrefix {
         self.cache = cache
     }
 
+    /// How many leading tokens `a` and `b` share.
+    public static func commonLength(_ a: [Int], _ b: [Int]) -> Int {
+        var n = 0
+        while n < a.count && n < b.count && a[n] == b[n] { n += 1 }
+        return n
+    }
+
     /// True when `prompt` begins with the prefix and has tokens of its own after it.
     public func isExtended(by prompt: [Int]) -> Bool {
         prompt.count > tokens.count && prompt[..<tokens.count].elementsEqual(tokens)
@@ -297,18 +304,12 @@ final class PromptPrefixCache {
         self.minimumLength = minimumLength
     }
 
-    static func commonPrefixLength(_ a: [Int], _ b: [Int]) -> Int {
-        var n = 0
-        while n < a.count && n < b.count && a[n] == b[n] { n += 1 }
-        return n
-    }
-
     /// Prefills `prompt` into the empty cache `target` and leaves the last token's logits in
     /// `logits`, computing a new shared prefix first when `prompt` and `upcoming` begin alike.
     func prefill(_ prompt: [Int], into target: KVCache, upcoming: [Int]?, logits: inout [Float]) {
         precondition(target.count == 0, "[PromptPrefixCache.prefill] the cache is not empty")
         if minimumLength > 0, stored?.isExtended(by: prompt) != true, let next = upcoming {
-            let n = min(Self.commonPrefixLength(prompt, next), prompt.count - 1, next.count - 1)
+            let n = min(CachedPrefix.commonLength(prompt, next), prompt.count - 1, next.count - 1)
             if n >= minimumLength {
                 let c = model.makeCache(capacity: n)
                 model.forward(Array(prompt[..<n]), cache: c, into: &logits)

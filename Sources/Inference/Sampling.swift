@@ -29,15 +29,9 @@ public enum Sampler {
         return best
     }
 
-    /// Index of the largest logit; the first one on ties (as torch.argmax).
+    /// Index of the largest logit (counted from the slice's start); the first one on ties.
     public static func argmax(_ logits: ArraySlice<Float>) -> Int {
-        var best = logits.startIndex
-        var bestValue = -Float.infinity
-        for i in logits.indices where logits[i] > bestValue {
-            bestValue = logits[i]
-            best = i
-        }
-        return best - logits.startIndex
+        logits.withUnsafeBufferPointer { argmax($0) }
     }
 
     /// The distribution the options sample from, over the whole vocabulary (zeros outside the

@@ -31,19 +31,13 @@ final class PromptCache {
         self.minimumLength = minimumLength
     }
 
-    static func commonLength(_ a: [Int], _ b: [Int]) -> Int {
-        var n = 0
-        while n < a.count && n < b.count && a[n] == b[n] { n += 1 }
-        return n
-    }
-
     /// Seeds the empty `cache` with the longest kept prefix of `prompt` for `adapter` (leaving
     /// `prompt` at least one token of its own, whose logits the prefill needs); returns the
     /// tokens of `prompt` still to run.
     func seed(_ cache: KVCache, for prompt: [Int], adapter: RowAdapter?) -> ArraySlice<Int> {
         var best = -1, length = 0
         for (i, e) in entries.enumerated() where e.adapter === adapter {
-            let n = min(Self.commonLength(e.tokens, prompt), prompt.count - 1)
+            let n = min(CachedPrefix.commonLength(e.tokens, prompt), prompt.count - 1)
             if n > length { (best, length) = (i, n) }
         }
         guard best >= 0, length >= minimumLength else { return prompt[...] }
@@ -60,14 +54,14 @@ final class PromptCache {
     func keep(_ prompt: [Int], adapter: RowAdapter?, from cache: KVCache, model: InferenceModel) {
         guard budget > 0, prompt.count >= minimumLength else { return }
         clock += 1
-        if let i = entries.firstIndex(where: { $0.adapter === adapter && $0.tokens.count >= prompt.count && Self.commonLength($0.tokens, prompt) == prompt.count }) {
+        if let i = entries.firstIndex(where: { $0.adapter === adapter && $0.tokens.count >= prompt.count && CachedPrefix.commonLength($0.tokens, prompt) == prompt.count }) {
             entries[i].lastUse = clock
             return
         }
         let size = prompt.count * cache.bytesPerPosition
         guard size <= budget else { return }
         entries.removeAll { e in
-            let extended = e.adapter === adapter && Self.commonLength(e.tokens, prompt) == e.tokens.count
+            let extended = e.adapter === adapter && CachedPrefix.commonLength(e.tokens, prompt) == e.tokens.count
             if extended { bytes -= e.bytes }
             return extended
         }

@@ -85,7 +85,7 @@ struct BenchDecode: ParsableCommand {
             let s = monotonicSeconds()
             for _ in 0..<genTokens {
                 engine.forward([token], cache: cache, into: &logits)
-                token = Self.argmax(logits)
+                token = Sampler.argmax(logits[...])
             }
             decode.append(Double(genTokens) / (monotonicSeconds() - s))
         }
@@ -142,7 +142,7 @@ struct BenchDecode: ParsableCommand {
                 let s = monotonicSeconds()
                 for _ in 0..<genTokens {
                     engine.forward(batch: tokens, caches: caches, adapters: rowAdapters, into: &logits)
-                    for b in 0..<rows { tokens[b] = Self.argmax(logits[(b * V)..<((b + 1) * V)]) }
+                    for b in 0..<rows { tokens[b] = Sampler.argmax(logits[(b * V)..<((b + 1) * V)]) }
                 }
                 best = max(best, Double(rows * genTokens) / (monotonicSeconds() - s))
             }
@@ -151,18 +151,6 @@ struct BenchDecode: ParsableCommand {
                                                        rows, batchAdapters, batchContext, best, best / (results.first?.tokensPerSecond ?? best), 1000 * Double(rows) / best).utf8))
         }
         return results
-    }
-
-    static func argmax(_ v: ArraySlice<Float>) -> Int {
-        var best = v.startIndex
-        for i in v.indices where v[i] > v[best] { best = i }
-        return best - v.startIndex
-    }
-
-    static func argmax(_ v: [Float]) -> Int {
-        var best = 0
-        for i in 1..<v.count where v[i] > v[best] { best = i }
-        return best
     }
 
     /// GB/s of summing a 512 MiB buffer on every core (best of 3): the memory-bound ceiling a

@@ -100,7 +100,7 @@ final class BatchedGenerationTests: XCTestCase {
         let asks = ["say alpha0", "say hotel2", "the thing", "x", "say alpha0 again"]
         let prompts = asks.map { base.tokenizer.encode(system + "<|im_start|>user\n\($0)<|im_end|>\n<|im_start|>assistant\n") }
             + [base.tokenizer.encode(system)]  // the prefix alone: nothing of its own, prefilled whole
-        let shared = PromptPrefixCache.commonPrefixLength(prompts[0], prompts[1])
+        let shared = CachedPrefix.commonLength(prompts[0], prompts[1])
         XCTAssertGreaterThan(shared, 20, "the test needs a long common prefix")
         let requests = prompts.map { GenerationRequest(prompt: $0, maxNewTokens: 12, stopTokens: base.stopTokenIds) }
         let reference = requests.map { Generator.generate(engine, $0) }
@@ -118,7 +118,7 @@ final class BatchedGenerationTests: XCTestCase {
             let c = engine.makeCache()
             prefixCache.prefill(p, into: c, upcoming: prompts[i + 1], logits: &viaPrefix)
             // "say alpha0" and "say hotel2" share "...user\nsay"; "the thing" and "x" share "...user\n"
-            XCTAssertEqual(prefixCache.tokens, Array(p.prefix(i < 2 ? shared : PromptPrefixCache.commonPrefixLength(p, prompts[i + 1]))),
+            XCTAssertEqual(prefixCache.tokens, Array(p.prefix(i < 2 ? shared : CachedPrefix.commonLength(p, prompts[i + 1]))),
                            "prompt \(i) reuses a shared prefix")
             XCTAssertEqual(c.count, p.count)
             let whole = engine.forward(p, cache: engine.makeCache())
