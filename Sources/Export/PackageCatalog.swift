@@ -12,7 +12,14 @@ public struct CatalogEntry: Sendable {
     public var problem: String?
 
     public func isCompatible(withSignature signature: String) -> Bool {
-        metadata?.baseModelSignature == signature
+        isCompatible { $0 == signature }
+    }
+
+    /// Whether the package was made for a base that `recognizes` its recorded signature
+    /// (`BaseModel.recognizes`, which also accepts the older encoding's).
+    public func isCompatible(recognizedBy recognizes: (String) -> Bool) -> Bool {
+        guard let m = metadata else { return false }
+        return recognizes(m.baseModelSignature)
     }
 }
 
@@ -38,15 +45,27 @@ public enum PackageCatalog {
 
     /// Identifiers of the packages in `folder` made for the base with `signature`.
     public static func compatibleAdapterIdentifiers(in folder: String, signature: String) throws -> [String] {
-        try scan(folder).filter { $0.isCompatible(withSignature: signature) }.compactMap { $0.metadata?.adapterIdentifier }
+        try compatibleAdapterIdentifiers(in: folder) { $0 == signature }
+    }
+
+    /// Identifiers of the packages in `folder` whose base signature `recognizes` accepts.
+    public static func compatibleAdapterIdentifiers(in folder: String, recognizedBy recognizes: (String) -> Bool) throws -> [String] {
+        try scan(folder).filter { $0.isCompatible(recognizedBy: recognizes) }.compactMap { $0.metadata?.adapterIdentifier }
     }
 
     /// Removes the readable packages in `folder` made for another base; returns their paths.
     /// Packages whose metadata cannot be read are left alone (see `scan`).
     @discardableResult
     public static func removeObsoleteAdapters(in folder: String, signature: String) throws -> [String] {
+        try removeObsoleteAdapters(in: folder) { $0 == signature }
+    }
+
+    /// Removes the readable packages in `folder` whose base signature `recognizes` refuses; pass
+    /// `BaseModel.recognizes` so packages signed in the older encoding for this base are kept.
+    @discardableResult
+    public static func removeObsoleteAdapters(in folder: String, recognizedBy recognizes: (String) -> Bool) throws -> [String] {
         var removed: [String] = []
-        for entry in try scan(folder) where entry.metadata != nil && !entry.isCompatible(withSignature: signature) {
+        for entry in try scan(folder) where entry.metadata != nil && !entry.isCompatible(recognizedBy: recognizes) {
             do { try FileManager.default.removeItem(atPath: entry.path) } catch {
                 throw ExportError.io(path: entry.path, reason: "cannot remove this obsolete package: \(error.localizedDescription)")
             }

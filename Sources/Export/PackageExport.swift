@@ -91,8 +91,12 @@ extension FMAdapterPackage {
         guard ck.header.content == .draft else {
             throw ExportError.incompatible(path: ck.path, reason: "is an adapter checkpoint, not a draft model; pass a draft-model-*.safetensors checkpoint with --draft-checkpoint")
         }
-        guard ck.header.baseSignature == adapter.header.baseSignature else {
-            throw ExportError.incompatible(path: ck.path, reason: "the draft was trained for base model \(ck.header.baseSignature), but the adapter \(adapter.path) for base model \(adapter.header.baseSignature); package a draft distilled for this adapter's base")
+        // Equal signatures, or the two encodings of one base's (a draft signed before v2 beside
+        // a newer adapter), which only a loaded base can tell.
+        let sameBase = ck.header.baseSignature == adapter.header.baseSignature
+            || (base.map { $0.recognizes(ck.header.baseSignature) && $0.recognizes(adapter.header.baseSignature) } ?? false)
+        guard sameBase else {
+            throw ExportError.incompatible(path: ck.path, reason: "the draft was trained for base model \(ck.header.baseSignature), but the adapter \(adapter.path) for base model \(adapter.header.baseSignature); package a draft distilled for this adapter's base (or pass --base-model when both were trained on it at different toolkit versions)")
         }
         guard let config = ck.header.draftConfig else {
             throw ExportError.incompatible(path: ck.path, reason: "is a draft checkpoint without 'draft_config' in its header; it cannot be packaged")
@@ -129,7 +133,7 @@ extension FMAdapterPackage {
             guard let base else {
                 throw ExportError.incompatible(path: ck.path, reason: "the draft checkpoint leaves out \(missing.count) tensors it shares with the base model (first: '\(first)'); pass the base model with --base-model so they can be packaged")
             }
-            guard base.signature == ck.header.baseSignature else {
+            guard base.recognizes(ck.header.baseSignature) else {
                 throw ExportError.incompatible(path: ck.path, reason: "was trained on base model \(ck.header.baseSignature), but --base-model \(base.path) is \(base.signature)")
             }
             let held = Dictionary(uniqueKeysWithValues: base.weights.namedWeights.map { ($0.name, $0.weight) })
@@ -142,7 +146,7 @@ extension FMAdapterPackage {
             }
         }
         return PackagedDraft(
-            config: DraftPackageConfig(baseModelSignature: ck.header.baseSignature, config: config,
+            config: DraftPackageConfig(baseModelSignature: adapter.header.baseSignature, config: config,
                                        draftLayers: ck.header.draftLayers, teacherAdapterSignature: ck.header.teacherAdapterSignature,
                                        vocabulary: vocabulary),
             weights: tensors)

@@ -2,38 +2,61 @@
 // computational fields and every tensor (Hugging Face names and layout, fp32 little-endian), so
 // one set of weights gets one signature whether it came from GGUF or a Hugging Face folder.
 // The file name, format, architecture label and context length are left out on purpose.
+//
+// Two encodings. v2 (today's) hashes each tensor in fixed chunks of float32 values, the chunks on
+// every core, and signs the list of chunk digests: a 3B base's 12.8 GB of float32 take half the
+// time of one SHA-256 stream on 2 cores. v1 hashed all the values as one stream; checkpoints,
+// packages and adapters made before v2 carry v1 signatures, and `BaseModel.recognizes` still
+// accepts them (computing v1 only when it meets one).
 import Crypto
+import Dispatch
 import Foundation
 
 public enum BaseModelSignature {
-    /// Bumped whenever the encoding below changes.
-    public static let encodingVersion = "adapter-toolkit/base-model-signature/v1"
+    public enum Encoding: String, Sendable, CaseIterable {
+        /// One SHA-256 stream over every value (signatures written before 2026-11-26).
+        case v1 = "adapter-toolkit/base-model-signature/v1"
+        /// Values hashed in chunks of `chunkValues`, in parallel; the chunk digests signed.
+        case v2 = "adapter-toolkit/base-model-signature/v2"
+    }
+
+    /// The encoding new signatures use.
+    public static let current = Encoding.v2
+    public static var encodingVersion: String { current.rawValue }
+
+    /// v2's chunk: 2^20 float32 values (4 MiB), each tensor's last chunk shorter.
+    public static let chunkValues = 1 << 20
 
     /// Encoding, all integers little-endian UInt64, all reals as Float32 bit patterns (GGUF
     /// stores rope base and norm epsilon as float32, config.json as decimal: both round alike):
     /// version string; hiddenSize, intermediateSize, numLayers, numHeads, numKVHeads, headDim,
     /// vocabSize; ropeTheta, rmsNormEps; tieWordEmbeddings, attentionBias (0/1); rope scaling
     /// (kind string or "none", factor, low, high, original context; absent values as 0); tensor
-    /// count; then per tensor in UTF-8 byte order of names: name, rank, dims, fp32 data.
+    /// count; then per tensor in UTF-8 byte order of names: name, rank, dims, and
+    /// - v1: its fp32 data;
+    /// - v2: its chunk count, then per chunk (values [i·chunk, min((i+1)·chunk, n)) of the
+    ///   row-major data) the 32-byte SHA-256 of that chunk's fp32 data.
     /// Strings are a UInt64 byte length followed by UTF-8.
     /// The architecture label is omitted: llama and mistral with equal weights compute the same
     /// function, and `attentionBias` already captures what distinguishes qwen2.
-    public static func compute(config: ModelConfig, tensors: [String: HostTensor]) -> String {
-        compute(config: config, names: Array(tensors.keys)) { tensors[$0]! }
-    }
-
-    /// The same digest with the tensors fetched one at a time by name.
-    public static func compute(config: ModelConfig, names: [String], tensor: (String) -> HostTensor) -> String {
-        compute(config: config, names: names, shape: { tensor($0).shape }) { name, feed in
-            tensor(name).data.withUnsafeBufferPointer { feed($0) }
+    /// `scripts/fixtures/base_signature.py` computes both encodings independently (the goldens).
+    public static func compute(config: ModelConfig, tensors: [String: HostTensor], encoding: Encoding = current,
+                               chunkValues: Int = chunkValues) -> String {
+        compute(config: config, names: Array(tensors.keys), shape: { tensors[$0]!.shape }, encoding: encoding,
+                chunkValues: chunkValues) { name, range, feed in
+            tensors[name]!.data.withUnsafeBufferPointer { feed(UnsafeBufferPointer(rebasing: $0[range])) }
         }
     }
 
     /// The same digest with each tensor's shape given by `shape` and its float32 values (row-major,
-    /// Hugging Face layout) handed to the hasher in consecutive pieces by `values(name, feed)`: a
-    /// stored base dequantizes a few rows at a time, so not even one tensor is held as float32.
+    /// Hugging Face layout) handed over by `values(name, range, feed)`: the values at flat indices
+    /// `range`, in order, in one or more consecutive pieces. A stored base dequantizes a few rows
+    /// at a time, so not even one tensor is held as float32. v2 calls `values` from several
+    /// threads at once (different ranges); v1 once per tensor, with its whole range, on one thread.
     public static func compute(config: ModelConfig, names: [String], shape: (String) -> [Int],
-                               values: (String, (UnsafeBufferPointer<Float>) -> Void) -> Void) -> String {
+                               encoding: Encoding = current, chunkValues: Int = chunkValues,
+                               values: @escaping @Sendable (String, Range<Int>, (UnsafeBufferPointer<Float>) -> Void) -> Void) -> String {
+        precondition(chunkValues > 0, "[BaseModelSignature] chunkValues must be positive")
         var hasher = SHA256()
         var header = ByteSink()
         func string(_ s: String) {
@@ -42,7 +65,7 @@ public enum BaseModelSignature {
         }
         func int(_ v: Int) { header.append(UInt64(v)) }
         func real(_ v: Double?) { header.append(Float(v ?? 0).bitPattern) }
-        string(encodingVersion)
+        string(encoding.rawValue)
         for v in [config.hiddenSize, config.intermediateSize, config.numLayers, config.numHeads, config.numKVHeads,
                   config.headDim, config.vocabSize] { int(v) }
         real(config.ropeTheta)
@@ -58,23 +81,58 @@ public enum BaseModelSignature {
         int(names.count)
         hasher.update(data: header.bytes)
 
-        for name in names.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-            let dims = shape(name)
+        let sorted = names.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        let shapes = sorted.map(shape)
+        // v2: every tensor's chunks, hashed on every core first.
+        var chunks: [(tensor: Int, range: Range<Int>)] = []
+        if encoding == .v2 {
+            for (t, dims) in shapes.enumerated() {
+                let n = dims.reduce(1, *)
+                var start = 0
+                while start < n {
+                    chunks.append((t, start..<Swift.min(n, start + chunkValues)))
+                    start += chunkValues
+                }
+            }
+        }
+        let digests = ResultSlots<[UInt8]>(count: chunks.count)
+        if !chunks.isEmpty {
+            let work = chunks
+            DispatchQueue.concurrentPerform(iterations: work.count) { i in
+                var h = SHA256()
+                values(sorted[work[i].tensor], work[i].range) { h.update(bufferPointer: littleEndianBytes($0)) }
+                digests.set(i, .success(Array(h.finalize())))
+            }
+        }
+        var next = 0
+        for (t, name) in sorted.enumerated() {
+            let dims = shapes[t]
             header = ByteSink()
             string(name)
             int(dims.count)
             for d in dims { int(d) }
-            hasher.update(data: header.bytes)
-            values(name) { piece in
-                #if _endian(little)
-                hasher.update(bufferPointer: UnsafeRawBufferPointer(piece))
-                #else
-                var le = ByteSink()
-                for v in piece { le.append(v) }
-                hasher.update(data: le.bytes)
-                #endif
+            switch encoding {
+            case .v1:
+                hasher.update(data: header.bytes)
+                values(name, 0..<dims.reduce(1, *)) { hasher.update(bufferPointer: littleEndianBytes($0)) }
+            case .v2:
+                var count = 0
+                while next + count < chunks.count, chunks[next + count].tensor == t { count += 1 }
+                int(count)
+                // Every slot was set with .success above, so get cannot throw.
+                for i in next..<(next + count) { header.append(bytes: try! digests.get(i)) }
+                next += count
+                hasher.update(data: header.bytes)
             }
         }
         return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+    }
+
+    private static func littleEndianBytes(_ piece: UnsafeBufferPointer<Float>) -> UnsafeRawBufferPointer {
+        #if _endian(little)
+        return UnsafeRawBufferPointer(piece)
+        #else
+        #error("the signature's encoding is little-endian float32; a big-endian host needs a byte swap here")
+        #endif
     }
 }

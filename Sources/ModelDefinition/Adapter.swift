@@ -76,7 +76,7 @@ public struct Adapter: Sendable {
             }
             return
         }
-        guard baseSignature == base.signature else {
+        guard base.recognizes(baseSignature) else {
             throw ModelError.incompatible(path: source, reason: "was trained on base model \(baseSignature), but the loaded base model \(base.path) is \(base.signature); load the base model it was trained on, or retrain")
         }
     }

@@ -10,9 +10,28 @@ public struct BaseModel {
     public let file: BaseModelFile
     /// The frozen weights both executors read.
     public let weights: BaseWeights
+    /// The signature in today's encoding: what new checkpoints, packages and adapters record.
     public let signature: String
     public let tokenizer: BPETokenizer
     public let template: ChatTemplate
+    private let legacy = LegacySignature()
+
+    init(file: BaseModelFile, weights: BaseWeights, signature: String, tokenizer: BPETokenizer, template: ChatTemplate) {
+        self.file = file
+        self.weights = weights
+        self.signature = signature
+        self.tokenizer = tokenizer
+        self.template = template
+    }
+
+    /// Whether `recorded` (the base signature a checkpoint, package or adapter carries) names this
+    /// base: today's signature, or the v1 encoding's, which everything made before 2026-11-26
+    /// carries. v1 is computed only when a recorded signature is not today's (once per process,
+    /// and cached per file like today's), so a matching artifact costs nothing extra.
+    public func recognizes(_ recorded: String) -> Bool {
+        if recorded == signature { return true }
+        return recorded == legacy.value { SignatureCache.signature(of: file, encoding: .v1) }
+    }
 
     public var config: ModelConfig { file.config }
     public var path: String { file.path }
@@ -69,5 +88,20 @@ public struct BaseModel {
             throw ModelError.invalidConfig("no base model given and the default (\(defaultFileName)) is not fetched; run scripts/fetch-model.sh, or pass --base-model PATH (a .gguf file or a Hugging Face folder), or set ADAPTER_BASE_MODEL")
         }
         return p
+    }
+}
+
+/// v1 signature of one loaded base, computed on first use.
+private final class LegacySignature: @unchecked Sendable {
+    private let lock = NSLock()
+    private var computed: String?
+
+    func value(_ compute: () -> String) -> String {
+        lock.lock()
+        defer { lock.unlock() }
+        if let computed { return computed }
+        let s = compute()
+        computed = s
+        return s
     }
 }

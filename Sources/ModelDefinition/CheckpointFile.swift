@@ -157,7 +157,7 @@ public struct CheckpointFile {
 
     /// Throws unless the checkpoint was trained on the base model with `base`'s signature.
     public func requireBase(_ base: BaseModel) throws {
-        guard model.baseSignature == base.signature else {
+        guard base.recognizes(model.baseSignature) else {
             throw ModelError.incompatible(path: path, reason: "was trained on base model \(model.baseSignature), but the loaded base model \(base.path) is \(base.signature); load the base model it was trained on, or retrain")
         }
     }

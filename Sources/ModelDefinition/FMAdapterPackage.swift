@@ -184,8 +184,8 @@ public struct FMAdapterPackage: Sendable {
 
     // MARK: use
 
-    /// Whether this package was made for `base` (equal base model signatures).
-    public func isCompatible(with base: BaseModel) -> Bool { baseSignature == base.signature }
+    /// Whether this package was made for `base` (`BaseModel.recognizes` its base signature).
+    public func isCompatible(with base: BaseModel) -> Bool { base.recognizes(baseSignature) }
 
     /// Throws naming both signatures unless the package was made for `base`.
     public func requireCompatible(with base: BaseModel) throws {

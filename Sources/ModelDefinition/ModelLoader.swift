@@ -54,25 +54,33 @@ public struct BaseModelFile: Sendable {
 
     static func dequantized(_ m: FrozenMatrix) -> HostTensor { HostTensor(shape: m.shape, data: m.values) }
 
-    /// The base model signature (lowercase hex SHA-256); see `BaseModelSignature`. Costs one
-    /// pass over the weights (stored matrices dequantized a few rows at a time, into one reused
-    /// buffer of about 1 MiB), so compute it once (`SignatureCache`).
-    public func signature() -> String {
-        BaseModelSignature.compute(config: config, names: Array(tensors.keys) + Array(matrices.keys),
-                                   shape: { tensors[$0]?.shape ?? matrices[$0]!.shape }) { name, feed in
+    /// The base model signature (lowercase hex SHA-256) in `encoding`; see `BaseModelSignature`.
+    /// Costs one pass over the weights (stored matrices dequantized a few rows at a time into a
+    /// buffer of about 1 MiB per chunk; v2 on every core), so compute it once (`SignatureCache`).
+    /// (`chunkValues` other than v2's own is for tests of chunks that split rows.)
+    public func signature(encoding: BaseModelSignature.Encoding = BaseModelSignature.current,
+                          chunkValues: Int = BaseModelSignature.chunkValues) -> String {
+        let tensors = tensors, matrices = matrices
+        return BaseModelSignature.compute(config: config, names: Array(tensors.keys) + Array(matrices.keys),
+                                          shape: { tensors[$0]?.shape ?? matrices[$0]!.shape }, encoding: encoding,
+                                          chunkValues: chunkValues) { name, range, feed in
             if let t = tensors[name] {
-                t.data.withUnsafeBufferPointer { feed($0) }
+                t.data.withUnsafeBufferPointer { feed(UnsafeBufferPointer(rebasing: $0[range])) }
                 return
             }
             let m = matrices[name]!
-            let rows = Swift.max(1, Swift.min(m.rows, (1 << 18) / Swift.max(m.columns, 1)))
-            let buffer = UnsafeMutablePointer<Float>.allocate(capacity: rows * m.columns)
+            guard !range.isEmpty, m.columns > 0 else { return }
+            let step = Swift.max(1, Swift.min(m.rows, (1 << 18) / m.columns))
+            let buffer = UnsafeMutablePointer<Float>.allocate(capacity: step * m.columns)
             defer { buffer.deallocate() }
-            var r0 = 0
-            while r0 < m.rows {
-                let r1 = Swift.min(m.rows, r0 + rows)
+            // The rows that hold `range`, `step` at a time; feed only the part inside the range.
+            var r0 = range.lowerBound / m.columns
+            let end = (range.upperBound - 1) / m.columns + 1
+            while r0 < end {
+                let r1 = Swift.min(end, r0 + step)
                 m.dequantizeRows(r0..<r1, into: buffer)
-                feed(UnsafeBufferPointer(start: buffer, count: (r1 - r0) * m.columns))
+                let lo = Swift.max(range.lowerBound, r0 * m.columns), hi = Swift.min(range.upperBound, r1 * m.columns)
+                feed(UnsafeBufferPointer(start: buffer + (lo - r0 * m.columns), count: hi - lo))
                 r0 = r1
             }
         }

@@ -23,15 +23,17 @@ public enum SignatureCache {
     /// Files smaller than this are hashed every time (a fraction of a second), and never cached.
     public static let minimumBytes = 64 << 20
 
-    /// `file`'s signature: from the cache when the file is unchanged, else computed and stored.
-    public static func signature(of file: BaseModelFile) -> String {
-        guard let (key, bytes) = key(for: file.path), bytes >= minimumBytes, let dir = directory else { return file.signature() }
+    /// `file`'s signature in `encoding`: from the cache when the file is unchanged, else computed and stored.
+    public static func signature(of file: BaseModelFile, encoding: BaseModelSignature.Encoding = BaseModelSignature.current) -> String {
+        guard let (key, bytes) = key(for: file.path, encoding: encoding), bytes >= minimumBytes, let dir = directory else {
+            return file.signature(encoding: encoding)
+        }
         let entry = dir + "/" + key
         if let text = try? String(contentsOfFile: entry, encoding: .utf8) {
             let s = text.trimmingCharacters(in: .whitespacesAndNewlines)
             if s.count == 64, s.allSatisfy(\.isHexDigit) { return s }
         }
-        let s = file.signature()
+        let s = file.signature(encoding: encoding)
         if (try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)) != nil {
             try? AtomicFile.write(Data((s + "\n").utf8), to: entry)
         }
@@ -40,8 +42,8 @@ public enum SignatureCache {
 
     /// A digest of the identity of `path` (a file, or every regular file of a folder) and its
     /// size in bytes, or nil when it cannot be read.
-    static func key(for path: String) -> (String, Int)? {
-        var parts = [BaseModelSignature.encodingVersion, URL(fileURLWithPath: path).standardizedFileURL.path]
+    static func key(for path: String, encoding: BaseModelSignature.Encoding) -> (String, Int)? {
+        var parts = [encoding.rawValue, URL(fileURLWithPath: path).standardizedFileURL.path]
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else { return nil }
         let files: [String]

@@ -32,7 +32,7 @@ struct BenchTrain: ParsableCommand {
     @Option(help: "Untimed warm-up steps.") var warmup: Int = 1
     @Option(help: "Timed forward calls.") var forwardReps: Int = 2
     @Option(help: "New tokens for the generation measurement.") var genTokens: Int = 64
-    @Option(help: "Phases to run, comma-separated: startup,forward,generate,train.") var phases: String = "startup,forward,generate,train"
+    @Option(help: "Phases to run, comma-separated: startup,forward,generate,train; also signature (the base signature uncached, in the v1 and v2 encodings).") var phases: String = "startup,forward,generate,train"
     @Flag(help: "Train with activation checkpointing (memory for compute).") var activationCheckpointing = false
     @Option(help: "JSONL file the startup phase reads and tokenizes (time to first training step).")
     var startupData = "examples/extraction/train.jsonl"
@@ -62,6 +62,17 @@ struct BenchTrain: ParsableCommand {
             let dt = monotonicSeconds() - s
             result["startup"] = ["seconds": dt, "samples": prepared.trainSummary.accepted, "data": startupData]
             log(String(format: "startup: %.2fs to load the model and tokenize %d samples of %@", dt, prepared.trainSummary.accepted, startupData))
+        }
+        if wanted.contains("signature") {
+            // The base signature without its cache (what a model's first load pays), in each encoding.
+            var seconds: [String: Double] = [:]
+            for encoding in [BaseModelSignature.Encoding.v1, .v2] {
+                let s = monotonicSeconds()
+                let sig = base.file.signature(encoding: encoding)
+                seconds[String(describing: encoding)] = monotonicSeconds() - s
+                log(String(format: "signature %@: %.2fs (%@...)", String(describing: encoding), seconds[String(describing: encoding)]!, String(sig.prefix(16))))
+            }
+            result["signature_seconds"] = seconds
         }
         if wanted.contains("forward") {
             let plain = try LlamaModel(base: base.weights, adapter: nil)

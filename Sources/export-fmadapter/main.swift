@@ -151,12 +151,17 @@ struct SignatureOptions: ParsableArguments {
     @Option(name: [.customLong("base-model"), .customLong("model")], help: "Base model (.gguf or Hugging Face folder); default: the fetched SmolLM2 or $ADAPTER_BASE_MODEL.")
     var baseModel: String?
 
-    @Option(help: "Base model signature (hex) instead of loading a base model.")
+    @Option(help: "Base model signature (hex) instead of loading a base model: packages recording exactly this signature match (a loaded base also matches the ones it signed in the older v1 encoding).")
     var signature: String?
 
-    func resolve() throws -> String {
-        if let signature { return signature.lowercased() }
-        return try BaseModel.load(path: try BaseModel.resolvePath(baseModel), storage: .stored).signature
+    /// Which recorded base signatures count as this base's.
+    func resolve() throws -> (String) -> Bool {
+        if let signature {
+            let s = signature.lowercased()
+            return { $0 == s }
+        }
+        let base = try BaseModel.load(path: try BaseModel.resolvePath(baseModel), storage: .stored)
+        return base.recognizes
     }
 }
 
@@ -173,10 +178,10 @@ struct List: ParsableCommand {
     var all = false
 
     func run() throws {
-        let sig = try base.resolve()
+        let recognizes = try base.resolve()
         for e in try PackageCatalog.scan(folder) {
             if let m = e.metadata {
-                let ok = e.isCompatible(withSignature: sig)
+                let ok = e.isCompatible(recognizedBy: recognizes)
                 if all { print("\(ok ? "compatible  " : "incompatible") \(m.adapterIdentifier)  \(e.path)") }
                 else if ok { print(m.adapterIdentifier) }
             } else {
@@ -200,14 +205,14 @@ struct RemoveObsolete: ParsableCommand {
     var dryRun = false
 
     func run() throws {
-        let sig = try base.resolve()
+        let recognizes = try base.resolve()
         if dryRun {
-            for e in try PackageCatalog.scan(folder) where e.metadata != nil && !e.isCompatible(withSignature: sig) {
+            for e in try PackageCatalog.scan(folder) where e.metadata != nil && !e.isCompatible(recognizedBy: recognizes) {
                 print("would remove \(e.path)")
             }
             return
         }
-        let removed = try PackageCatalog.removeObsoleteAdapters(in: folder, signature: sig)
+        let removed = try PackageCatalog.removeObsoleteAdapters(in: folder, recognizedBy: recognizes)
         for p in removed { print("removed \(p)") }
         printErr("\(removed.count) obsolete package(s) removed")
     }

@@ -182,6 +182,52 @@ final class PortableExportTests: XCTestCase {
                        ["broken.fmadapter", "mine_a.fmadapter", "mine_b.fmadapter"], "unreadable packages are left alone")
     }
 
+    func testEverythingSignedInTheV1EncodingStillMatchesItsBase() throws {
+        // Checkpoints, packages and adapters made before 2026-11-26 record the v1 signature.
+        let run = try TinyRun.make()
+        let otherRun = try TinyRun.make("otherRun", seed: 9)
+        let v1 = run.base.file.signature(encoding: .v1)
+        XCTAssertNotEqual(v1, run.base.signature)
+        XCTAssertTrue(run.base.recognizes(run.base.signature))
+        XCTAssertTrue(run.base.recognizes(v1))
+        XCTAssertFalse(run.base.recognizes(otherRun.base.file.signature(encoding: .v1)))
+        XCTAssertFalse(run.base.recognizes(otherRun.base.signature))
+        XCTAssertFalse(run.base.recognizes(String(repeating: "0", count: 64)))
+
+        // an adapter checkpoint signed v1: loads, packages with a v2 draft, and is refused by another base
+        let ck = try Checkpoint.load(run.adapterPath)
+        var header = ck.header
+        header.model.baseSignature = v1
+        let oldPath = run.dir + "/run/old-adapter.safetensors"
+        try Checkpoint.write(to: oldPath, header: header, params: ck.tensors.sorted { $0.key < $1.key }.map { ($0.key, Tensor(shape: $0.value.shape, data: $0.value.data)) },
+                             optimizer: nil)
+        let old = try Checkpoint.load(oldPath)
+        XCTAssertNoThrow(try old.requireBase(run.base))
+        XCTAssertNoThrow(try Adapter.fromCheckpoint(old.file).requireBase(run.base))
+        XCTAssertThrowsError(try old.requireBase(otherRun.base)) { XCTAssert(message($0).contains(v1), message($0)) }
+        let draft = try Checkpoint.load(try run.writeDraft())
+        XCTAssertThrowsError(try FMAdapterPackage.export(adapter: old, draft: draft, options: PackageOptions(name: "mixed"), outputDir: run.dir + "/o"),
+                             "without a base, two different signatures cannot be told to be one base's")
+        let mixed = try FMAdapterPackage.export(adapter: old, draft: draft, base: run.base, options: PackageOptions(name: "mixed"), outputDir: run.dir + "/o")
+        let package = try FMAdapterPackage.load(mixed)
+        XCTAssertEqual(package.baseSignature, v1)
+        XCTAssertTrue(package.isCompatible(with: run.base))
+        XCTAssertFalse(package.isCompatible(with: otherRun.base))
+        XCTAssertNoThrow(try LoadedModel.load(base: run.base, adapter: mixed))
+
+        // housekeeping keeps this base's v1 packages and removes another base's
+        let folder = run.dir + "/adapters"
+        try FMAdapterPackage.export(adapter: old, draft: nil, options: PackageOptions(name: "old"), outputDir: folder)
+        try FMAdapterPackage.export(adapter: ck, draft: nil, options: PackageOptions(name: "new"), outputDir: folder)
+        try FMAdapterPackage.export(adapter: try Checkpoint.load(otherRun.adapterPath), draft: nil, options: PackageOptions(name: "theirs"), outputDir: folder)
+        XCTAssertEqual(try PackageCatalog.compatibleAdapterIdentifiers(in: folder, recognizedBy: run.base.recognizes),
+                       ["fmadapter-new-\(run.base.signature.prefix(7))", "fmadapter-old-\(v1.prefix(7))"])
+        XCTAssertEqual(try PackageCatalog.compatibleAdapterIdentifiers(in: folder, signature: run.base.signature),
+                       ["fmadapter-new-\(run.base.signature.prefix(7))"], "an exact signature matches exactly")
+        let removed = try PackageCatalog.removeObsoleteAdapters(in: folder, recognizedBy: run.base.recognizes)
+        XCTAssertEqual(removed.map { URL(fileURLWithPath: $0).lastPathComponent }, ["theirs.fmadapter"])
+    }
+
     func testWeightsContainerRejectsHostileHeaders() throws {
         let cfg = try TinyAssets.config(vocab: 10)
         let t = HostTensor(shape: [2, 3], data: [1, 2, 3, 4, 5, 6])

@@ -282,11 +282,35 @@ final class ModelLoaderTests: XCTestCase {
         XCTAssertEqual(BaseModelSignature.compute(config: config, tensors: reordered), a)
         XCTAssertEqual(a.count, 64)
         XCTAssertTrue(a.allSatisfy { "0123456789abcdef".contains($0) })
-        // Pinned: a change here means every existing adapter stops matching its base model.
+        // Pinned: a change here means every existing adapter stops matching its base model. The
+        // goldens come from scripts/fixtures/base_signature.py (hashlib, independent of this code).
         XCTAssertEqual(a, Self.goldenSignature)
+        XCTAssertEqual(BaseModelSignature.compute(config: config, tensors: tensors, encoding: .v1), Self.goldenV1Signature)
+        // v2 with chunks that split a tensor (3 of its 4 values, then 1).
+        XCTAssertEqual(BaseModelSignature.compute(config: config, tensors: tensors, chunkValues: 3),
+                       "396f5101fd86888bfd78ad0049e2b5ffe557df3d190e72ff8501d18a05f2e379")
     }
 
-    static let goldenSignature = "c90a8633c013935ee5060d00bdbb358a517598bc6e8165270b288214fe69fe9b"
+    static let goldenSignature = "e1795b832a1be7521b36ef42cdd8cc4424ba817c9dc7335796eab55f357ff7a2"
+    /// What every checkpoint, package and adapter made before 2026-11-26 records.
+    static let goldenV1Signature = "c90a8633c013935ee5060d00bdbb358a517598bc6e8165270b288214fe69fe9b"
+
+    func testStoredSignatureEqualsTheTensorsInEitherEncodingAndAnyChunking() throws {
+        // Stored matrices are hashed a few rows at a time per chunk; chunks of 7 and 40 values split
+        // rows of 16 and 24 values anywhere, and the digest must not depend on where.
+        let config = TinyModels.llamaConfig
+        let weights = TinyModels.weights(config)
+        try ModelExport.writeGGUF(config: config, tensors: weights, tokenizer: TinyModels.tokenizer, to: path("chunks.gguf"))
+        let stored = try ModelLoader.load(path: path("chunks.gguf"), storage: .stored)
+        XCTAssertFalse(stored.matrices.isEmpty)
+        for chunk in [1, 7, 40, BaseModelSignature.chunkValues] {
+            XCTAssertEqual(stored.signature(encoding: .v2, chunkValues: chunk),
+                           BaseModelSignature.compute(config: config, tensors: weights, chunkValues: chunk), "chunk \(chunk)")
+        }
+        XCTAssertEqual(stored.signature(encoding: .v1), BaseModelSignature.compute(config: config, tensors: weights, encoding: .v1))
+        XCTAssertNotEqual(stored.signature(encoding: .v1), stored.signature())
+        XCTAssertNotEqual(stored.signature(chunkValues: 7), stored.signature())
+    }
 
     func testSignatureChangesWithAnyWeightOrConfigField() throws {
         let config = TinyModels.llamaConfig
