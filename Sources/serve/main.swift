@@ -58,8 +58,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds between rescans of the adapters folder (a request that needs the list rescans when this has passed).")
     var rescanInterval: Double = 1
 
-    @Option(help: "Adapter factors kept as float32 (as trained; the reference numbers) or float16 (half the bytes each row streams per token; logits move by the factors' rounding).")
-    var adapterPrecision: InferenceModel.WeightPrecision = .float32
+    @Option(help: "Adapter factors kept as float16 (half the bytes each row streams per token: faster at one row and at eight; an .fmadapter package stores float16 already, so its numbers do not change; a checkpoint's float32 factors are rounded) or float32 (as trained; the reference numbers).")
+    var adapterPrecision: InferenceModel.WeightPrecision = .float16
 
     @Option(help: "MB of recent prompts' keys and values kept, per adapter, so that a prompt beginning like one of them (a shared system message, a conversation's earlier turns) copies those positions instead of computing them (0: every prompt is prefilled whole).")
     var promptCacheMb = 128
