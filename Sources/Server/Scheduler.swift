@@ -301,8 +301,7 @@ public final class Scheduler: @unchecked Sendable {
             let remaining = request.maxTokens - r.generated
             _ = state.constraint.mask(logits: UnsafeMutableBufferPointer(rebasing: logits[range]), state, remaining: remaining)
         }
-        let next = request.sampling.isGreedy ? Sampler.argmax(UnsafeBufferPointer(rebasing: logits[range]))
-            : Sampler.sample(Array(logits[range])[...], request.sampling, rng: &r.rng)
+        let next = Sampler.sample(UnsafeBufferPointer(rebasing: logits[range]), request.sampling, rng: &r.rng)
         var forced: [Int] = []
         if var state = r.state {
             do {
