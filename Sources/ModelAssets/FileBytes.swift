@@ -41,6 +41,19 @@ public final class MappedFile: @unchecked Sendable {
         if let base { munmap(UnsafeMutableRawPointer(mutating: base), count) }
     }
 
+    /// Lets the kernel drop the whole pages inside `range` from this process's resident memory
+    /// (they stay in the page cache; a later read maps them in again from the file, unchanged):
+    /// for parts read once, such as a GGUF's metadata, whose values were copied when it was parsed.
+    public func dropResidentPages(_ range: Range<Int>) {
+        #if canImport(Glibc)
+        guard let base, !range.isEmpty else { return }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let lower = (max(0, range.lowerBound) + page - 1) / page * page, upper = min(count, range.upperBound) / page * page
+        guard upper > lower else { return }
+        _ = madvise(UnsafeMutableRawPointer(mutating: base + lower), upper - lower, MADV_DONTNEED)
+        #endif
+    }
+
     /// The bytes as Data without a copy; the Data keeps this mapping alive.
     public var data: Data {
         guard let base else { return Data() }

@@ -33,6 +33,8 @@ public struct GGUFFile: Sendable {
         guard FileManager.default.fileExists(atPath: path) else { throw ModelAssetsError.io(path: path, reason: "no such file") }
         let mapping = try MappedFile(path: path)  // refuses a folder
         try self.init(data: mapping.data, path: path, mapping: mapping)
+        // The metadata (a vocabulary and merges: ~1.8 MB for SmolLM2) is parsed into values now.
+        mapping.dropResidentPages(0..<dataOffset)
     }
 
     /// Parses GGUF bytes already in memory; `path` names them in errors.
