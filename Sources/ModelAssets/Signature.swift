@@ -100,7 +100,7 @@ public enum BaseModelSignature {
             let work = chunks
             DispatchQueue.concurrentPerform(iterations: work.count) { i in
                 var h = SHA256()
-                values(sorted[work[i].tensor], work[i].range) { h.update(bufferPointer: littleEndianBytes($0)) }
+                values(sorted[work[i].tensor], work[i].range) { update(&h, with: $0) }
                 digests.set(i, .success(Array(h.finalize())))
             }
         }
@@ -114,7 +114,7 @@ public enum BaseModelSignature {
             switch encoding {
             case .v1:
                 hasher.update(data: header.bytes)
-                values(name, 0..<dims.reduce(1, *)) { hasher.update(bufferPointer: littleEndianBytes($0)) }
+                values(name, 0..<dims.reduce(1, *)) { update(&hasher, with: $0) }
             case .v2:
                 var count = 0
                 while next + count < chunks.count, chunks[next + count].tensor == t { count += 1 }
@@ -128,11 +128,14 @@ public enum BaseModelSignature {
         return hasher.finalize().map { String(format: "%02x", $0) }.joined()
     }
 
-    private static func littleEndianBytes(_ piece: UnsafeBufferPointer<Float>) -> UnsafeRawBufferPointer {
+    /// Hashes float32 values as little-endian bytes (in place on a little-endian host).
+    private static func update(_ hasher: inout SHA256, with piece: UnsafeBufferPointer<Float>) {
         #if _endian(little)
-        return UnsafeRawBufferPointer(piece)
+        hasher.update(bufferPointer: UnsafeRawBufferPointer(piece))
         #else
-        #error("the signature's encoding is little-endian float32; a big-endian host needs a byte swap here")
+        var le = ByteSink()
+        for v in piece { le.append(v) }
+        hasher.update(data: le.bytes)
         #endif
     }
 }
