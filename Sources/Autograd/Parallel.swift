@@ -78,12 +78,12 @@ public final class WorkerPool: @unchecked Sendable {
         }
     }
 
-    /// Calls `body(i)` for every i in 0..<count on the calling thread and up to
-    /// `withThreads`' count − 1 workers, each index exactly once, in no fixed order; returns
-    /// when all have run. Iterations must write disjoint memory (not checked).
     /// Threads a loop runs on (every active core, or what `withThreads` scopes).
     public static var threads: Int { Parallel.maxThreads }
 
+    /// Calls `body(i)` for every i in 0..<count on the calling thread and up to
+    /// `withThreads`' count − 1 workers, each index exactly once, in no fixed order; returns
+    /// when all have run. Iterations must write disjoint memory (not checked).
     public static func forEach(_ count: Int, _ body: (Int) -> Void) {
         shared.run(count, helpers: min(shared.workers, Parallel.maxThreads - 1), body)
     }

@@ -11,10 +11,6 @@ public struct CatalogEntry: Sendable {
     public var metadata: PackageMetadata?
     public var problem: String?
 
-    public func isCompatible(withSignature signature: String) -> Bool {
-        isCompatible { $0 == signature }
-    }
-
     /// Whether the package was made for a base that `recognizes` its recorded signature
     /// (`BaseModel.recognizes`, which also accepts the older encoding's).
     public func isCompatible(recognizedBy recognizes: (String) -> Bool) -> Bool {

@@ -52,46 +52,43 @@ public enum Sampler {
         // 49,152 scalar exps were most of a sampled token's 0.6 ms
         let T = options.temperature
         var total: Double = 0
-        do {
-            let lp = logits
-            p.withUnsafeMutableBufferPointer { pp in
-                var m16 = SIMD16<Float>(repeating: -.infinity)
-                var i0 = 0
-                while i0 + 16 <= V {
-                    // compare and select: `pointwiseMax` compiled to a lane-by-lane loop through
-                    // the stack here, 80% of this function's time (`perf annotate`)
-                    let v = UnsafeRawPointer(lp.baseAddress! + i0).loadUnaligned(as: SIMD16<Float>.self)
-                    m16.replace(with: v, where: v .> m16)
-                    i0 += 16
-                }
-                var mx = m16.max()
-                for i in i0..<V { mx = max(mx, lp[i]) }
-                for i in 0..<V { pp[i] = (lp[i] - mx) / T }
-                var i = 0
-                while i + 16 <= V {
-                    let e = Kernels.exp(UnsafeRawPointer(pp.baseAddress! + i).loadUnaligned(as: SIMD16<Float>.self))
-                    UnsafeMutableRawPointer(pp.baseAddress! + i).storeBytes(of: e, as: SIMD16<Float>.self)
-                    i += 16
-                }
-                if i < V {  // the tail through the same polynomial, padded
-                    var t = SIMD16<Float>(repeating: -.infinity)
-                    for j in i..<V { t[j - i] = pp[j] }
-                    let e = Kernels.exp(t)
-                    for j in i..<V { pp[j] = e[j - i] }
-                }
-                // the sum in 8 double lanes, then one reciprocal: a serial sum and 49,152
-                // divisions were a third of a sampled token's time
-                var t8 = SIMD8<Double>()
-                var j = 0
-                while j + 8 <= V {
-                    t8 += SIMD8<Double>(UnsafeRawPointer(pp.baseAddress! + j).loadUnaligned(as: SIMD8<Float>.self))
-                    j += 8
-                }
-                total = t8.sum()
-                for i in j..<V { total += Double(pp[i]) }
-                let inverse = 1 / total
-                for i in 0..<V { pp[i] = Float(Double(pp[i]) * inverse) }
+        p.withUnsafeMutableBufferPointer { pp in
+            var m16 = SIMD16<Float>(repeating: -.infinity)
+            var i0 = 0
+            while i0 + 16 <= V {
+                // compare and select: `pointwiseMax` compiled to a lane-by-lane loop through
+                // the stack here, 80% of this function's time (`perf annotate`)
+                let v = UnsafeRawPointer(logits.baseAddress! + i0).loadUnaligned(as: SIMD16<Float>.self)
+                m16.replace(with: v, where: v .> m16)
+                i0 += 16
             }
+            var mx = m16.max()
+            for i in i0..<V { mx = max(mx, logits[i]) }
+            for i in 0..<V { pp[i] = (logits[i] - mx) / T }
+            var i = 0
+            while i + 16 <= V {
+                let e = Kernels.exp(UnsafeRawPointer(pp.baseAddress! + i).loadUnaligned(as: SIMD16<Float>.self))
+                UnsafeMutableRawPointer(pp.baseAddress! + i).storeBytes(of: e, as: SIMD16<Float>.self)
+                i += 16
+            }
+            if i < V {  // the tail through the same polynomial, padded
+                var t = SIMD16<Float>(repeating: -.infinity)
+                for j in i..<V { t[j - i] = pp[j] }
+                let e = Kernels.exp(t)
+                for j in i..<V { pp[j] = e[j - i] }
+            }
+            // the sum in 8 double lanes, then one reciprocal: a serial sum and 49,152
+            // divisions were a third of a sampled token's time
+            var t8 = SIMD8<Double>()
+            var j = 0
+            while j + 8 <= V {
+                t8 += SIMD8<Double>(UnsafeRawPointer(pp.baseAddress! + j).loadUnaligned(as: SIMD8<Float>.self))
+                j += 8
+            }
+            total = t8.sum()
+            for i in j..<V { total += Double(pp[i]) }
+            let inverse = 1 / total
+            for i in 0..<V { pp[i] = Float(Double(pp[i]) * inverse) }
         }
         var keep: [Int]? = nil
         if let k = options.topK, k > 0, k < V {
@@ -132,7 +129,7 @@ public enum Sampler {
     }
 
     public static func sample(_ logits: ArraySlice<Float>, _ options: SamplingOptions, rng: inout SeededRNG) -> Int {
-        options.isGreedy ? argmax(logits) : draw(probabilities(logits, options), rng: &rng)
+        logits.withUnsafeBufferPointer { sample($0, options, rng: &rng) }
     }
 
     /// The same from a buffer of logits (no copy of the row).

@@ -22,7 +22,6 @@ public enum BaseModelSignature {
 
     /// The encoding new signatures use.
     public static let current = Encoding.v2
-    public static var encodingVersion: String { current.rawValue }
 
     /// v2's chunk: 2^20 float32 values (4 MiB), each tensor's last chunk shorter.
     public static let chunkValues = 1 << 20

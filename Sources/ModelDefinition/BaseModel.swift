@@ -16,14 +16,6 @@ public struct BaseModel {
     public let template: ChatTemplate
     private let legacy = LegacySignature()
 
-    init(file: BaseModelFile, weights: BaseWeights, signature: String, tokenizer: BPETokenizer, template: ChatTemplate) {
-        self.file = file
-        self.weights = weights
-        self.signature = signature
-        self.tokenizer = tokenizer
-        self.template = template
-    }
-
     /// Whether `recorded` (the base signature a checkpoint, package or adapter carries) names this
     /// base: today's signature, or the v1 encoding's, which everything made before 2026-11-26
     /// carries. v1 is computed only when a recorded signature is not today's (once per process,

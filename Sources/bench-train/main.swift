@@ -69,8 +69,9 @@ struct BenchTrain: ParsableCommand {
             for encoding in [BaseModelSignature.Encoding.v1, .v2] {
                 let s = monotonicSeconds()
                 let sig = base.file.signature(encoding: encoding)
-                seconds[String(describing: encoding)] = monotonicSeconds() - s
-                log(String(format: "signature %@: %.2fs (%@...)", String(describing: encoding), seconds[String(describing: encoding)]!, String(sig.prefix(16))))
+                let dt = monotonicSeconds() - s
+                seconds["\(encoding)"] = dt
+                log(String(format: "signature %@: %.2fs (%@...)", "\(encoding)", dt, String(sig.prefix(16))))
             }
             result["signature_seconds"] = seconds
         }
