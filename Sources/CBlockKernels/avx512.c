@@ -7,6 +7,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 
 #pragma STDC FP_CONTRACT OFF
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), apply_to = function)
@@ -14,6 +15,24 @@
 #define INLINE static inline __attribute__((always_inline))
 
 enum { MAXROWS = 8 };  // activation rows sharing one decoded block (8 accumulators + block in 32 zmm)
+
+// A tile's accumulators between two chunks of k (see product): every lane keeps its partial
+// sum in memory and resumes it, so the operations and their order are those of one pass over k.
+typedef struct {
+    __m512 acc[MAXROWS][4];
+    __m256 macc[MAXROWS][4];
+    __m256 add8[4];
+    __m128 add4[4];
+    float add[MAXROWS][4];
+} tile_state;
+
+// A chunk of k: values [c0, c1); `st` holds the tile's accumulators (weight rows j0...) when the
+// tile does not cover the whole of k: zeroed when `first`, kept when not `last`.
+typedef struct {
+    size_t c0, c1;
+    tile_state *st;
+    int j0, first, last;
+} chunk;
 
 INLINE float hsum256(__m256 v) {
     __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -108,7 +127,7 @@ INLINE void q6k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
 // each lane does the scalar's fused multiply-adds in the scalar's order, so the bits are those
 // of a one-row pass, for a quarter or an eighth of the instructions.
 INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t stride,
-                   const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+                   const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
     const __m512i low = _mm512_set1_epi32(15), eight = _mm512_set1_epi32(8);
     const int lanes = type == BK_Q4_1 && MR >= 4;  // min terms in vector lanes (MR 4 or 8)
@@ -116,10 +135,16 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
     float add[MAXROWS][4];
     __m256 add8[4];
     __m128 add4[4];
-    for (int j = 0; j < NR; j++) { add8[j] = _mm256_setzero_ps(); add4[j] = _mm_setzero_ps(); }
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) { acc[r][j] = _mm512_setzero_ps(); add[r][j] = 0; }
-    for (size_t b = 0; b < k / 32; b++) {
+    if (c.first) {
+        for (int j = 0; j < NR; j++) { add8[j] = _mm256_setzero_ps(); add4[j] = _mm_setzero_ps(); }
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) { acc[r][j] = _mm512_setzero_ps(); add[r][j] = 0; }
+    } else {
+        for (int j = 0; j < NR; j++) { add8[j] = c.st->add8[c.j0 + j]; add4[j] = c.st->add4[c.j0 + j]; }
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) { acc[r][j] = c.st->acc[r][c.j0 + j]; add[r][j] = c.st->add[r][c.j0 + j]; }
+    }
+    for (size_t b = c.c0 / 32; b < c.c1 / 32; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * bytes;
             prefetch_ahead(p, rowBytes, bytes);
@@ -152,6 +177,12 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
             }
         }
     }
+    if (!c.last) {
+        for (int j = 0; j < NR; j++) { c.st->add8[c.j0 + j] = add8[j]; c.st->add4[c.j0 + j] = add4[j]; }
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->add[r][c.j0 + j] = add[r][j]; }
+        return;
+    }
     if (type == BK_Q4_1 && lanes) {
         for (int j = 0; j < NR; j++) {
             float a[8];
@@ -167,13 +198,16 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
 // Q4_K, Q5_K: per 32-value sub-block s, acc += (d·sc_s)·(q_s·x_s); the mins go to a second
 // accumulator, macc += (dmin·m_0..7)·sums(x_0..7) per super-block, and y = sum(acc) - sum(macc).
 INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
-                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
     __m512 acc[MAXROWS][4];
     __m256 macc[MAXROWS][4];
     for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) { acc[r][j] = _mm512_setzero_ps(); macc[r][j] = _mm256_setzero_ps(); }
-    for (size_t b = 0; b < k / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+            macc[r][j] = c.first ? _mm256_setzero_ps() : c.st->macc[r][c.j0 + j];
+        }
+    for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * bytes;
             prefetch_ahead(p, rowBytes, bytes);
@@ -204,17 +238,22 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
             }
         }
     }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->macc[r][c.j0 + j] = macc[r][j]; }
+        return;
+    }
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
 }
 
 // Q6_K: per 16-value sub-block s, acc += (d·sc_s)·((q_s - 32)·x_s).
 INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
-                   const int MR, const int NR) {
+                   const int MR, const int NR, chunk c) {
     __m512 acc[MAXROWS][4];
     for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) acc[r][j] = _mm512_setzero_ps();
-    for (size_t b = 0; b < k / 256; b++) {
+        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+    for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
             prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
@@ -233,6 +272,11 @@ INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, 
                 }
             }
         }
+    }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
+        return;
     }
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]);
@@ -255,18 +299,23 @@ INLINE float scalar_weight(const uint32_t type, const uint8_t *row, size_t i) {
 }
 
 INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y,
-                  size_t ldy, const int MR, const int NR) {
+                  size_t ldy, const int MR, const int NR, chunk c) {
     __m512 acc[MAXROWS][4];
     for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) acc[r][j] = _mm512_setzero_ps();
-    const size_t vec = k / 16 * 16;
-    for (size_t i = 0; i < vec; i += 16) {
+        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+    const size_t vec = k / 16 * 16, end = c.last ? vec : c.c1;  // chunks other than the last are whole vectors
+    for (size_t i = c.c0; i < end; i += 16) {
         for (int j = 0; j < NR; j++) {
             const size_t size = type == BK_F32 ? 4 : 2;
             prefetch_ahead(w + j * rowBytes + i * size, rowBytes, 16 * size);
             const __m512 wv = wide16(type, w + j * rowBytes, i);
             for (int r = 0; r < MR; r++) acc[r][j] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + r * k + i), acc[r][j]);
         }
+    }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
+        return;
     }
     for (int r = 0; r < MR; r++) {
         for (int j = 0; j < NR; j++) {
@@ -278,12 +327,12 @@ INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *
 }
 
 INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
-                 size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+                 size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR); break;
-    case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR); break;
-    case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR); break;
-    default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR); break;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     }
 }
 
@@ -294,41 +343,83 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
 // Q4_0): each activation load then serves both (Q8_0 576x1536 at 8 rows 10% faster, F16 and
 // F32 up to 2x); Q4_1 and the K-quants carry a second accumulator per pair, and two weight rows'
 // worth spills registers (Q4_K 2048x8192 at 8 rows 1.1x slower), so they take one.
+//
+// Every tile reads all m rows' activations once per weight row: when they outgrow L1 (8 rows of
+// 2,048 floats are 64 KB) each weight row streamed them from L2 again, and 8 rows of Q4_K
+// 2048x8192 cost 5.5 one-row products instead of ~3. So k is cut into chunks whose m rows fit
+// in XBUDGET bytes, and a block of 16 output rows goes over k chunk by chunk, each tile's
+// accumulators kept in a tile_state between chunks: the same operations in the same order.
+enum { XBUDGET = 16384 };
+
+static _Thread_local tile_state *scratch;  // grown as needed, one per thread, kept for its life
+static _Thread_local size_t scratchCount;
+
+static tile_state *states(size_t count) {
+    if (scratchCount < count) {
+        free(scratch);
+        scratch = aligned_alloc(64, count * sizeof(tile_state));
+        scratchCount = scratch ? count : 0;
+    }
+    return scratch;
+}
+
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     const size_t sums = k / 32;
     const int pairs = type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
-    for (size_t o = n0; o < n1; o += 4) {
-        const size_t group = n1 - o < 4 ? n1 - o : 4;
-        const uint8_t *wo = w + o * rowBytes;
-        for (size_t r = 0; r < m;) {
-            // Q4_1's sums are block-major (stride m between blocks), the K-quants' row-major
-            const float *xr = x + r * k, *xsr = type == BK_Q4_1 ? xs + r : xs + r * sums;
-            const size_t stride = type == BK_Q4_1 ? m : sums;
-            float *yr = y + r * ldy + o;
-            size_t left = m - r;
-            if (left >= 4) {
-                const int MR = left >= 8 ? 8 : 4;
-                size_t j = 0;
-                if (pairs)
-                    for (; j + 2 <= group; j += 2) {
-                        if (MR == 8) tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 8, 2);
-                        else tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 2);
+    const size_t unit = type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
+                        : type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 ? 32 : 16;
+    const size_t tiles = m / 8 + 3;  // row tiles of 8, then at most one of 4, 2 and 1
+    size_t kc = k, groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
+    tile_state *st = NULL;
+    if (m * k * sizeof(float) > XBUDGET) {
+        const size_t fit = XBUDGET / (m * sizeof(float)) / unit * unit;
+        if (fit < k && (st = states(4 * tiles))) {
+            kc = fit < unit ? unit : fit;
+            groups = 4;
+        }
+    }
+    for (size_t ob = n0; ob < n1; ob += 4 * groups) {
+        const size_t oe = n1 - ob < 4 * groups ? n1 : ob + 4 * groups;
+        for (size_t c0 = 0; c0 < k; c0 += kc) {
+            chunk c = {c0, k - c0 <= kc ? k : c0 + kc, NULL, 0, c0 == 0, k - c0 <= kc};
+            for (size_t o = ob; o < oe; o += 4) {
+                const size_t group = n1 - o < 4 ? n1 - o : 4;
+                const uint8_t *wo = w + o * rowBytes;
+                for (size_t r = 0, t = 0; r < m; t++) {
+                    if (st) c.st = st + ((o - ob) / 4) * tiles + t;
+                    // Q4_1's sums are block-major (stride m between blocks), the K-quants' row-major
+                    const float *xr = x + r * k, *xsr = type == BK_Q4_1 ? xs + r : xs + r * sums;
+                    const size_t stride = type == BK_Q4_1 ? m : sums;
+                    float *yr = y + r * ldy + o;
+                    size_t left = m - r;
+#define TILE(mr, nr) (c.j0 = (int)j, tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, mr, nr, c))
+                    if (left >= 4) {
+                        const int MR = left >= 8 ? 8 : 4;
+                        size_t j = 0;
+                        if (pairs)
+                            for (; j + 2 <= group; j += 2) {
+                                if (MR == 8) TILE(8, 2);
+                                else TILE(4, 2);
+                            }
+                        for (; j < group; j++) {
+                            if (MR == 8) TILE(8, 1);
+                            else TILE(4, 1);
+                        }
+                        r += MR;
+                    } else if (left >= 2) {
+                        size_t j = 0;
+                        for (; j + 2 <= group; j += 2) TILE(2, 2);
+                        for (; j < group; j++) TILE(2, 1);
+                        r += 2;
+                    } else {
+                        size_t j = 0;
+                        if (group == 4) TILE(1, 4);
+                        else for (; j < group; j++) TILE(1, 1);
+                        r += 1;
                     }
-                for (; j < group; j++) {
-                    if (MR == 8) tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 8, 1);
-                    else tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 1);
+#undef TILE
                 }
-                r += MR;
-            } else if (left >= 2) {
-                size_t j = 0;
-                for (; j + 2 <= group; j += 2) tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 2);
-                for (; j < group; j++) tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 1);
-                r += 2;
-            } else {
-                if (group == 4) tile(type, xr, k, xsr, stride, wo, rowBytes, yr, ldy, 1, 4);
-                else for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, 1, 1);
-                r += 1;
             }
         }
     }

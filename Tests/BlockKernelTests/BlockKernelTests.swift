@@ -10,7 +10,7 @@ import XCTest
 
 final class BlockKernelTests: XCTestCase {
     static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K]
-    static let rowCounts = [1, 2, 3, 5, 8, 16]
+    static let rowCounts = [1, 2, 3, 5, 8, 15, 16]
     /// Allowed |kernel - float64 reference| relative to sum_i |x_i * w_i|. Float accumulation over
     /// these k (at most 1,280 values) stays below ~1e-7; the Q4_1/K-quant min terms are exact
     /// mathematical rearrangements (d·Σqx + m·Σx) of the rounded reference weights.
@@ -101,7 +101,7 @@ final class BlockKernelTests: XCTestCase {
     /// (k values, description) per type: one block and several blocks; odd lengths for the float types.
     static func lengths(_ type: GGMLType) -> [Int] {
         switch type.blockGeometry.blockSize {
-        case 1: [1, 15, 37, 576]
+        case 1: [1, 15, 37, 576, 1000]
         case 32: [32, 736]
         default: [256, 1280]
         }
@@ -200,7 +200,7 @@ final class BlockKernelTests: XCTestCase {
 
     func testMultiRowPassEqualsSingleRowPassesBitForBit() {
         for type in Self.types {
-            let k = Self.lengths(type).last!, n = 13
+            let k = Self.lengths(type).last!, n = 37  // 36 outputs: blocks of 16 (see product in avx512.c) and a part
             let (w, rowBytes) = Self.weights(type, rows: n, k: k, seed: 99 &+ UInt64(type.rawValue))
             for level in Self.levels {
                 for m in Self.rowCounts where m > 1 {
