@@ -29,7 +29,7 @@ let package = Package(
     targets: [
         .systemLibrary(
             name: "COpenBLAS", path: "Sources/COpenBLAS", pkgConfig: "openblas",
-            providers: [.apt(["libopenblas-dev", "liblapacke-dev"])]),
+            providers: [.apt(["libopenblas-dev"])]),
         .target(name: "Autograd", dependencies: ["COpenBLAS"]),
         // MPI for data-parallel training (train-adapter/train-draft under mpirun); only
         // Sources/DataParallel imports it, and no library product depends on it.

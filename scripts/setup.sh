@@ -6,7 +6,7 @@
 # (scripts/tensorboard-env.sh; python3-venv makes it).
 set -euo pipefail
 need=()
-for p in libopenblas-dev liblapacke-dev libopenmpi-dev openmpi-bin pkg-config librsvg2-bin python3-venv; do
+for p in libopenblas-dev libopenmpi-dev openmpi-bin pkg-config librsvg2-bin python3-venv; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

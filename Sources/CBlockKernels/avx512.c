@@ -372,12 +372,10 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
     const size_t tiles = m / 8 + 3;  // row tiles of 8, then at most one of 4, 2 and 1
     size_t kc = k, groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
     tile_state *st = NULL;
-    if (m * k * sizeof(float) > XBUDGET) {
-        const size_t fit = XBUDGET / (m * sizeof(float)) / unit * unit;
-        if (fit < k && (st = states(4 * tiles))) {
-            kc = fit < unit ? unit : fit;
-            groups = 4;
-        }
+    if (m * k * sizeof(float) > XBUDGET && k > unit && (st = states(4 * tiles))) {
+        const size_t count = (m * k * sizeof(float) + XBUDGET - 1) / XBUDGET;  // chunks of about equal size
+        kc = ((k + count - 1) / count + unit - 1) / unit * unit;
+        groups = 4;
     }
     for (size_t ob = n0; ob < n1; ob += 4 * groups) {
         const size_t oe = n1 - ob < 4 * groups ? n1 : ob + 4 * groups;

@@ -1,7 +1,6 @@
-// The one place OpenBLAS enters the package: cblas for sgemm/dgemm, lapacke for solvers, and
+// The one place OpenBLAS enters the package: cblas for sgemm/dgemm (no LAPACK: nothing solves), and
 // the kernel choice fixed up where OpenBLAS's own detection fails (below).
 #include <cblas.h>
-#include <lapacke.h>
 #include <cpuid.h>
 #include <dlfcn.h>
 #include <stdlib.h>
