@@ -8,6 +8,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
+#include <stdlib.h>
 
 #pragma STDC FP_CONTRACT OFF
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
@@ -15,6 +16,19 @@
 #define INLINE static inline __attribute__((always_inline))
 
 enum { MAXROWS = 4 };
+
+// A tile's accumulators between chunks of k, and a chunk (see avx512.c).
+typedef struct {
+    __m256 acc[MAXROWS][4];
+    __m256 macc[MAXROWS][4];
+    float add[MAXROWS][4];
+} tile_state;
+
+typedef struct {
+    size_t c0, c1;
+    tile_state *st;
+    int j0, first, last;
+} chunk;
 
 INLINE float hsum256(__m256 v) {
     __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -77,13 +91,16 @@ INLINE __m256 dot32(const __m256 q[4], const float *x) {
 }
 
 INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
-                   const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+                   const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
     __m256 acc[MAXROWS][4];
     float add[MAXROWS][4];
     for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) { acc[r][j] = _mm256_setzero_ps(); add[r][j] = 0; }
-    for (size_t b = 0; b < k / 32; b++) {
+        for (int j = 0; j < NR; j++) {
+            acc[r][j] = c.first ? _mm256_setzero_ps() : c.st->acc[r][c.j0 + j];
+            add[r][j] = c.first ? 0 : c.st->add[r][c.j0 + j];
+        }
+    for (size_t b = c.c0 / 32; b < c.c1 / 32; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * bytes;
             prefetch_ahead(p, rowBytes, bytes);
@@ -96,6 +113,11 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
                 if (type == BK_Q4_1) add[r][j] = fmaf(mn, xs[r * sums + b], add[r][j]);
             }
         }
+    }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->add[r][c.j0 + j] = add[r][j]; }
+        return;
     }
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]) + add[r][j];
@@ -129,12 +151,15 @@ INLINE void k45_sub(const uint32_t type, const uint8_t *p, int s, __m256 q[4]) {
 }
 
 INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
-                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
     __m256 acc[MAXROWS][4], macc[MAXROWS][4];
     for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) { acc[r][j] = _mm256_setzero_ps(); macc[r][j] = _mm256_setzero_ps(); }
-    for (size_t b = 0; b < k / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            acc[r][j] = c.first ? _mm256_setzero_ps() : c.st->acc[r][c.j0 + j];
+            macc[r][j] = c.first ? _mm256_setzero_ps() : c.st->macc[r][c.j0 + j];
+        }
+    for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * bytes;
             prefetch_ahead(p, rowBytes, bytes);
@@ -154,6 +179,11 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
                     acc[r][j] = _mm256_fmadd_ps(ds, dot32(q, x + r * k + b * 256 + 32 * s), acc[r][j]);
             }
         }
+    }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->macc[r][c.j0 + j] = macc[r][j]; }
+        return;
     }
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]) - hsum256(macc[r][j]);
@@ -185,11 +215,11 @@ INLINE __m256 piece_i8(__m256i v, int c) {
 }
 
 INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
-                   const int MR, const int NR) {
+                   const int MR, const int NR, chunk c) {
     __m256 acc[MAXROWS][4];
     for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) acc[r][j] = _mm256_setzero_ps();
-    for (size_t b = 0; b < k / 256; b++) {
+        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm256_setzero_ps() : c.st->acc[r][c.j0 + j];
+    for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
             prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
@@ -214,6 +244,11 @@ INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, 
             }
         }
     }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
+        return;
+    }
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]);
 }
@@ -234,18 +269,23 @@ INLINE float scalar_weight(const uint32_t type, const uint8_t *row, size_t i) {
 }
 
 INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y,
-                  size_t ldy, const int MR, const int NR) {
+                  size_t ldy, const int MR, const int NR, chunk c) {
     __m256 acc[MAXROWS][4];
     for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) acc[r][j] = _mm256_setzero_ps();
-    const size_t vec = k / 8 * 8;
-    for (size_t i = 0; i < vec; i += 8) {
+        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm256_setzero_ps() : c.st->acc[r][c.j0 + j];
+    const size_t vec = k / 8 * 8, end = c.last ? vec : c.c1;  // chunks other than the last are whole vectors
+    for (size_t i = c.c0; i < end; i += 8) {
         for (int j = 0; j < NR; j++) {
             const size_t size = type == BK_F32 ? 4 : 2;
             prefetch_ahead(w + j * rowBytes + i * size, rowBytes, 8 * size);
             const __m256 wv = wide8(type, w + j * rowBytes, i);
             for (int r = 0; r < MR; r++) acc[r][j] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * k + i), acc[r][j]);
         }
+    }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
+        return;
     }
     for (int r = 0; r < MR; r++) {
         for (int j = 0; j < NR; j++) {
@@ -257,38 +297,76 @@ INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *
 }
 
 INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
-                 size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
+                 size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR); break;
-    case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR); break;
-    case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR); break;
-    default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR); break;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     }
 }
 
-// Output rows in groups of four; activation rows in tiles of 4, 2 or 1 (see avx512.c).
+// Output rows in groups of four; activation rows in tiles of 4, 2 or 1; k in chunks whose rows
+// fit in XBUDGET bytes when more than one row outgrows it (see avx512.c). 32 KB here: on this
+// level's tiles (bench-kernels --levels 1, the Intel Xeon) 16 KB made k = 2048 at 4-8 rows up to
+// 5% slower, while 32 KB left it as it was and took Q4_K 8192x2048 at 8 rows from 5.1 to 4.0
+// one-row products.
+enum { XBUDGET = 32768 };
+
+static _Thread_local tile_state *scratch;  // grown as needed, one per thread, kept for its life
+static _Thread_local size_t scratchCount;
+
+static tile_state *states(size_t count) {
+    if (scratchCount < count) {
+        free(scratch);
+        scratch = aligned_alloc(32, count * sizeof(tile_state));
+        scratchCount = scratch ? count : 0;
+    }
+    return scratch;
+}
+
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     const size_t sums = k / 32;
-    for (size_t o = n0; o < n1; o += 4) {
-        const size_t group = n1 - o < 4 ? n1 - o : 4;
-        const uint8_t *wo = w + o * rowBytes;
-        for (size_t r = 0; r < m;) {
-            const float *xr = x + r * k, *xsr = xs + r * sums;
-            float *yr = y + r * ldy + o;
-            size_t left = m - r;
-            if (left >= 4) {
-                for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 1);
-                r += 4;
-            } else if (left >= 2) {
-                size_t j = 0;
-                for (; j + 2 <= group; j += 2) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 2);
-                for (; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 1);
-                r += 2;
-            } else {
-                if (group == 4) tile(type, xr, k, xsr, sums, wo, rowBytes, yr, ldy, 1, 4);
-                else for (size_t j = 0; j < group; j++) tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, 1, 1);
-                r += 1;
+    const size_t unit = type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
+                        : type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 ? 32 : 8;
+    const size_t tiles = m / 4 + 2;  // row tiles of 4, then at most one of 2 and 1
+    size_t kc = k, groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
+    tile_state *st = NULL;
+    if (m > 1 && m * k * sizeof(float) > XBUDGET && k > unit && (st = states(4 * tiles))) {
+        const size_t count = (m * k * sizeof(float) + XBUDGET - 1) / XBUDGET;
+        kc = ((k + count - 1) / count + unit - 1) / unit * unit;
+        groups = 4;
+    }
+    for (size_t ob = n0; ob < n1; ob += 4 * groups) {
+        const size_t oe = n1 - ob < 4 * groups ? n1 : ob + 4 * groups;
+        for (size_t c0 = 0; c0 < k; c0 += kc) {
+            chunk c = {c0, k - c0 <= kc ? k : c0 + kc, NULL, 0, c0 == 0, k - c0 <= kc};
+            for (size_t o = ob; o < oe; o += 4) {
+                const size_t group = n1 - o < 4 ? n1 - o : 4;
+                const uint8_t *wo = w + o * rowBytes;
+                for (size_t r = 0, t = 0; r < m; t++) {
+                    if (st) c.st = st + ((o - ob) / 4) * tiles + t;
+                    const float *xr = x + r * k, *xsr = xs + r * sums;
+                    float *yr = y + r * ldy + o;
+                    size_t left = m - r;
+#define TILE(mr, nr) (c.j0 = (int)j, tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, mr, nr, c))
+                    if (left >= 4) {
+                        for (size_t j = 0; j < group; j++) TILE(4, 1);
+                        r += 4;
+                    } else if (left >= 2) {
+                        size_t j = 0;
+                        for (; j + 2 <= group; j += 2) TILE(2, 2);
+                        for (; j < group; j++) TILE(2, 1);
+                        r += 2;
+                    } else {
+                        size_t j = 0;
+                        if (group == 4) TILE(1, 4);
+                        else for (; j < group; j++) TILE(1, 1);
+                        r += 1;
+                    }
+#undef TILE
+                }
             }
         }
     }

@@ -349,6 +349,8 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
 // 2048x8192 cost 5.5 one-row products instead of ~3. So k is cut into chunks whose m rows fit
 // in XBUDGET bytes, and a block of 16 output rows goes over k chunk by chunk, each tile's
 // accumulators kept in a tile_state between chunks: the same operations in the same order.
+// One row is left whole: it reads its activations once per weight row either way (8192x2048 at
+// one row measured the same chunked or not, hot and from DRAM).
 enum { XBUDGET = 16384 };
 
 static _Thread_local tile_state *scratch;  // grown as needed, one per thread, kept for its life
@@ -372,7 +374,7 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
     const size_t tiles = m / 8 + 3;  // row tiles of 8, then at most one of 4, 2 and 1
     size_t kc = k, groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
     tile_state *st = NULL;
-    if (m * k * sizeof(float) > XBUDGET && k > unit && (st = states(4 * tiles))) {
+    if (m > 1 && m * k * sizeof(float) > XBUDGET && k > unit && (st = states(4 * tiles))) {
         const size_t count = (m * k * sizeof(float) + XBUDGET - 1) / XBUDGET;  // chunks of about equal size
         kc = ((k + count - 1) / count + unit - 1) / unit * unit;
         groups = 4;

@@ -11,7 +11,7 @@ import ModelAssets
 
 enum Shape: String, CaseIterable, ExpressibleByArgument {
     case attention = "576x576", keyValue = "576x192", gateUp = "576x1536", down = "1536x576", head = "576x49152"
-    case large = "2048x8192"
+    case large = "2048x8192", largeDown = "8192x2048"
 
     /// (k inputs, n outputs): a weight matrix of n rows of k values.
     var kn: (k: Int, n: Int) {
