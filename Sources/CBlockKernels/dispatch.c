@@ -204,11 +204,17 @@ void bk_axpy_at(int level, float alpha, const float *x, float *y, size_t n) {
     BK_VECTOR_CALL(vector_level(level), axpy, alpha, x, y, n)
 }
 
-void bk_attend_at(int level, const float *q, const float *keys, const float *values, size_t stride, size_t len,
+void bk_attend_at(int level, const float *q, const void *keys, const void *values, int half, size_t stride, size_t len,
                   size_t hd, float scale, float *scores, float *out) {
     if (len == 0) return;
-    BK_VECTOR_CALL(vector_level(level), attend, q, keys, values, stride, len, hd, scale, scores, out)
+    BK_VECTOR_CALL(vector_level(level), attend, q, keys, values, half, stride, len, hd, scale, scores, out)
 }
+
+void bk_to_half_at(int level, const float *x, uint16_t *y, size_t n) {
+    BK_VECTOR_CALL(vector_level(level), to_half, x, y, n)
+}
+
+void bk_to_half(const float *x, uint16_t *y, size_t n) { bk_to_half_at(bk_active_level(), x, y, n); }
 
 float bk_dot(const float *a, const float *b, size_t n) { return bk_dot_at(bk_active_level(), a, b, n); }
 
@@ -224,7 +230,7 @@ void bk_lowrank_up(const float *u, size_t m, size_t r, const void *bt, int half,
     bk_lowrank_up_at(bk_active_level(), u, m, r, bt, half, out, o0, o1, y, ldy);
 }
 
-void bk_attend(const float *q, const float *keys, const float *values, size_t stride, size_t len, size_t hd,
+void bk_attend(const float *q, const void *keys, const void *values, int half, size_t stride, size_t len, size_t hd,
                float scale, float *scores, float *out) {
-    bk_attend_at(bk_active_level(), q, keys, values, stride, len, hd, scale, scores, out);
+    bk_attend_at(bk_active_level(), q, keys, values, half, stride, len, hd, scale, scores, out);
 }

@@ -121,8 +121,9 @@ void bk_vnni_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const 
     void bk_##level##_axpy(float alpha, const float *x, float *y, size_t n);                            \
     void bk_##level##_lowrank_up(const float *u, size_t m, size_t r, const void *bt, int half, size_t out, \
                                  size_t o0, size_t o1, float *y, size_t ldy);                           \
-    void bk_##level##_attend(const float *q, const float *keys, const float *values, size_t stride,     \
-                             size_t len, size_t hd, float scale, float *scores, float *out);
+    void bk_##level##_attend(const float *q, const void *keys, const void *values, int half, size_t stride, \
+                             size_t len, size_t hd, float scale, float *scores, float *out);            \
+    void bk_##level##_to_half(const float *x, uint16_t *y, size_t n);
 BK_VECTOR_DECLS(portable)
 #if defined(__x86_64__)
 BK_VECTOR_DECLS(avx2)

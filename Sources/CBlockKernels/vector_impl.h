@@ -130,11 +130,23 @@ void BK_VEC(axpy)(float alpha, const float *x, float *y, size_t n) {
     for (; i < n; i++) y[i] += alpha * x[i];
 }
 
-// Σ q·k_t over hd values for the n <= 4 keys k_t = k + t·stride, into s[0..<n]: the keys' 16-lane
-// sums reduced together (pairs of halves, one shuffle step for all four), then the hd % 16 tail in
-// order. Each key's result depends only on its own lanes, so it is the same in a group of four
-// or in the last, shorter one.
-BK_INLINE void BK_VEC(dot4)(const float *q, const float *k, size_t stride, size_t n, size_t hd, float *s) {
+// 16 values from element i of a KV row: float32, or IEEE half widened (exactly) when `half`.
+typedef _Float16 bk_kv_h16 __attribute__((vector_size(32), aligned(2)));
+BK_INLINE bk_v16 BK_VEC(loadkv)(const void *p, size_t i, const int half) {
+    if (!half) return BK_VEC(load)((const float *)p + i);
+    bk_kv_h16 h;
+    memcpy(&h, (const _Float16 *)p + i, sizeof h);
+    return __builtin_convertvector(h, bk_v16);
+}
+BK_INLINE float BK_VEC(kv1)(const void *p, size_t i, const int half) {
+    return half ? (float)((const _Float16 *)p)[i] : ((const float *)p)[i];
+}
+
+// Σ q·k_t over hd values for the n <= 4 keys k_t = k + t·stride (elements), into s[0..<n]: the
+// keys' 16-lane sums reduced together (pairs of halves, one shuffle step for all four), then the
+// hd % 16 tail in order. Each key's result depends only on its own lanes, so it is the same in a
+// group of four or in the last, shorter one.
+BK_INLINE void BK_VEC(dot4)(const float *q, const void *k, size_t stride, size_t n, size_t hd, float *s, const int half) {
     typedef float v8 __attribute__((vector_size(32)));
     typedef float v4 __attribute__((vector_size(16)));
     bk_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
@@ -142,17 +154,17 @@ BK_INLINE void BK_VEC(dot4)(const float *q, const float *k, size_t stride, size_
     if (n == 4) {
         for (; d + 16 <= hd; d += 16) {
             const bk_v16 qv = BK_VEC(load)(q + d);
-            a0 += qv * BK_VEC(load)(k + d);
-            a1 += qv * BK_VEC(load)(k + stride + d);
-            a2 += qv * BK_VEC(load)(k + 2 * stride + d);
-            a3 += qv * BK_VEC(load)(k + 3 * stride + d);
+            a0 += qv * BK_VEC(loadkv)(k, d, half);
+            a1 += qv * BK_VEC(loadkv)(k, stride + d, half);
+            a2 += qv * BK_VEC(loadkv)(k, 2 * stride + d, half);
+            a3 += qv * BK_VEC(loadkv)(k, 3 * stride + d, half);
         }
     } else {
         for (; d + 16 <= hd; d += 16) {
             const bk_v16 qv = BK_VEC(load)(q + d);
-            a0 += qv * BK_VEC(load)(k + d);
-            if (n > 1) a1 += qv * BK_VEC(load)(k + stride + d);
-            if (n > 2) a2 += qv * BK_VEC(load)(k + 2 * stride + d);
+            a0 += qv * BK_VEC(loadkv)(k, d, half);
+            if (n > 1) a1 += qv * BK_VEC(loadkv)(k, stride + d, half);
+            if (n > 2) a2 += qv * BK_VEC(loadkv)(k, 2 * stride + d, half);
         }
     }
     const bk_v16 b01 = __builtin_shufflevector(a0, a1, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
@@ -165,18 +177,19 @@ BK_INLINE void BK_VEC(dot4)(const float *q, const float *k, size_t stride, size_
     const v4 f = __builtin_shufflevector(e, e, 0, 2, 4, 6) + __builtin_shufflevector(e, e, 1, 3, 5, 7);
     for (size_t t = 0; t < n; t++) {
         float v = f[t];
-        for (size_t i = d; i < hd; i++) v += q[i] * k[t * stride + i];
+        for (size_t i = d; i < hd; i++) v += q[i] * BK_VEC(kv1)(k, t * stride + i, half);
         s[t] = v;
     }
 }
 
-void BK_VEC(attend)(const float *q, const float *keys, const float *values, size_t stride, size_t len, size_t hd,
-                    float scale, float *scores, float *out) {
+BK_INLINE void BK_VEC(attend_kv)(const float *q, const void *keys, const void *values, size_t stride, size_t len,
+                                 size_t hd, float scale, float *scores, float *out, const int half) {
+    const size_t size = half ? 2 : 4;
     float mx = -INFINITY;
     for (size_t j = 0; j < len; j += 4) {
         const size_t n = len - j < 4 ? len - j : 4;
         float dots[4];
-        BK_VEC(dot4)(q, keys + j * stride, stride, n, hd, dots);
+        BK_VEC(dot4)(q, (const char *)keys + j * stride * size, stride, n, hd, dots, half);
         for (size_t t = 0; t < n; t++) {
             const float s = dots[t] * scale;
             scores[j + t] = s;
@@ -209,12 +222,12 @@ void BK_VEC(attend)(const float *q, const float *keys, const float *values, size
     for (; d + 64 <= hd; d += 64) {
         bk_v16 o0 = {0}, o1 = {0}, o2 = {0}, o3 = {0};
         for (size_t p = 0; p < len; p++) {
-            const float *v = values + p * stride + d;
+            const size_t v = p * stride + d;
             const float w = scores[p] * inv;
-            o0 += w * BK_VEC(load)(v);
-            o1 += w * BK_VEC(load)(v + 16);
-            o2 += w * BK_VEC(load)(v + 32);
-            o3 += w * BK_VEC(load)(v + 48);
+            o0 += w * BK_VEC(loadkv)(values, v, half);
+            o1 += w * BK_VEC(loadkv)(values, v + 16, half);
+            o2 += w * BK_VEC(loadkv)(values, v + 32, half);
+            o3 += w * BK_VEC(loadkv)(values, v + 48, half);
         }
         BK_VEC(store)(out + d, o0);
         BK_VEC(store)(out + d + 16, o1);
@@ -223,7 +236,35 @@ void BK_VEC(attend)(const float *q, const float *keys, const float *values, size
     }
     if (d < hd) {
         memset(out + d, 0, (hd - d) * sizeof(float));
-        for (size_t p = 0; p < len; p++) BK_VEC(axpy)(scores[p] * inv, values + p * stride + d, out + d, hd - d);
+        for (size_t p = 0; p < len; p++) {
+            const float w = scores[p] * inv;
+            if (!half) {
+                BK_VEC(axpy)(w, (const float *)values + p * stride + d, out + d, hd - d);
+                continue;
+            }
+            size_t i = 0;  // axpy's operations on the widened values
+            for (; i + 16 <= hd - d; i += 16)
+                BK_VEC(store)(out + d + i, BK_VEC(load)(out + d + i) + w * BK_VEC(loadkv)(values, p * stride + d + i, 1));
+            for (; d + i < hd; i++) out[d + i] += w * BK_VEC(kv1)(values, p * stride + d + i, 1);
+        }
+    }
+}
+
+void BK_VEC(attend)(const float *q, const void *keys, const void *values, int half, size_t stride, size_t len, size_t hd,
+                    float scale, float *scores, float *out) {
+    if (half) BK_VEC(attend_kv)(q, keys, values, stride, len, hd, scale, scores, out, 1);
+    else BK_VEC(attend_kv)(q, keys, values, stride, len, hd, scale, scores, out, 0);
+}
+
+void BK_VEC(to_half)(const float *x, uint16_t *y, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const bk_kv_h16 h = __builtin_convertvector(BK_VEC(load)(x + i), bk_kv_h16);
+        memcpy(y + i, &h, sizeof h);
+    }
+    for (; i < n; i++) {
+        const _Float16 h = (_Float16)x[i];
+        memcpy(y + i, &h, sizeof h);
     }
 }
 

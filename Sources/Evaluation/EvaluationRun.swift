@@ -36,6 +36,8 @@ public struct EvaluationSettings: Sendable {
     public var generate = true
     /// What stored base weights are multiplied with when generating (float32: the reference).
     public var activations: ActivationPrecision = .float32
+    /// How generation's KV caches store keys and values.
+    public var kvCache: KVCachePrecision = .float32
     /// Also generate every model's replies to response_format turns constrained to their schema
     /// (guided generation): one more row per model, "LABEL constrained".
     public var constrained = false
@@ -224,7 +226,7 @@ public enum EvaluationRun {
                 "models": models.map { ["label": $0.label, "checkpoint": $0.checkpoint ?? NSNull()] as [String: Any] },
                 "samples": data.samples.count, "targets": targets.count, "turns": "\(s.turns)", "max_new_tokens": maxNew,
                 "max_sequence_length": s.maxSequenceLength, "batch_size": s.batchSize, "generation_batch_size": s.generationBatchSize,
-                "activations": "\(s.activations)", "constrained": s.constrained]
+                "activations": "\(s.activations)", "kv_cache": "\(s.kvCache)", "constrained": s.constrained]
             let l = try RunLog(root: root, runId: RunLog.newRunId(kind: "evaluation"),
                                header: RunHeader(kind: "evaluation", title: "evaluation on \(URL(fileURLWithPath: s.evalData).lastPathComponent)", settings: settings),
                                report: s.report, resume: nil)
@@ -251,7 +253,7 @@ public enum EvaluationRun {
             }
             var constrainedSummary: ModelSummary? = nil
             if s.generate {
-                let engine = InferenceModel(base: base.weights, adapter: adapter, activations: s.activations)
+                let engine = InferenceModel(base: base.weights, adapter: adapter, activations: s.activations, kvCache: s.kvCache)
                 for guided in s.constrained ? [false, true] : [false] {
                     let tg = Date()
                     var row = guided ? ModelSummary(label: m.label + " constrained", checkpoint: m.checkpoint, step: summary.step) : summary

@@ -87,6 +87,8 @@ public final class InferenceModel: @unchecked Sendable {
     public let precision: WeightPrecision
     /// What stored weights are multiplied with (float32 gives the reference numbers).
     public let activations: ActivationPrecision
+    /// How the caches `makeCache` makes store keys and values.
+    public let kvCache: KVCachePrecision
     let layers: [Layer]
     let embed: FrozenMatrix  // [V, D]
     let head: Weights  // [V, D]
@@ -97,11 +99,12 @@ public final class InferenceModel: @unchecked Sendable {
     /// The base weights with `adapter` (when given): merged into the projections it targets
     /// when they are float32, added per row as its low-rank term when they are stored.
     public init(base: BaseWeights, adapter: Adapter? = nil, precision: WeightPrecision = .float32,
-                activations: ActivationPrecision = .float32) {
+                activations: ActivationPrecision = .float32, kvCache: KVCachePrecision = .float32) {
         let c = base.config
         config = c
         self.precision = precision
         self.activations = activations
+        self.kvCache = kvCache
         embed = base.embedding
         head = Weights(base.head, precision)
         finalNorm = base.finalNorm
@@ -146,13 +149,14 @@ public final class InferenceModel: @unchecked Sendable {
     }
 
     /// A loaded model (base and optional adapter) on the KV-cache path.
-    public convenience init(_ model: LoadedModel, precision: WeightPrecision = .float32, activations: ActivationPrecision = .float32) {
-        self.init(base: model.base.weights, adapter: model.adapter, precision: precision, activations: activations)
+    public convenience init(_ model: LoadedModel, precision: WeightPrecision = .float32, activations: ActivationPrecision = .float32,
+                            kvCache: KVCachePrecision = .float32) {
+        self.init(base: model.base.weights, adapter: model.adapter, precision: precision, activations: activations, kvCache: kvCache)
     }
 
     public func makeCache(capacity: Int? = nil) -> KVCache {
         KVCache(layers: config.numLayers, width: config.numKVHeads * config.headDim,
-                capacity: capacity ?? config.maxPositionEmbeddings)
+                capacity: capacity ?? config.maxPositionEmbeddings, precision: kvCache)
     }
 
     /// Runs `tokens` (appended after what the cache holds) and returns logits [n, V] for every
@@ -306,10 +310,7 @@ public final class InferenceModel: @unchecked Sendable {
                         base[f + half] = b * cs + a * sn
                     }
                 }
-                let cache = segments[rowSegment[r]].cache
-                let at = rowPosition[r] * K * hd
-                (cache.keys[li] + at).update(from: row + H * hd, count: K * hd)
-                (cache.values[li] + at).update(from: row + (H + K) * hd, count: K * hd)
+                segments[rowSegment[r]].cache.store(layer: li, position: rowPosition[r], keys: row + H * hd, values: row + (H + K) * hd)
             }
             attention.run(layer: li, qkv: qkv, into: att, ws: ws)  // [n, H*hd]
             layer.wo.matmulNT(att, m: n, n: D, k: H * hd, o, activations)  // [n, D]
@@ -418,7 +419,9 @@ public final class InferenceModel: @unchecked Sendable {
             for r in 0..<n { work += (rowPosition[r] + 1) * H * hd }
             let chunks = work >= 1 << 18 ? min(items, 4 * ProcessInfo.processInfo.activeProcessorCount) : 1
             let scores = ws.scores.ensure(chunks * G * maxLength)
-            let keys = caches.map { UnsafePointer($0.keys[li]) }, values = caches.map { UnsafePointer($0.values[li]) }
+            let keys = caches.map { UnsafeRawPointer($0.keys[li]) }, values = caches.map { UnsafeRawPointer($0.values[li]) }
+            let half: Int32 = caches.first?.precision == .float16 ? 1 : 0, size = half == 1 ? 2 : 4
+            precondition(caches.allSatisfy { ($0.precision == .float16) == (half == 1) }, "[Attention] caches of mixed precision")
             let scale = 1 / Float(hd).squareRoot()
             WorkerPool.forEach(chunks) { ci in
                 let sc = scores + ci * G * maxLength
@@ -426,10 +429,10 @@ public final class InferenceModel: @unchecked Sendable {
                 while item < items {
                     let r = item / K, kvh = item % K
                     let len = rowPosition[r] + 1
-                    let kBase = keys[rowSegment[r]] + kvh * hd, vBase = values[rowSegment[r]] + kvh * hd
+                    let kBase = keys[rowSegment[r]] + kvh * hd * size, vBase = values[rowSegment[r]] + kvh * hd * size
                     for g in 0..<G {
                         let hh = kvh * G + g
-                        bk_attend(qkv + r * Q + hh * hd, kBase, vBase, width, len, hd, scale, sc + g * maxLength, att + r * H * hd + hh * hd)
+                        bk_attend(qkv + r * Q + hh * hd, kBase, vBase, half, width, len, hd, scale, sc + g * maxLength, att + r * H * hd + hh * hd)
                     }
                     item += chunks
                 }
@@ -590,8 +593,9 @@ final class Workspace {
 /// `truncate(to:)` rolls back (speculative decoding rejects a draft's tail). Storage is reserved
 /// uninitialized, so an unused capacity costs address space, not memory.
 public final class KVCache {
-    private(set) var keys: [UnsafeMutablePointer<Float>]  // per layer [capacity, K*hd]
-    private(set) var values: [UnsafeMutablePointer<Float>]
+    public let precision: KVCachePrecision
+    private(set) var keys: [UnsafeMutableRawPointer]  // per layer [capacity, K*hd] values of `precision`
+    private(set) var values: [UnsafeMutableRawPointer]
     let width: Int
     public private(set) var capacity: Int
     public internal(set) var count = 0
@@ -599,35 +603,54 @@ public final class KVCache {
     /// Every layer's keys and values in one allocation: a server makes and drops a cache per
     /// request, and 2 x layers blocks of ~100 KB each (60 for SmolLM2) fragmented the heap (a
     /// 10-minute load run's RSS still rose 1.5 MB/min).
-    private var storage: UnsafeMutablePointer<Float>
+    private var storage: UnsafeMutableRawPointer
 
-    init(layers: Int, width: Int, capacity: Int) {
+    init(layers: Int, width: Int, capacity: Int, precision: KVCachePrecision = .float32) {
         self.width = width
+        self.precision = precision
         self.capacity = max(capacity, 1)
-        (storage, keys, values) = Self.allocate(layers: layers, width: width, capacity: max(capacity, 1))
+        (storage, keys, values) = Self.allocate(layers: layers, bytes: width * precision.size, capacity: max(capacity, 1))
     }
 
-    private static func allocate(layers: Int, width: Int, capacity: Int)
-        -> (UnsafeMutablePointer<Float>, [UnsafeMutablePointer<Float>], [UnsafeMutablePointer<Float>]) {
-        let block = capacity * width
-        let storage = UnsafeMutablePointer<Float>.allocate(capacity: max(1, 2 * layers * block))
+    /// One allocation of 2 x layers blocks of `capacity` rows of `bytes`.
+    private static func allocate(layers: Int, bytes: Int, capacity: Int)
+        -> (UnsafeMutableRawPointer, [UnsafeMutableRawPointer], [UnsafeMutableRawPointer]) {
+        let block = capacity * bytes
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(1, 2 * layers * block), alignment: 64)
         return (storage, (0..<layers).map { storage + 2 * $0 * block }, (0..<layers).map { storage + (2 * $0 + 1) * block })
     }
 
     deinit { storage.deallocate() }
 
+    /// Bytes of one position's keys (or values) in one layer.
+    var rowBytes: Int { width * precision.size }
+
     func reserve(_ tokens: Int) {
         guard tokens > capacity else { return }
         var newCap = capacity
         while newCap < tokens { newCap *= 2 }
-        let (s, k, v) = Self.allocate(layers: keys.count, width: width, capacity: newCap)
+        let (s, k, v) = Self.allocate(layers: keys.count, bytes: rowBytes, capacity: newCap)
         for l in keys.indices {
-            k[l].update(from: keys[l], count: count * width)
-            v[l].update(from: values[l], count: count * width)
+            k[l].copyMemory(from: keys[l], byteCount: count * rowBytes)
+            v[l].copyMemory(from: values[l], byteCount: count * rowBytes)
         }
         storage.deallocate()
         (storage, keys, values) = (s, k, v)
         capacity = newCap
+    }
+
+    /// Stores one position's keys and values (`width` floats each) of layer `layer`, rounded to
+    /// the cache's precision.
+    func store(layer: Int, position: Int, keys k: UnsafePointer<Float>, values v: UnsafePointer<Float>) {
+        let at = position * rowBytes
+        switch precision {
+        case .float32:
+            (keys[layer] + at).copyMemory(from: k, byteCount: rowBytes)
+            (values[layer] + at).copyMemory(from: v, byteCount: rowBytes)
+        case .float16:
+            bk_to_half(k, (keys[layer] + at).assumingMemoryBound(to: UInt16.self), width)
+            bk_to_half(v, (values[layer] + at).assumingMemoryBound(to: UInt16.self), width)
+        }
     }
 
     public func truncate(to length: Int) {
@@ -636,17 +659,17 @@ public final class KVCache {
     }
 
     /// Bytes one position holds (keys and values of every layer).
-    public var bytesPerPosition: Int { keys.count * width * MemoryLayout<Float>.size * 2 }
+    public var bytesPerPosition: Int { keys.count * rowBytes * 2 }
 
     /// Replaces the contents with the first `length` positions of `other` (a prompt prefix
     /// computed once and shared by several conversations).
     public func copyPrefix(of other: KVCache, length: Int) {
-        precondition(other.keys.count == keys.count && other.width == width && length <= other.count,
+        precondition(other.keys.count == keys.count && other.width == width && other.precision == precision && length <= other.count,
                      "[KVCache.copyPrefix] \(length) positions of a cache holding \(other.count)")
         reserve(length)
         for l in keys.indices {
-            keys[l].update(from: other.keys[l], count: length * width)
-            values[l].update(from: other.values[l], count: length * width)
+            keys[l].copyMemory(from: other.keys[l], byteCount: length * rowBytes)
+            values[l].copyMemory(from: other.values[l], byteCount: length * rowBytes)
         }
         count = length
     }

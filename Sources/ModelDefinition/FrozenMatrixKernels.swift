@@ -19,6 +19,16 @@ public enum ActivationPrecision: String, Sendable, CaseIterable, Codable {
     case q8
 }
 
+/// How a KV cache stores keys and values: float32 (the reference numbers) or IEEE half (half
+/// the memory and the bytes attention reads, as llama.cpp's default cache; each value rounded to
+/// nearest once when stored, and widened exactly when read).
+public enum KVCachePrecision: String, Sendable, CaseIterable, Codable {
+    case float32, float16
+
+    /// Bytes of one stored value.
+    public var size: Int { self == .float32 ? 4 : 2 }
+}
+
 extension FrozenMatrix {
     /// Input rows up to which the block kernels stream the weights (beyond, panels + sgemm win).
     public static let streamingRows = 16

@@ -65,7 +65,7 @@ struct BenchDecode: ParsableCommand {
     func measure() throws {
         let t0 = monotonicSeconds()
         let base = try model.load()
-        let engine = InferenceModel(base: base.weights, activations: decoding.activations)
+        let engine = InferenceModel(base: base.weights, activations: decoding.activations, kvCache: decoding.kvCache)
         let loadSeconds = monotonicSeconds() - t0
         let V = base.config.vocabSize
         let prompt = (0..<promptTokens).map { ($0 * 7919 + 13) % V }
@@ -98,7 +98,7 @@ struct BenchDecode: ParsableCommand {
         let meanDecode = decode.reduce(0, +) / Double(decode.count)
         let streamed = Double(bytes) * meanDecode / 1e9
         let result: [String: Any] = [
-            "model": base.path, "base_weights": model.baseWeights.rawValue, "activations": decoding.activations.rawValue, "many_rows": manyRows.rawValue, "threads": threads,
+            "model": base.path, "base_weights": model.baseWeights.rawValue, "activations": decoding.activations.rawValue, "kv_cache": decoding.kvCache.rawValue, "many_rows": manyRows.rawValue, "threads": threads,
             "prompt_tokens": promptTokens, "gen_tokens": genTokens,
             "prefill_tokens_per_s": prefill.reduce(0, +) / Double(prefill.count), "prefill_tokens_per_s_best": prefill.max()!,
             "decode_tokens_per_s": meanDecode, "decode_tokens_per_s_best": decode.max()!,

@@ -58,7 +58,7 @@ struct BenchSpeculative: ParsableCommand {
     func run() throws {
         let loaded = try model.load(adapter: checkpoint)
         let base = loaded.base
-        let target = InferenceModel(loaded, activations: decoding.activations)
+        let target = InferenceModel(loaded, activations: decoding.activations, kvCache: decoding.kvCache)
         let draft = try DraftEngine.load(path: draftCheckpoint, base: base, precision: draftPrecision)
         let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
         var conversations: [[Message]] = []

@@ -102,6 +102,7 @@ struct EvaluateAdapter: ParsableCommand {
         s.computeLoss = !skipLoss
         s.generate = !skipGeneration
         s.activations = decoding.activations
+        s.kvCache = decoding.kvCache
         s.constrained = constrained
         s.report = report.settings()
         s.logRoot = logDir ?? s.defaultLogRoot

@@ -102,7 +102,7 @@ struct Generate: ParsableCommand {
     func run() throws {
         let loaded = try model.load(adapter: checkpoint)  // any adapter form, checked against the base
         let base = loaded.base
-        let engine = InferenceModel(loaded, activations: decoding.activations)
+        let engine = InferenceModel(loaded, activations: decoding.activations, kvCache: decoding.kvCache)
         let drafter = try draftCheckpoint.map { try DraftEngine.load(path: $0, base: base, precision: draftPrecision) }
             ?? loaded.draft.map { DraftEngine($0, precision: draftPrecision) }
         // a package's own draft runs with the package's speculativeDecodingDraftTokenCount

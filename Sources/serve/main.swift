@@ -79,7 +79,7 @@ struct Serve: AsyncParsableCommand {
         let name = modelName ?? URL(fileURLWithPath: base.path).deletingPathExtension().lastPathComponent
         let catalog = try AdapterCatalog(base: base, baseID: name, folder: adapters, rescanInterval: rescanInterval,
                                          adapterPrecision: adapterPrecision)
-        let scheduler = Scheduler(model: InferenceModel(base: base.weights, activations: decoding.activations),
+        let scheduler = Scheduler(model: InferenceModel(base: base.weights, activations: decoding.activations, kvCache: decoding.kvCache),
                                   maxActive: maxActive, queueCapacity: queue, promptCacheBytes: promptCacheMb << 20)
         scheduler.start()
         defer { scheduler.shutdown() }

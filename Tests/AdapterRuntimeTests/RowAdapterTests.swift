@@ -54,6 +54,49 @@ final class RowAdapterTests: XCTestCase {
         XCTAssertNotEqual(Array(logits[0..<V]), Array(logits[(V)..<(2 * V)]), file: file, line: line)
     }
 
+    /// A float16 KV cache (`--kv-cache float16`) on the tiny model: logits near the float32
+    /// cache's while decoding (and not equal: the rounding is there), a cache that grows and a
+    /// copied prefix give the bits of one made big enough, batched rows equal each row alone, and
+    /// a position takes half the bytes.
+    func testFloat16KVCacheOnTheTinyModel() throws {
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: TinyAssets.tempDir()), storage: .stored)
+        let f32 = InferenceModel(base: base.weights), f16 = InferenceModel(base: base.weights, kvCache: .float16)
+        let V = base.config.vocabSize
+        let prompt = (0..<9).map { (5 * $0 + 3) % V }
+        let c32 = f32.makeCache(capacity: 64), c16 = f16.makeCache(capacity: 64), small = f16.makeCache(capacity: 2)
+        XCTAssertEqual(2 * c16.bytesPerPosition, c32.bytesPerPosition)
+        XCTAssertEqual(c16.precision, .float16)
+        var a = f32.forward(prompt, cache: c32), b = f16.forward(prompt, cache: c16)
+        XCTAssertEqual(f16.forward(prompt, cache: small), b, "a float16 cache that grows gives the same bits")
+        var moved = 0
+        for step in 0..<6 {
+            let scale = a.map { abs($0) }.max()!, worst = zip(a, b).map { abs($0 - $1) }.max()!
+            XCTAssertLessThan(worst, 5e-3 * scale, "step \(step): float16 cache logits within 5e-3 of the largest")
+            if worst > 0 { moved += 1 }
+            let t = Sampler.argmax(a[...])
+            a = f32.forward([t], cache: c32)
+            b = f16.forward([t], cache: c16)
+            XCTAssertEqual(f16.forward([t], cache: small), b, "step \(step), grown cache")
+        }
+        XCTAssertGreaterThan(moved, 0, "the rounding moves the logits (so the comparison compares something)")
+        let copy = f16.makeCache(capacity: 4)
+        copy.copyPrefix(of: c16, length: c16.count)
+        XCTAssertEqual(f16.forward([7], cache: copy), f16.forward([7], cache: c16), "a copied float16 prefix continues as the original")
+        // two conversations in one batch, each with its own float16 cache, equal each alone
+        let prompts = [[1, 2, 3], [4, 5, 6, 7, 8]]
+        let caches = prompts.map { _ in f16.makeCache(capacity: 16) }, alone = prompts.map { _ in f16.makeCache(capacity: 16) }
+        var tokens: [Int] = []
+        for (i, p) in prompts.enumerated() {
+            _ = f16.forward(p, cache: caches[i])
+            tokens.append(Sampler.argmax(f16.forward(p, cache: alone[i])[...]))
+        }
+        var logits: [Float] = []
+        f16.forward(batch: tokens, caches: caches, adapters: [nil, nil], into: &logits)
+        for i in prompts.indices {
+            XCTAssertEqual(Array(logits[(i * V)..<((i + 1) * V)]), f16.forward([tokens[i]], cache: alone[i]), "row \(i) of the batch")
+        }
+    }
+
     func testMixedAdapterBatchEqualsEachRowAloneOnTheTinyModel() throws {
         let base = try BaseModel.load(path: try TinyAssets.writeModel(in: TinyAssets.tempDir()), storage: .stored)
         XCTAssertTrue(base.weights.layers[0].projection(.q).isStored, "the tiny GGUF is kept as stored")

@@ -93,21 +93,53 @@ final class VectorKernelTests: XCTestCase {
     }
 
     func attend(level: Int32, q: [Float], keys: [Float], values: [Float], stride: Int, len: Int, hd: Int, scale: Float) -> [Float] {
+        keys.withUnsafeBytes { kp in values.withUnsafeBytes { vp in attend(level: level, q: q, keys: kp, values: vp, half: false, stride: stride, len: len, hd: hd, scale: scale) } }
+    }
+
+    /// bk_attend over keys and values as raw rows: float32, or IEEE half bits when `half`.
+    func attend(level: Int32, q: [Float], keys: UnsafeRawBufferPointer, values: UnsafeRawBufferPointer, half: Bool,
+                stride: Int, len: Int, hd: Int, scale: Float) -> [Float] {
         var out = [Float](repeating: .nan, count: hd)
         var scores = [Float](repeating: .nan, count: len)
         q.withUnsafeBufferPointer { qp in
-            keys.withUnsafeBufferPointer { kp in
-                values.withUnsafeBufferPointer { vp in
-                    scores.withUnsafeMutableBufferPointer { sp in
-                        out.withUnsafeMutableBufferPointer { op in
-                            bk_attend_at(level, qp.baseAddress, kp.baseAddress, vp.baseAddress, stride, len, hd, scale,
-                                         sp.baseAddress, op.baseAddress)
-                        }
-                    }
+            scores.withUnsafeMutableBufferPointer { sp in
+                out.withUnsafeMutableBufferPointer { op in
+                    bk_attend_at(level, qp.baseAddress, keys.baseAddress, values.baseAddress, half ? 1 : 0, stride, len, hd, scale,
+                                 sp.baseAddress, op.baseAddress)
                 }
             }
         }
         return out
+    }
+
+    /// A float16 KV cache: attention over half keys and values gives, bit for bit, what it gives
+    /// over float32 rows holding the same (rounded) values, at every level, tails included; and
+    /// bk_to_half rounds as Swift's Float16 does (to nearest, ties to even, overflow to infinity).
+    func testHalfCacheAttendIsFloatAttendOfTheRoundedValues() {
+        var rng = RNG(state: 21)
+        for level in BlockKernelTests.levels {
+            for (len, hd, stride) in [(1, 64, 64), (3, 8, 24), (17, 64, 128), (100, 80, 160), (33, 72, 72)] {
+                let q = (0..<hd).map { _ in rng.float() * 3 }
+                let keys = (0..<(len * stride)).map { _ in rng.float() * 3 }, values = (0..<(len * stride)).map { _ in rng.float() }
+                let hk = keys.map { Float16($0) }, hv = values.map { Float16($0) }
+                let rk = hk.map { Float($0) }, rv = hv.map { Float($0) }
+                let scale = 1 / Float(hd).squareRoot()
+                let fromHalf = hk.withUnsafeBytes { kp in hv.withUnsafeBytes { vp in
+                    attend(level: level, q: q, keys: kp, values: vp, half: true, stride: stride, len: len, hd: hd, scale: scale) } }
+                let fromRounded = attend(level: level, q: q, keys: rk, values: rv, stride: stride, len: len, hd: hd, scale: scale)
+                XCTAssertEqual(fromHalf.map(\.bitPattern), fromRounded.map(\.bitPattern),
+                               "len \(len) hd \(hd) at \(BlockKernelTests.levelName(level))")
+                // and the rounding is what moves the result: not the same as the float32 rows
+                if len > 1 {
+                    XCTAssertNotEqual(fromHalf, attend(level: level, q: q, keys: keys, values: values, stride: stride, len: len, hd: hd, scale: scale))
+                }
+            }
+            var x = (0..<1000).map { _ in rng.float() * 100 }
+            x += [0, -0, 65504, 65519.99, 65520, 1e6, -1e6, 6e-8, 3e-8, 2.9802322e-8, 1e-10, 1.00048828125, 1.000732421875, .infinity, -.infinity]
+            var got = [UInt16](repeating: 0, count: x.count)
+            x.withUnsafeBufferPointer { xp in got.withUnsafeMutableBufferPointer { bk_to_half_at(level, xp.baseAddress, $0.baseAddress, x.count) } }
+            XCTAssertEqual(got, x.map { Float16($0).bitPattern }, "bk_to_half at \(BlockKernelTests.levelName(level))")
+        }
     }
 
     func testAttendMatchesFloat64AtEveryLevel() {

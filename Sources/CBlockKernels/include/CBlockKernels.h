@@ -129,10 +129,15 @@ void bk_axpy(float alpha, const float *x, float *y, size_t n);
 
 /// One query head's causal attention over `len` cached positions (len >= 1): s_j =
 /// (q·k_j)·scale, p = softmax(s), out[0..<hd] = Σ_j p_j·v_j, where k_j = keys + j·stride and
-/// v_j = values + j·stride (hd floats each). `scores` is scratch for len floats. e^x is a
-/// polynomial with about 2e-7 relative error.
-void bk_attend(const float *q, const float *keys, const float *values, size_t stride, size_t len, size_t hd,
+/// v_j = values + j·stride (hd values each; float32, or IEEE half when `half` is nonzero: a
+/// float16 KV cache, each value widened exactly before the same operations). `scores` is
+/// scratch for len floats. e^x is a polynomial with about 2e-7 relative error.
+void bk_attend(const float *q, const void *keys, const void *values, int half, size_t stride, size_t len, size_t hd,
                float scale, float *scores, float *out);
+
+/// y[i] = x[i] rounded to IEEE half (to nearest, ties to even; beyond the half range: ±inf),
+/// i < n: the same bits on every level.
+void bk_to_half(const float *x, uint16_t *y, size_t n);
 
 /// An adapter's up-projection added to y: y[row·ldy + o] += Σ_{j<r} u[row·r + j]·bt[j·out + o]
 /// for row < m and o0 <= o < o1, with B stored transposed (bt [r, out]: float32, or IEEE half
@@ -145,8 +150,9 @@ float bk_dot_at(int level, const float *a, const float *b, size_t n);
 void bk_lowrank_up_at(int level, const float *u, size_t m, size_t r, const void *bt, int half, size_t out, size_t o0,
                       size_t o1, float *y, size_t ldy);
 void bk_axpy_at(int level, float alpha, const float *x, float *y, size_t n);
-void bk_attend_at(int level, const float *q, const float *keys, const float *values, size_t stride, size_t len,
+void bk_attend_at(int level, const float *q, const void *keys, const void *values, int half, size_t stride, size_t len,
                   size_t hd, float scale, float *scores, float *out);
+void bk_to_half_at(int level, const float *x, uint16_t *y, size_t n);
 
 #ifdef __cplusplus
 }
