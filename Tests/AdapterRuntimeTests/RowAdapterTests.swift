@@ -60,28 +60,46 @@ final class RowAdapterTests: XCTestCase {
     /// a position takes half the bytes.
     func testFloat16KVCacheOnTheTinyModel() throws {
         let base = try BaseModel.load(path: try TinyAssets.writeModel(in: TinyAssets.tempDir()), storage: .stored)
+        checkFloat16Cache(base, steps: 6)
+    }
+
+    /// The same on SmolLM2 (Q4_1 blocks), printing how far the logits move.
+    func testFloat16KVCacheOnSmolLM2() throws {
+        guard let path = ProcessInfo.processInfo.environment["ADAPTER_BASE_MODEL"], FileManager.default.fileExists(atPath: path) else {
+            throw XCTSkip("needs the real base model: set ADAPTER_BASE_MODEL (scripts/fetch-model.sh prints its path)")
+        }
+        let worst = checkFloat16Cache(try BaseModel.load(path: path, storage: .stored), steps: 8)
+        print("RowAdapterTests: SmolLM2 with a float16 KV cache: largest |logit difference| / largest |logit| = \(worst)")
+    }
+
+    /// Decodes greedily (the float32 cache's choices) with both caches; returns the largest logit
+    /// difference relative to the largest logit.
+    @discardableResult
+    func checkFloat16Cache(_ base: BaseModel, steps: Int, file: StaticString = #filePath, line: UInt = #line) -> Float {
         let f32 = InferenceModel(base: base.weights), f16 = InferenceModel(base: base.weights, kvCache: .float16)
         let V = base.config.vocabSize
         let prompt = (0..<9).map { (5 * $0 + 3) % V }
         let c32 = f32.makeCache(capacity: 64), c16 = f16.makeCache(capacity: 64), small = f16.makeCache(capacity: 2)
-        XCTAssertEqual(2 * c16.bytesPerPosition, c32.bytesPerPosition)
-        XCTAssertEqual(c16.precision, .float16)
+        XCTAssertEqual(2 * c16.bytesPerPosition, c32.bytesPerPosition, file: file, line: line)
+        XCTAssertEqual(c16.precision, .float16, file: file, line: line)
         var a = f32.forward(prompt, cache: c32), b = f16.forward(prompt, cache: c16)
-        XCTAssertEqual(f16.forward(prompt, cache: small), b, "a float16 cache that grows gives the same bits")
-        var moved = 0
-        for step in 0..<6 {
+        XCTAssertEqual(f16.forward(prompt, cache: small), b, "a float16 cache that grows gives the same bits", file: file, line: line)
+        var moved = 0, relative: Float = 0
+        for step in 0..<steps {
             let scale = a.map { abs($0) }.max()!, worst = zip(a, b).map { abs($0 - $1) }.max()!
-            XCTAssertLessThan(worst, 5e-3 * scale, "step \(step): float16 cache logits within 5e-3 of the largest")
+            XCTAssertLessThan(worst, 5e-3 * scale, "step \(step): float16 cache logits within 5e-3 of the largest", file: file, line: line)
+            relative = max(relative, worst / scale)
             if worst > 0 { moved += 1 }
             let t = Sampler.argmax(a[...])
             a = f32.forward([t], cache: c32)
             b = f16.forward([t], cache: c16)
-            XCTAssertEqual(f16.forward([t], cache: small), b, "step \(step), grown cache")
+            XCTAssertEqual(f16.forward([t], cache: small), b, "step \(step), grown cache", file: file, line: line)
         }
-        XCTAssertGreaterThan(moved, 0, "the rounding moves the logits (so the comparison compares something)")
+        XCTAssertGreaterThan(moved, 0, "the rounding moves the logits (so the comparison compares something)", file: file, line: line)
         let copy = f16.makeCache(capacity: 4)
         copy.copyPrefix(of: c16, length: c16.count)
-        XCTAssertEqual(f16.forward([7], cache: copy), f16.forward([7], cache: c16), "a copied float16 prefix continues as the original")
+        XCTAssertEqual(f16.forward([7], cache: copy), f16.forward([7], cache: c16), "a copied float16 prefix continues as the original",
+                       file: file, line: line)
         // two conversations in one batch, each with its own float16 cache, equal each alone
         let prompts = [[1, 2, 3], [4, 5, 6, 7, 8]]
         let caches = prompts.map { _ in f16.makeCache(capacity: 16) }, alone = prompts.map { _ in f16.makeCache(capacity: 16) }
@@ -93,8 +111,10 @@ final class RowAdapterTests: XCTestCase {
         var logits: [Float] = []
         f16.forward(batch: tokens, caches: caches, adapters: [nil, nil], into: &logits)
         for i in prompts.indices {
-            XCTAssertEqual(Array(logits[(i * V)..<((i + 1) * V)]), f16.forward([tokens[i]], cache: alone[i]), "row \(i) of the batch")
+            XCTAssertEqual(Array(logits[(i * V)..<((i + 1) * V)]), f16.forward([tokens[i]], cache: alone[i]), "row \(i) of the batch",
+                           file: file, line: line)
         }
+        return relative
     }
 
     func testMixedAdapterBatchEqualsEachRowAloneOnTheTinyModel() throws {
