@@ -8,7 +8,8 @@
 #      sampled every 5 s (first, last, max, slope over the second half).
 # Every request streams MAX_TOKENS (default 96) tokens at most, temperature 0.8; ACTIVATIONS=q8
 # serves with int8 activations (--activations q8), ADAPTER_PRECISION=float32 keeps the adapters'
-# factors as trained (--adapter-precision float32; serve's default is float16), PROMPT_CACHE_MB sets --prompt-cache-mb (0: off;
+# factors as trained (--adapter-precision float32; serve's default is float16), KV_CACHE=float16 halves
+# every conversation's KV cache (--kv-cache float16), PROMPT_CACHE_MB sets --prompt-cache-mb (0: off;
 # each request's prompt is its own words after the chat template's shared system message). Prints one JSON
 # line per phase. Needs ADAPTER_BASE_MODEL (scripts/fetch-model.sh) and 2 quiet cores.
 set -euo pipefail
@@ -32,7 +33,8 @@ for i in 1 2 3 4; do
 done
 
 "$bin/serve" --base-model "$ADAPTER_BASE_MODEL" --adapters "$work/adapters" --port 0 --max-active "${CLIENTS:-8}" --queue 64 \
-  --activations "${ACTIVATIONS:-float32}" --adapter-precision "${ADAPTER_PRECISION:-float16}" --prompt-cache-mb "${PROMPT_CACHE_MB:-128}" \
+  --activations "${ACTIVATIONS:-float32}" --adapter-precision "${ADAPTER_PRECISION:-float16}" --kv-cache "${KV_CACHE:-float32}" \
+  --prompt-cache-mb "${PROMPT_CACHE_MB:-128}" \
   > "$work/serve.log" 2> "$work/serve.err" &
 server=$!
 for _ in $(seq 300); do grep -q listening "$work/serve.log" && break; sleep 0.1; done
