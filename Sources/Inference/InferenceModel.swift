@@ -616,7 +616,9 @@ public final class KVCache {
     private static func allocate(layers: Int, bytes: Int, capacity: Int)
         -> (UnsafeMutableRawPointer, [UnsafeMutableRawPointer], [UnsafeMutableRawPointer]) {
         let block = capacity * bytes
-        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(1, 2 * layers * block), alignment: 64)
+        // malloc's own alignment: 64 went through posix_memalign, and serve's RSS after a minute
+        // of 8 clients rose to 638 MB instead of 500 (freed blocks reused less well)
+        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(1, 2 * layers * block), alignment: 16)
         return (storage, (0..<layers).map { storage + 2 * $0 * block }, (0..<layers).map { storage + (2 * $0 + 1) * block })
     }
 
