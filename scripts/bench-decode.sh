@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prefill and decode speed and peak memory of .build/release/bench-decode beside llama.cpp's
+# Prefill and decode speed and peak memory of .build/release/bench-decode, and the peak memory of
+# .build/release/generate on a short chat (float32 and float16 KV cache), beside llama.cpp's
 # llama-bench (scripts/peers/llama_cpp.sh builds it) in the same sitting, 2 threads, per GGUF file:
 # one table per file, and runs/bench-decode/<time>.json. Leaves out output quality. Follows
 # llama-bench's measure (pp256, tg128: mean tokens/s of 3 runs after a warmup, from its JSON).
@@ -17,12 +18,17 @@ llama_bench=$(scripts/peers/llama_cpp.sh)
 [ ${#models[@]} -gt 0 ] || models=("$(scripts/fetch-model.sh)")
 
 # Ours is built when missing (delete it, or run swift build, to measure newer sources).
-ours=.build/release/bench-decode
-if [ ! -x "$ours" ]; then
-  echo "bench-decode: building ours: swift build -c release --product bench-decode" >&2
-  swift build -c release --product bench-decode >&2 || true
-  [ -x "$ours" ] || echo "bench-decode: OURS COULD NOT BE BUILT (swift build's error above); the tables show llama.cpp only" >&2
-fi
+ours=.build/release/bench-decode generate=.build/release/generate
+for tool in bench-decode generate; do
+  if [ ! -x ".build/release/$tool" ]; then
+    echo "bench-decode: building ours: swift build -c release --product $tool" >&2
+    swift build -c release --product "$tool" >&2 || true
+    [ -x ".build/release/$tool" ] || echo "bench-decode: $tool COULD NOT BE BUILT (swift build's error above); its rows stay empty" >&2
+  fi
+done
+# generate's own peak RSS (the issue's measure): a 38-token chat prompt, 128 new tokens, greedy,
+# with the default float32 KV cache and with --kv-cache float16 (llama.cpp's cache is float16).
+gen_args=(--prompt "Write a short poem about the sea." --max-new-tokens 128 --temperature 0)
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 dir=runs/bench-decode/$stamp
@@ -50,12 +56,25 @@ for model in "${models[@]}"; do
     "$ours" --model "$model" --prompt-tokens "$prompt" --gen-tokens "$gen" --repeats "$reps" --threads "$threads" \
       --out "$dir/$i.ours.json" >&2 || echo "bench-decode: OURS FAILED on $name; its column is empty" >&2
   fi
+  for kv in float32 float16; do
+    rm -f "$dir/$i.generate_$kv.json"
+    if [ -x "$generate" ]; then
+      echo "== $name: ours generate --kv-cache $kv" >&2
+      scripts/peers/peak_rss.py "$dir/$i.generate_$kv.json" -- "$generate" --base-model "$model" "${gen_args[@]}" --kv-cache "$kv" \
+        > /dev/null 2> "$dir/$i.generate_$kv.err" || echo "bench-decode: generate FAILED on $name (see $dir/$i.generate_$kv.err)" >&2
+    fi
+  done
   python3 - "$dir" "$i" "$model" "$prompt" "$gen" "$threads" <<'PY'
 import json, os, sys
 d, i, model, prompt, gen, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 load = lambda p: json.load(open(p)) if os.path.exists(p) and os.path.getsize(p) else None
 tests, depth, rss = load(f"{d}/{i}.llama.json"), load(f"{d}/{i}.llama_depth.json"), load(f"{d}/{i}.llama_rss.json")
 ours = load(f"{d}/{i}.ours.json")
+generate = {kv: load(f"{d}/{i}.generate_{kv}.json") for kv in ("float32", "float16")}
+if ours:
+    for kv, g in generate.items():
+        if g and g.get("exit_code") == 0:
+            ours[f"generate_peak_rss_mb_kv_{kv}"] = g["peak_rss_mb"]
 loadavg = open(f"{d}/{i}.loadavg").read().split()
 
 def pick(rows, n_prompt, n_gen, n_depth):
@@ -75,7 +94,9 @@ llama = {"build": f"b{t0['build_number']}", "commit": t0["build_commit"], "cpu_i
 rows = [(f"prefill tokens/s (pp{prompt})", pp, "prefill_tokens_per_s", True),
         (f"decode tokens/s (tg{gen})", tg, "decode_tokens_per_s", True),
         (f"decode tokens/s (tg{gen} @ depth {prompt})", tgd, None, True),
-        ("peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False)]
+        ("peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False),
+        ("generate peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float32", False),
+        ("  with --kv-cache float16", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float16", False)]
 print(f"\n{os.path.basename(model)}: {threads} threads, llama.cpp {llama['build']} ({llama['commit']}), {llama['cpu_info']}; load average {' '.join(loadavg)} at the start")
 print(f"{'':36} {'llama.cpp':>16} {'ours':>10} {'ours/llama.cpp':>15}")
 ratios, noisy = {}, []
@@ -96,7 +117,8 @@ if ours:
     print(f"ours: {ours['bytes_per_token'] / 1e6:.1f} MB read per decoded token, {ours['bandwidth_gb_s']:.1f} GB/s = "
           f"{100 * ours['fraction_of_bandwidth']:.0f}% of the measured bandwidth; load {ours['load_seconds']:.2f} s; "
           f"base weights {ours['base_weights']}{extra}")
-    print(f"(ours decodes {gen} tokens from an empty context, as llama-bench's tg{gen}; the @ depth row is llama.cpp's alone)")
+    print(f"(ours decodes {gen} tokens from an empty context, as llama-bench's tg{gen}; the @ depth row is llama.cpp's alone;"
+          f" generate's rows: 38 prompt tokens and 128 new, beside llama-bench's peak RSS)")
 else:
     print("ours: not measured (bench-decode missing or failed, see above)")
 json.dump({"model": model, "loadavg_at_start": [float(x) for x in loadavg], "noisy": noisy, "llama_cpp": llama, "ours": ours, "ratios_ours_over_llama_cpp": ratios},
