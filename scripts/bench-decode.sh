@@ -114,8 +114,8 @@ if noisy:
     print("NOISY: llama.cpp's runs differ by more than 15% (other work on the machine?); rerun when idle. Runs: " + "; ".join(noisy))
 if ours:
     extra = f", activations {ours['activations']}" if ours.get("activations") else ""
-    print(f"ours: {ours['bytes_per_token'] / 1e6:.1f} MB read per decoded token, {ours['bandwidth_gb_s']:.1f} GB/s = "
-          f"{100 * ours['fraction_of_bandwidth']:.0f}% of the measured bandwidth; load {ours['load_seconds']:.2f} s; "
+    print(f"ours: {ours['bytes_per_token'] / 1e6:.1f} MB read per decoded token, {ours['streamed_gb_s']:.1f} GB/s = "
+          f"{100 * ours['fraction_of_bandwidth']:.0f}% of the measured {ours['bandwidth_gb_s']:.1f} GB/s; load {ours['load_seconds']:.2f} s; "
           f"base weights {ours['base_weights']}{extra}")
     print(f"(ours decodes {gen} tokens from an empty context, as llama-bench's tg{gen}; the @ depth row is llama.cpp's alone;"
           f" generate's rows: 38 prompt tokens and 128 new, beside llama-bench's peak RSS)")
