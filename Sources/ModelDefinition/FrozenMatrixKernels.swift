@@ -157,10 +157,23 @@ extension FrozenMatrix {
         let group = m <= streamingRows ? m : groupRows(k: k, activations: useQ8 ? .q8 : .float32)
         let groups = (m + group - 1) / group
         // q8: each group's rows quantized once for every matrix, a group's q8 form contiguous
-        // (types without a q8 product stay float32)
-        var q8: UnsafeMutableRawPointer? = nil
-        let q8GroupBytes = bk_q8_bytes(group, k)
-        if useQ8 {
+        // (types without a q8 product stay float32); Q4_K matrices take the q8k form instead
+        // (per-256 scales, integer super-block sums: llama.cpp's q8_K)
+        func isQ4K(_ w: FrozenMatrix) -> Bool { if case .stored(let t, _) = w.storage { t.type == .q4_K } else { false } }
+        let useQ8K = useQ8 && k % 256 == 0 && matrices.contains(where: isQ4K)
+        var q8: UnsafeMutableRawPointer? = nil, q8k: UnsafeMutableRawPointer? = nil
+        let q8GroupBytes = bk_q8_bytes(group, k), q8kGroupBytes = bk_q8k_bytes(group, k)
+        if useQ8K {
+            let q = UnsafeMutableRawPointer.allocate(byteCount: groups * q8kGroupBytes, alignment: 64)
+            q8k = q
+            WorkerPool.forEach(groups > 1 ? groups : 1) { g in
+                let r0 = g * group
+                let rc = bk_quantize_q8k(x + r0 * k, Swift.min(group, m - r0), k, q + g * q8kGroupBytes)
+                precondition(rc == 0, "[FrozenMatrix] bk_quantize_q8k refused \(m)x\(k)")
+            }
+        }
+        defer { q8k?.deallocate() }
+        if useQ8 && !(useQ8K && matrices.allSatisfy(isQ4K)) {
             let q = UnsafeMutableRawPointer.allocate(byteCount: groups * q8GroupBytes, alignment: 64)
             q8 = q
             WorkerPool.forEach(groups > 1 ? groups : 1) { g in
@@ -199,7 +212,11 @@ extension FrozenMatrix {
                 for g in 0..<groups {
                     let r0 = g * group, rows = Swift.min(group, m - r0)
                     var rc = Int32(-1)
-                    if let q8 { rc = bk_matmul_nt_q8(t.type.rawValue, q8 + g * q8GroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld) }
+                    if t.type == .q4_K, let q8k {
+                        rc = bk_matmul_nt_q8k(t.type.rawValue, q8k + g * q8kGroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld)
+                    } else if let q8 {
+                        rc = bk_matmul_nt_q8(t.type.rawValue, q8 + g * q8GroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld)
+                    }
                     if rc != 0 { rc = bk_matmul_nt(t.type.rawValue, x + r0 * k, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld) }
                     precondition(rc == 0, "[FrozenMatrix] bk_matmul_nt returned \(rc) for \(t.type) \(matrices[j].shape)")
                 }

@@ -117,6 +117,30 @@ int bk_matmul_nt_q8_at(int level, uint32_t type, const void *xq, size_t m, size_
                        size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy);
 
 // ---------------------------------------------------------------------------------------------
+// q8k activations, for Q4_K weights: llama.cpp's q8_K. Each activation row is quantized per 256
+// values (scale d = max|x| / 127, q = x / d rounded to nearest even, and the sum of each 32 q);
+// a super-block's products stay integer (its sub-block scales and mins applied to exact sums) and
+// meet floats once per 256 values and row, where the q8 form converts every 32. Each x_i moves by
+// at most d / 2, d being its 256 values' step (coarser than q8's per 32). The same bits on every
+// level and for every row count; fast on AVX-512 VNNI, plain C elsewhere.
+
+/// Bytes of the q8k form of m rows of k activations (k a multiple of 256).
+size_t bk_q8k_bytes(size_t m, size_t k);
+
+/// Writes the q8k form of x (m rows of k floats) into xq (bk_q8k_bytes(m, k) bytes, 4-byte
+/// aligned). Returns BK_OK or BK_ERROR_SHAPE.
+int bk_quantize_q8k(const float *x, size_t m, size_t k, void *xq);
+
+/// As bk_matmul_nt for Q4_K weights with x in q8k form (from bk_quantize_q8k with the same m and
+/// k). Returns BK_OK, BK_ERROR_TYPE (any type but Q4_K) or BK_ERROR_SHAPE.
+int bk_matmul_nt_q8k(uint32_t type, const void *xq, size_t m, size_t k, const void *w, size_t rowBytes,
+                     size_t n0, size_t n1, float *y, size_t ldy);
+
+int bk_quantize_q8k_at(int level, const float *x, size_t m, size_t k, void *xq);
+int bk_matmul_nt_q8k_at(int level, uint32_t type, const void *xq, size_t m, size_t k, const void *w,
+                        size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy);
+
+// ---------------------------------------------------------------------------------------------
 // Float-vector kernels of the decoding path (16 lanes; fused multiply-adds on the AVX2 and
 // AVX-512 levels, so levels differ in the last bits; within a level a result depends only on
 // its inputs). Single-threaded. The _at forms run a level the CPU lacks as the portable one.

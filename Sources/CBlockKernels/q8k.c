@@ -1,0 +1,329 @@
+// The q8k activation form for Q4_K weights: llama.cpp's q8_K arithmetic. Each activation row is
+// quantized per 256 values (one float scale, int8 values, an integer sum per 32), and a Q4_K
+// super-block meets it in integer arithmetic throughout: sumi = Σ_s sc_s·Σ_(i in s) q_w·q_x and
+// summ = Σ_s m_s·bsum_s are exact, then per super-block and row
+//     acc = fma(d_w·d_x, (float)sumi, acc),  macc = fma(dmin_w·d_x, (float)summ, macc),
+// and y = acc - macc. The plain C below fixes those steps; the AVX-512 VNNI product computes the
+// integer sums with vpmaddubsw + vpdpwssd (64 values and one sub-block scale per instruction
+// pair) and the float steps lane by lane for eight rows at once, AVX2 the same with 32 values per
+// pair and four rows, so every level and every row count gives the same bits. Against the per-32
+// q8 form (q8.c), a row costs far fewer operations: one float conversion per 256 values instead
+// of one per 32.
+#include "CBlockKernels.h"
+#include "internal.h"
+
+#include <math.h>
+
+#pragma STDC FP_CONTRACT OFF
+
+// Layout of m rows of k values (k a multiple of 256), B = k / 256 super-blocks per row:
+// q int8 [m][k], then d float [B][m] (block-major: a tile's rows adjacent), then bsum int16
+// [m][B][8] (sum of each 32 values' q).
+typedef struct {
+    const int8_t *q;
+    const float *d;
+    const int16_t *bsum;
+} q8k_view;
+
+static q8k_view q8k_layout(const void *xq, size_t m, size_t k) {
+    const uint8_t *base = (const uint8_t *)xq;
+    q8k_view v = {(const int8_t *)base, (const float *)(base + m * k), (const int16_t *)(base + m * k + 4 * m * (k / 256))};
+    return v;
+}
+
+size_t bk_q8k_bytes(size_t m, size_t k) { return m * k + m * (k / 256) * (4 + 16); }
+
+// The plain C quantizer serves every level (it is a small part of a product's time).
+static void quantize_q8k(const float *x, size_t m, size_t k, void *xq) {
+    const size_t B = k / 256;
+    uint8_t *base = (uint8_t *)xq;
+    int8_t *q = (int8_t *)base;
+    float *d = (float *)(base + m * k);
+    int16_t *bsum = (int16_t *)(base + m * k + 4 * m * B);
+    for (size_t r = 0; r < m; r++) {
+        for (size_t b = 0; b < B; b++) {
+            const float *p = x + r * k + 256 * b;
+            float amax = 0;
+            for (int i = 0; i < 256; i++) amax = fmaxf(amax, fabsf(p[i]));
+            const float scale = amax / 127.0f, inverse = scale != 0 ? 1.0f / scale : 0.0f;
+            int8_t *out = q + r * k + 256 * b;
+            for (int s = 0; s < 8; s++) {
+                int sum = 0;
+                for (int i = 32 * s; i < 32 * s + 32; i++) {
+                    int v = (int)rintf(p[i] * inverse);
+                    v = v > 127 ? 127 : v < -127 ? -127 : v;
+                    out[i] = (int8_t)v;
+                    sum += v;
+                }
+                bsum[(r * B + b) * 8 + s] = (int16_t)sum;
+            }
+            d[b * m + r] = scale;
+        }
+    }
+}
+
+// The reference product: every (row, output) in the order the header gives.
+static void portable_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1,
+                         float *y, size_t ldy) {
+    const size_t B = k / 256;
+    for (size_t r = 0; r < m; r++) {
+        for (size_t o = n0; o < n1; o++) {
+            float acc = 0, macc = 0;
+            for (size_t b = 0; b < B; b++) {
+                const uint8_t *p = w + o * rowBytes + b * BK_Q4_K_BYTES;
+                uint8_t sc[8], mn[8];
+                bk_k4_scales(p + 4, sc, mn);
+                const int8_t *qx = x.q + r * k + 256 * b;
+                int32_t sumi = 0, summ = 0;
+                for (int s = 0; s < 8; s++) {
+                    const uint8_t *qs = p + 16 + 32 * (s / 2);
+                    int32_t isum = 0;
+                    for (int l = 0; l < 32; l++) isum += (s & 1 ? qs[l] >> 4 : qs[l] & 15) * qx[32 * s + l];
+                    sumi += sc[s] * isum;
+                    summ += mn[s] * x.bsum[(r * B + b) * 8 + s];
+                }
+                const float dx = x.d[b * m + r];
+                acc = fmaf(bk_half_to_float(bk_u16(p)) * dx, (float)sumi, acc);
+                macc = fmaf(bk_half_to_float(bk_u16(p + 2)) * dx, (float)summ, macc);
+            }
+            y[r * ldy + o] = acc - macc;
+        }
+    }
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), \
+                             apply_to = function)
+
+#define INLINE static inline __attribute__((always_inline))
+
+// Weight bytes of sub-blocks 2g and 2g+1 ([low nibbles | high nibbles] of 32 bytes), and their
+// scales as 16-bit words ([sc_2g x 16 | sc_2g+1 x 16]).
+INLINE __m512i pair_bytes(const uint8_t *p, int g) {
+    const __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * g)), nibble = _mm256_set1_epi8(15);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(qs, nibble)),
+                              _mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble), 1);
+}
+INLINE __m512i pair_scales(const uint8_t sc[8], int g) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * g])), _mm256_set1_epi16(sc[2 * g + 1]), 1);
+}
+
+// The sums of the 16 lanes of a[0..7], as 8 lanes (exact: integers).
+INLINE __m256i reduce8(const __m512i a[8]) {
+    __m512i b01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+    __m512i b23 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+    __m512i b45 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[4], a[5]), _mm512_unpackhi_epi32(a[4], a[5]));
+    __m512i b67 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[6], a[7]), _mm512_unpackhi_epi32(a[6], a[7]));
+    // per 128-bit lane: (0, 1, 0, 1) -> (0, 1, 2, 3)
+    __m512i c0 = _mm512_add_epi32(_mm512_unpacklo_epi64(b01, b23), _mm512_unpackhi_epi64(b01, b23));
+    __m512i c4 = _mm512_add_epi32(_mm512_unpacklo_epi64(b45, b67), _mm512_unpackhi_epi64(b45, b67));
+    // 128-bit lanes: [c0.0 c0.2 c4.0 c4.2] + [c0.1 c0.3 c4.1 c4.3]
+    __m512i e = _mm512_add_epi32(_mm512_shuffle_i32x4(c0, c4, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(c0, c4, _MM_SHUFFLE(3, 1, 3, 1)));
+    // [rows 0-3 | rows 0-3 | rows 4-7 | rows 4-7] -> [rows 0-3 | rows 4-7]
+    __m512i f = _mm512_shuffle_i32x4(e, e, _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm256_add_epi32(_mm512_castsi512_si256(f), _mm512_extracti64x4_epi64(f, 1));
+}
+
+// summ for rows r0..r0+7 of super-block b: Σ_s mn_s·bsum_s per row (exact).
+INLINE __m256i mins8(q8k_view x, size_t B, size_t r0, size_t b, __m128i mins) {
+    __m128i s[8];
+    for (int r = 0; r < 8; r++) s[r] = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + ((r0 + r) * B + b) * 8)), mins);
+    const __m128i lo = _mm_hadd_epi32(_mm_hadd_epi32(s[0], s[1]), _mm_hadd_epi32(s[2], s[3]));
+    const __m128i hi = _mm_hadd_epi32(_mm_hadd_epi32(s[4], s[5]), _mm_hadd_epi32(s[6], s[7]));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+}
+
+// The same super-block eight weight rows on (two groups ahead), into L2: as prefetch_ahead in
+// avx512.c, without which the row streams starved (one row here ran at 60% of the q8 form's speed).
+INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes) {
+    const char *a = (const char *)p + 8 * rowBytes;
+    _mm_prefetch(a, _MM_HINT_T1);
+    _mm_prefetch(a + 64, _MM_HINT_T1);
+    _mm_prefetch(a + 128, _MM_HINT_T1);
+}
+
+// Eight rows r0.. against one weight row: the header's steps, lane r for row r0 + r.
+INLINE void tile8(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
+    const size_t B = k / 256;
+    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *p = w + b * BK_Q4_K_BYTES;
+        prefetch_ahead(p, rowBytes);
+        uint8_t sc[8], mn[8];
+        bk_k4_scales(p + 4, sc, mn);
+        __m512i a[8];
+        for (int r = 0; r < 8; r++) a[r] = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g++) {
+            const __m512i u = pair_bytes(p, g), s16 = pair_scales(sc, g);
+            for (int r = 0; r < 8; r++) {
+                const __m512i xv = _mm512_loadu_si512((const void *)(x.q + (r0 + r) * k + 256 * b + 64 * g));
+                a[r] = _mm512_dpwssd_epi32(a[r], _mm512_maddubs_epi16(u, xv), s16);
+            }
+        }
+        const __m256i sumi = reduce8(a);
+        const __m256i summ = mins8(x, B, r0, b, _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
+        const __m256 dx = _mm256_loadu_ps(x.d + b * m + r0);
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm256_cvtepi32_ps(sumi), acc);
+        macc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm256_cvtepi32_ps(summ), macc);
+    }
+    float out[8];
+    _mm256_storeu_ps(out, _mm256_sub_ps(acc, macc));
+    for (int r = 0; r < 8; r++) y[(r0 + r) * ldy] = out[r];
+}
+
+// One row r against one weight row (the tail of m / 8): the same steps in scalar form.
+INLINE void tile1(q8k_view x, size_t m, size_t k, size_t r, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
+    const size_t B = k / 256;
+    float acc = 0, macc = 0;
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *p = w + b * BK_Q4_K_BYTES;
+        prefetch_ahead(p, rowBytes);
+        uint8_t sc[8], mn[8];
+        bk_k4_scales(p + 4, sc, mn);
+        __m512i a = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g++)
+            a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(pair_bytes(p, g), _mm512_loadu_si512((const void *)(x.q + r * k + 256 * b + 64 * g))),
+                                    pair_scales(sc, g));
+        const int32_t sumi = _mm512_reduce_add_epi32(a);
+        const __m128i s = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + (r * B + b) * 8)),
+                                         _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
+        const int32_t summ = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(s, s), _mm_setzero_si128()));
+        const float dx = x.d[b * m + r];
+        acc = fmaf(bk_half_to_float(bk_u16(p)) * dx, (float)sumi, acc);
+        macc = fmaf(bk_half_to_float(bk_u16(p + 2)) * dx, (float)summ, macc);
+    }
+    y[r * ldy] = acc - macc;
+}
+
+// Output rows in groups of four; within a group, rows in tiles of eight, then one at a time.
+static void vnni_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
+                     size_t ldy) {
+    for (size_t o = n0; o < n1; o += 4) {
+        const size_t group = n1 - o < 4 ? n1 - o : 4;
+        size_t r = 0;
+        for (; r + 8 <= m; r += 8)
+            for (size_t j = 0; j < group; j++) tile8(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy);
+        for (; r < m; r++)
+            for (size_t j = 0; j < group; j++) tile1(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy);
+    }
+}
+
+#pragma clang attribute pop
+
+// The AVX2 level (also AVX-512 without VNNI): 32 values per instruction pair (vpmaddubsw, then
+// vpmaddwd by the sub-block's scale), tiles of four rows with the float steps in four lanes.
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+
+INLINE __m256i avx2_sub_bytes(const uint8_t *p, int s) {
+    const __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * (s / 2))), nibble = _mm256_set1_epi8(15);
+    return _mm256_and_si256(s & 1 ? _mm256_srli_epi16(qs, 4) : qs, nibble);
+}
+
+INLINE void avx2_prefetch_ahead(const uint8_t *p, size_t rowBytes) {
+    const char *a = (const char *)p + 8 * rowBytes;
+    _mm_prefetch(a, _MM_HINT_T1);
+    _mm_prefetch(a + 64, _MM_HINT_T1);
+    _mm_prefetch(a + 128, _MM_HINT_T1);
+}
+
+// MR (4 or 1) rows r0.. against one weight row.
+INLINE void avx2_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
+                      const int MR) {
+    const size_t B = k / 256;
+    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
+    float acc1 = 0, macc1 = 0;
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *p = w + b * BK_Q4_K_BYTES;
+        avx2_prefetch_ahead(p, rowBytes);
+        uint8_t sc[8], mn[8];
+        bk_k4_scales(p + 4, sc, mn);
+        __m256i a[4];
+        for (int r = 0; r < MR; r++) a[r] = _mm256_setzero_si256();
+        for (int s = 0; s < 8; s++) {
+            const __m256i u = avx2_sub_bytes(p, s), s16 = _mm256_set1_epi16(sc[s]);
+            for (int r = 0; r < MR; r++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + (r0 + r) * k + 256 * b + 32 * s));
+                a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
+            }
+        }
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+        const float dw = bk_half_to_float(bk_u16(p)), dmin = bk_half_to_float(bk_u16(p + 2));
+        if (MR == 4) {
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+            const __m128i sumi = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            __m128i t[4];
+            for (int r = 0; r < 4; r++) t[r] = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + ((r0 + r) * B + b) * 8)), mins);
+            const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(t[0], t[1]), _mm_hadd_epi32(t[2], t[3]));
+            const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
+            acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(dw), dx), _mm_cvtepi32_ps(sumi), acc);
+            macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(dmin), dx), _mm_cvtepi32_ps(summ), macc);
+        } else {
+            const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(a[0]), _mm256_extracti128_si256(a[0], 1));
+            const int32_t sumi = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(h, h), _mm_setzero_si128()));
+            const __m128i t = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + (r0 * B + b) * 8)), mins);
+            const int32_t summ = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(t, t), _mm_setzero_si128()));
+            const float dx = x.d[b * m + r0];
+            acc1 = fmaf(dw * dx, (float)sumi, acc1);
+            macc1 = fmaf(dmin * dx, (float)summ, macc1);
+        }
+    }
+    if (MR == 4) {
+        float out[4];
+        _mm_storeu_ps(out, _mm_sub_ps(acc, macc));
+        for (int r = 0; r < 4; r++) y[(r0 + r) * ldy] = out[r];
+    } else {
+        y[r0 * ldy] = acc1 - macc1;
+    }
+}
+
+static void avx2_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
+                     size_t ldy) {
+    for (size_t o = n0; o < n1; o += 4) {
+        const size_t group = n1 - o < 4 ? n1 - o : 4;
+        size_t r = 0;
+        for (; r + 4 <= m; r += 4)
+            for (size_t j = 0; j < group; j++) avx2_tile(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 4);
+        for (; r < m; r++)
+            for (size_t j = 0; j < group; j++) avx2_tile(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 1);
+    }
+}
+
+#pragma clang attribute pop
+#endif
+
+int bk_quantize_q8k_at(int level, const float *x, size_t m, size_t k, void *xq) {
+    if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
+    if (k == 0 || k % 256 != 0) return BK_ERROR_SHAPE;
+    if (m > 0) quantize_q8k(x, m, k, xq);
+    return BK_OK;
+}
+
+int bk_matmul_nt_q8k_at(int level, uint32_t type, const void *xq, size_t m, size_t k, const void *w, size_t rowBytes,
+                        size_t n0, size_t n1, float *y, size_t ldy) {
+    if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
+    if (type != BK_Q4_K) return BK_ERROR_TYPE;
+    if (k == 0 || k % 256 != 0) return BK_ERROR_SHAPE;
+    if (m == 0 || n1 <= n0) return BK_OK;
+    const q8k_view x = q8k_layout(xq, m, k);
+#if defined(__x86_64__)
+    if (level == BK_LEVEL_AVX512_VNNI) {
+        vnni_q8k(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+        return BK_OK;
+    }
+    if (level >= BK_LEVEL_AVX2) {
+        avx2_q8k(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+        return BK_OK;
+    }
+#endif
+    portable_q8k(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+    return BK_OK;
+}
+
+int bk_quantize_q8k(const float *x, size_t m, size_t k, void *xq) { return bk_quantize_q8k_at(bk_active_level(), x, m, k, xq); }
+
+int bk_matmul_nt_q8k(uint32_t type, const void *xq, size_t m, size_t k, const void *w, size_t rowBytes, size_t n0,
+                     size_t n1, float *y, size_t ldy) {
+    return bk_matmul_nt_q8k_at(bk_active_level(), type, xq, m, k, w, rowBytes, n0, n1, y, ldy);
+}
