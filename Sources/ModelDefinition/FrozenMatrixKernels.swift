@@ -12,8 +12,9 @@ import CBlockKernels
 import ModelAssets
 
 /// What the block kernels multiply the weights with: float32 activations (the reference numbers),
-/// or activations quantized to int8 per 32 values with integer block dot products (llama.cpp's
-/// way; each activation moves by at most half its block's step, and the logits with it).
+/// or activations quantized to int8 per 32 values (per 256 for Q4_K weights: llama.cpp's q8_K)
+/// with integer block dot products (llama.cpp's way; each activation moves by at most half its
+/// block's step, and the logits with it).
 public enum ActivationPrecision: String, Sendable, CaseIterable, Codable {
     case float32
     case q8
