@@ -173,7 +173,47 @@ INLINE void tile8(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, s
     for (int r = 0; r < 8; r++) y[(r0 + r) * ldy] = out[r];
 }
 
-// One row r against one weight row (the tail of m / 8): the same steps in scalar form.
+// The sums of the 16 lanes of a[0..3], as 4 lanes (exact).
+INLINE __m128i reduce4(const __m512i a[4]) {
+    __m512i b01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+    __m512i b23 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+    __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(b01, b23), _mm512_unpackhi_epi64(b01, b23));  // (0, 1, 2, 3) per 128 bits
+    __m256i d = _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+}
+
+// Four rows r0.. against one weight row (m % 8 >= 4): tile8's steps in four lanes.
+INLINE void tile4(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
+    const size_t B = k / 256;
+    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *p = w + b * BK_Q4_K_BYTES;
+        prefetch_ahead(p, rowBytes);
+        uint8_t sc[8], mn[8];
+        bk_k4_scales(p + 4, sc, mn);
+        __m512i a[4];
+        for (int r = 0; r < 4; r++) a[r] = _mm512_setzero_si512();
+        for (int g = 0; g < 4; g++) {
+            const __m512i u = pair_bytes(p, g), s16 = pair_scales(sc, g);
+            for (int r = 0; r < 4; r++) {
+                const __m512i xv = _mm512_loadu_si512((const void *)(x.q + (r0 + r) * k + 256 * b + 64 * g));
+                a[r] = _mm512_dpwssd_epi32(a[r], _mm512_maddubs_epi16(u, xv), s16);
+            }
+        }
+        const __m128i sumi = reduce4(a), mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+        __m128i t[4];
+        for (int r = 0; r < 4; r++) t[r] = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + ((r0 + r) * B + b) * 8)), mins);
+        const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(t[0], t[1]), _mm_hadd_epi32(t[2], t[3]));
+        const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
+        acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm_cvtepi32_ps(sumi), acc);
+        macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm_cvtepi32_ps(summ), macc);
+    }
+    float out[4];
+    _mm_storeu_ps(out, _mm_sub_ps(acc, macc));
+    for (int r = 0; r < 4; r++) y[(r0 + r) * ldy] = out[r];
+}
+
+// One row r against one weight row (the tail of m / 4): the same steps in scalar form.
 INLINE void tile1(q8k_view x, size_t m, size_t k, size_t r, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
     const size_t B = k / 256;
     float acc = 0, macc = 0;
@@ -197,7 +237,8 @@ INLINE void tile1(q8k_view x, size_t m, size_t k, size_t r, const uint8_t *w, si
     y[r * ldy] = acc - macc;
 }
 
-// Output rows in groups of four; within a group, rows in tiles of eight, then one at a time.
+// Output rows in groups of four; within a group, rows in tiles of eight, then four, then one at
+// a time.
 static void vnni_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
                      size_t ldy) {
     for (size_t o = n0; o < n1; o += 4) {
@@ -205,6 +246,8 @@ static void vnni_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t ro
         size_t r = 0;
         for (; r + 8 <= m; r += 8)
             for (size_t j = 0; j < group; j++) tile8(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy);
+        for (; r + 4 <= m; r += 4)
+            for (size_t j = 0; j < group; j++) tile4(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy);
         for (; r < m; r++)
             for (size_t j = 0; j < group; j++) tile1(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy);
     }

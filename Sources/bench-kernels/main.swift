@@ -1,7 +1,8 @@
 // Micro-benchmark of CBlockKernels' bk_matmul_nt on SmolLM2-135M's and a 1B model's matrix
 // shapes, per ggml type and feature level: m = 1 time, GB/s of weight bytes, GFLOP/s on 1 and 2
 // threads, m = 4 and m = 8 cost relative to m = 1, beside the machine's streaming-read bandwidth;
-// float activations (bk_matmul_nt) and q8 activations (bk_quantize_q8 + bk_matmul_nt_q8).
+// float activations (bk_matmul_nt), q8 activations (bk_quantize_q8 + bk_matmul_nt_q8) and, for
+// Q4_K, q8k activations (bk_quantize_q8k + bk_matmul_nt_q8k).
 // Weights are random blocks (timing does not depend on values); whole-model runs are left out.
 import ArgumentParser
 import Autograd
@@ -38,7 +39,7 @@ enum TypeName: String, CaseIterable, ExpressibleByArgument {
 }
 
 enum Mode: String, CaseIterable, ExpressibleByArgument {
-    case float, q8
+    case float, q8, q8k
 }
 
 struct BenchKernels: ParsableCommand {
@@ -54,7 +55,7 @@ struct BenchKernels: ParsableCommand {
     @Option(help: "MiB of distinct weight copies the cold figures cycle through (more than the last-level cache).")
     var coldMegabytes = 256
     @Flag(help: "Skip the cold (weights from DRAM) figures.") var hotOnly = false
-    @Option(parsing: .upToNextOption, help: "Activation modes: float (bk_matmul_nt), q8 (quantized activations; not for F32/F16/BF16).")
+    @Option(parsing: .upToNextOption, help: "Activation modes: float (bk_matmul_nt), q8 (quantized activations; not for F32/F16/BF16), q8k (per-256 activations; Q4_K only).")
     var modes: [Mode] = Mode.allCases
     @Flag(help: "Also time bk_dequantize_rows (the panels prefill and training multiply with sgemm), one thread.")
     var dequantize = false
@@ -99,9 +100,9 @@ struct BenchKernels: ParsableCommand {
                 for i in 0..<(8 * k) { x[i] = Float(i % 17) / 17 - 0.5 }
                 let y = UnsafeMutablePointer<Float>.allocate(capacity: 8 * n)
                 defer { y.deallocate() }
-                let xq = UnsafeMutableRawPointer.allocate(byteCount: bk_q8_bytes(8, k), alignment: 64)
+                let xq = UnsafeMutableRawPointer.allocate(byteCount: max(bk_q8_bytes(8, k), bk_q8k_bytes(8, k)), alignment: 64)
                 defer { xq.deallocate() }
-                for mode in modes where mode == .float || blockSize > 1 {
+                for mode in modes where mode == .float || (mode == .q8 && blockSize > 1) || (mode == .q8k && type == .q4_K) {
                 for level in levels {
                     var figures = [Figure(m: 1, threads: 1), Figure(m: 4, threads: 1), Figure(m: 8, threads: 1),
                                    Figure(m: 1, threads: 2), Figure(m: 4, threads: 2), Figure(m: 8, threads: 2)]
@@ -176,18 +177,20 @@ struct BenchKernels: ParsableCommand {
         func call(_ f: Figure) {
             let w = pool.copy(f.cold ? copy : 0)
             if f.cold { copy = copy + 1 < pool.copies ? copy + 1 : 1 }
-            if mode == .q8 {
-                let rc = bk_quantize_q8_at(level, x, f.m, k, xq)
-                precondition(rc == 0, "[bench-kernels] bk_quantize_q8_at returned \(rc) for k=\(k)")
+            if mode != .float {
+                let rc = mode == .q8 ? bk_quantize_q8_at(level, x, f.m, k, xq) : bk_quantize_q8k_at(level, x, f.m, k, xq)
+                precondition(rc == 0, "[bench-kernels] quantizing for \(mode) returned \(rc) for k=\(k)")
             }
             let chunks = f.threads == 1 ? 1 : min(4 * f.threads, (n + 3) / 4)
             let grain = ((n + chunks - 1) / chunks + 3) / 4 * 4
             withThreads(f.threads) {
                 WorkerPool.forEach(chunks) { c in
                     let n0 = min(n, c * grain), n1 = min(n, n0 + grain)
-                    let rc = mode == .q8
-                        ? bk_matmul_nt_q8_at(level, type.rawValue, xq, f.m, k, w, pool.rowBytes, n0, n1, y, n)
-                        : bk_matmul_nt_at(level, type.rawValue, x, f.m, k, w, pool.rowBytes, n0, n1, y, n)
+                    let rc = switch mode {
+                    case .q8: bk_matmul_nt_q8_at(level, type.rawValue, xq, f.m, k, w, pool.rowBytes, n0, n1, y, n)
+                    case .q8k: bk_matmul_nt_q8k_at(level, type.rawValue, xq, f.m, k, w, pool.rowBytes, n0, n1, y, n)
+                    case .float: bk_matmul_nt_at(level, type.rawValue, x, f.m, k, w, pool.rowBytes, n0, n1, y, n)
+                    }
                     precondition(rc == 0, "[bench-kernels] \(mode) product returned \(rc) for \(type) k=\(k)")
                 }
             }
