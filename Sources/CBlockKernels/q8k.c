@@ -94,10 +94,116 @@ static void portable_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#define INLINE static inline __attribute__((always_inline))
+
+// What both SIMD levels share (AVX2 code; the VNNI functions below inline it too).
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+
+// The same super-block eight weight rows on (two groups ahead), into L2: as prefetch_ahead in
+// avx512.c, without which the row streams starved (one row here ran at 60% of the q8 form's speed).
+INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes) {
+    const char *a = (const char *)p + 8 * rowBytes;
+    _mm_prefetch(a, _MM_HINT_T1);
+    _mm_prefetch(a + 64, _MM_HINT_T1);
+    _mm_prefetch(a + 128, _MM_HINT_T1);
+}
+
+// Row r0's float steps for super-block b at p, given its exact integer sum sumi (summ from the
+// bsums and the mins mn).
+INLINE void steps1(q8k_view x, size_t m, size_t B, size_t r0, size_t b, const uint8_t *p, const uint8_t mn[8], int32_t sumi,
+                   float *acc, float *macc) {
+    const __m128i t = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + (r0 * B + b) * 8)),
+                                     _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
+    const int32_t summ = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(t, t), _mm_setzero_si128()));
+    const float dx = x.d[b * m + r0];
+    *acc = fmaf(bk_half_to_float(bk_u16(p)) * dx, (float)sumi, *acc);
+    *macc = fmaf(bk_half_to_float(bk_u16(p + 2)) * dx, (float)summ, *macc);
+}
+
+// The same for rows r0..r0+3 in four lanes.
+INLINE void steps4(q8k_view x, size_t m, size_t B, size_t r0, size_t b, const uint8_t *p, const uint8_t mn[8], __m128i sumi,
+                   __m128 *acc, __m128 *macc) {
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+    __m128i t[4];
+    for (int r = 0; r < 4; r++) t[r] = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + ((r0 + r) * B + b) * 8)), mins);
+    const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(t[0], t[1]), _mm_hadd_epi32(t[2], t[3]));
+    const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
+    *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm_cvtepi32_ps(sumi), *acc);
+    *macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm_cvtepi32_ps(summ), *macc);
+}
+
+// Output rows in groups of four; within a group, rows in tiles of `wide` (when given), four,
+// then one: tile(r0, w, y, MR) computes MR rows r0.. against weight row w into y + r0 * ldy.
+#define Q8K_PRODUCT(tile, wide)                                                                      \
+    for (size_t o = n0; o < n1; o += 4) {                                                            \
+        const size_t group = n1 - o < 4 ? n1 - o : 4;                                                \
+        size_t r = 0;                                                                                \
+        if (wide > 4)                                                                                \
+            for (; r + wide <= m; r += wide)                                                         \
+                for (size_t j = 0; j < group; j++) tile(r, w + (o + j) * rowBytes, y + o + j, wide); \
+        for (; r + 4 <= m; r += 4)                                                                   \
+            for (size_t j = 0; j < group; j++) tile(r, w + (o + j) * rowBytes, y + o + j, 4);        \
+        for (; r < m; r++)                                                                           \
+            for (size_t j = 0; j < group; j++) tile(r, w + (o + j) * rowBytes, y + o + j, 1);        \
+    }
+
+// The AVX2 level (also AVX-512 without VNNI): 32 values per instruction pair (vpmaddubsw, then
+// vpmaddwd by the sub-block's scale), tiles of four rows.
+INLINE __m256i avx2_sub_bytes(const uint8_t *p, int s) {
+    const __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * (s / 2))), nibble = _mm256_set1_epi8(15);
+    return _mm256_and_si256(s & 1 ? _mm256_srli_epi16(qs, 4) : qs, nibble);
+}
+
+// MR (4 or 1) rows r0.. against one weight row.
+INLINE void avx2_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
+                      const int MR) {
+    const size_t B = k / 256;
+    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
+    float acc1 = 0, macc1 = 0;
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *p = w + b * BK_Q4_K_BYTES;
+        prefetch_ahead(p, rowBytes);
+        uint8_t sc[8], mn[8];
+        bk_k4_scales(p + 4, sc, mn);
+        __m256i a[4];
+        for (int r = 0; r < MR; r++) a[r] = _mm256_setzero_si256();
+        for (int s = 0; s < 8; s++) {
+            const __m256i u = avx2_sub_bytes(p, s), s16 = _mm256_set1_epi16(sc[s]);
+            for (int r = 0; r < MR; r++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + (r0 + r) * k + 256 * b + 32 * s));
+                a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
+            }
+        }
+        if (MR == 4) {
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+            steps4(x, m, B, r0, b, p, mn, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)), &acc, &macc);
+        } else {
+            const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(a[0]), _mm256_extracti128_si256(a[0], 1));
+            steps1(x, m, B, r0, b, p, mn, _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(h, h), _mm_setzero_si128())), &acc1, &macc1);
+        }
+    }
+    if (MR == 4) {
+        float out[4];
+        _mm_storeu_ps(out, _mm_sub_ps(acc, macc));
+        for (int r = 0; r < 4; r++) y[(r0 + r) * ldy] = out[r];
+    } else {
+        y[r0 * ldy] = acc1 - macc1;
+    }
+}
+
+static void avx2_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
+                     size_t ldy) {
+#define TILE(r0, wr, yo, MR) avx2_tile(x, m, k, r0, wr, rowBytes, yo, ldy, MR)
+    Q8K_PRODUCT(TILE, 4)
+#undef TILE
+}
+
+#pragma clang attribute pop
+
+// The AVX-512 VNNI level: 64 values per instruction pair (vpmaddubsw + vpdpwssd), tiles of
+// eight rows (their sums reduced together, the float steps in eight lanes), four, then one.
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), \
                              apply_to = function)
-
-#define INLINE static inline __attribute__((always_inline))
 
 // Weight bytes of sub-blocks 2g and 2g+1 ([low nibbles | high nibbles] of 32 bytes), and their
 // scales as 16-bit words ([sc_2g x 16 | sc_2g+1 x 16]).
@@ -108,6 +214,19 @@ INLINE __m512i pair_bytes(const uint8_t *p, int g) {
 }
 INLINE __m512i pair_scales(const uint8_t sc[8], int g) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * g])), _mm256_set1_epi16(sc[2 * g + 1]), 1);
+}
+
+// a[r] = the 16-lane integer sums of super-block b at p against rows r0 + r, r < MR.
+INLINE void superblock_sums(q8k_view x, size_t k, size_t r0, size_t b, const uint8_t *p, const uint8_t sc[8], __m512i *a,
+                            const int MR) {
+    for (int r = 0; r < MR; r++) a[r] = _mm512_setzero_si512();
+    for (int g = 0; g < 4; g++) {
+        const __m512i u = pair_bytes(p, g), s16 = pair_scales(sc, g);
+        for (int r = 0; r < MR; r++) {
+            const __m512i xv = _mm512_loadu_si512((const void *)(x.q + (r0 + r) * k + 256 * b + 64 * g));
+            a[r] = _mm512_dpwssd_epi32(a[r], _mm512_maddubs_epi16(u, xv), s16);
+        }
+    }
 }
 
 // The sums of the 16 lanes of a[0..7], as 8 lanes (exact: integers).
@@ -126,53 +245,6 @@ INLINE __m256i reduce8(const __m512i a[8]) {
     return _mm256_add_epi32(_mm512_castsi512_si256(f), _mm512_extracti64x4_epi64(f, 1));
 }
 
-// summ for rows r0..r0+7 of super-block b: Σ_s mn_s·bsum_s per row (exact).
-INLINE __m256i mins8(q8k_view x, size_t B, size_t r0, size_t b, __m128i mins) {
-    __m128i s[8];
-    for (int r = 0; r < 8; r++) s[r] = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + ((r0 + r) * B + b) * 8)), mins);
-    const __m128i lo = _mm_hadd_epi32(_mm_hadd_epi32(s[0], s[1]), _mm_hadd_epi32(s[2], s[3]));
-    const __m128i hi = _mm_hadd_epi32(_mm_hadd_epi32(s[4], s[5]), _mm_hadd_epi32(s[6], s[7]));
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-}
-
-// The same super-block eight weight rows on (two groups ahead), into L2: as prefetch_ahead in
-// avx512.c, without which the row streams starved (one row here ran at 60% of the q8 form's speed).
-INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes) {
-    const char *a = (const char *)p + 8 * rowBytes;
-    _mm_prefetch(a, _MM_HINT_T1);
-    _mm_prefetch(a + 64, _MM_HINT_T1);
-    _mm_prefetch(a + 128, _MM_HINT_T1);
-}
-
-// Eight rows r0.. against one weight row: the header's steps, lane r for row r0 + r.
-INLINE void tile8(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
-    const size_t B = k / 256;
-    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
-    for (size_t b = 0; b < B; b++) {
-        const uint8_t *p = w + b * BK_Q4_K_BYTES;
-        prefetch_ahead(p, rowBytes);
-        uint8_t sc[8], mn[8];
-        bk_k4_scales(p + 4, sc, mn);
-        __m512i a[8];
-        for (int r = 0; r < 8; r++) a[r] = _mm512_setzero_si512();
-        for (int g = 0; g < 4; g++) {
-            const __m512i u = pair_bytes(p, g), s16 = pair_scales(sc, g);
-            for (int r = 0; r < 8; r++) {
-                const __m512i xv = _mm512_loadu_si512((const void *)(x.q + (r0 + r) * k + 256 * b + 64 * g));
-                a[r] = _mm512_dpwssd_epi32(a[r], _mm512_maddubs_epi16(u, xv), s16);
-            }
-        }
-        const __m256i sumi = reduce8(a);
-        const __m256i summ = mins8(x, B, r0, b, _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
-        const __m256 dx = _mm256_loadu_ps(x.d + b * m + r0);
-        acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm256_cvtepi32_ps(sumi), acc);
-        macc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm256_cvtepi32_ps(summ), macc);
-    }
-    float out[8];
-    _mm256_storeu_ps(out, _mm256_sub_ps(acc, macc));
-    for (int r = 0; r < 8; r++) y[(r0 + r) * ldy] = out[r];
-}
-
 // The sums of the 16 lanes of a[0..3], as 4 lanes (exact).
 INLINE __m128i reduce4(const __m512i a[4]) {
     __m512i b01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
@@ -182,158 +254,56 @@ INLINE __m128i reduce4(const __m512i a[4]) {
     return _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
 }
 
-// Four rows r0.. against one weight row (m % 8 >= 4): tile8's steps in four lanes.
-INLINE void tile4(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
-    const size_t B = k / 256;
-    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
-    for (size_t b = 0; b < B; b++) {
-        const uint8_t *p = w + b * BK_Q4_K_BYTES;
-        prefetch_ahead(p, rowBytes);
-        uint8_t sc[8], mn[8];
-        bk_k4_scales(p + 4, sc, mn);
-        __m512i a[4];
-        for (int r = 0; r < 4; r++) a[r] = _mm512_setzero_si512();
-        for (int g = 0; g < 4; g++) {
-            const __m512i u = pair_bytes(p, g), s16 = pair_scales(sc, g);
-            for (int r = 0; r < 4; r++) {
-                const __m512i xv = _mm512_loadu_si512((const void *)(x.q + (r0 + r) * k + 256 * b + 64 * g));
-                a[r] = _mm512_dpwssd_epi32(a[r], _mm512_maddubs_epi16(u, xv), s16);
-            }
-        }
-        const __m128i sumi = reduce4(a), mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
-        __m128i t[4];
-        for (int r = 0; r < 4; r++) t[r] = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + ((r0 + r) * B + b) * 8)), mins);
-        const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(t[0], t[1]), _mm_hadd_epi32(t[2], t[3]));
-        const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
-        acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm_cvtepi32_ps(sumi), acc);
-        macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm_cvtepi32_ps(summ), macc);
-    }
-    float out[4];
-    _mm_storeu_ps(out, _mm_sub_ps(acc, macc));
-    for (int r = 0; r < 4; r++) y[(r0 + r) * ldy] = out[r];
+// summ for rows r0..r0+7 of super-block b: Σ_s mn_s·bsum_s per row (exact).
+INLINE __m256i mins8(q8k_view x, size_t B, size_t r0, size_t b, __m128i mins) {
+    __m128i s[8];
+    for (int r = 0; r < 8; r++) s[r] = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + ((r0 + r) * B + b) * 8)), mins);
+    const __m128i lo = _mm_hadd_epi32(_mm_hadd_epi32(s[0], s[1]), _mm_hadd_epi32(s[2], s[3]));
+    const __m128i hi = _mm_hadd_epi32(_mm_hadd_epi32(s[4], s[5]), _mm_hadd_epi32(s[6], s[7]));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
 }
 
-// One row r against one weight row (the tail of m / 4): the same steps in scalar form.
-INLINE void tile1(q8k_view x, size_t m, size_t k, size_t r, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
-    const size_t B = k / 256;
-    float acc = 0, macc = 0;
-    for (size_t b = 0; b < B; b++) {
-        const uint8_t *p = w + b * BK_Q4_K_BYTES;
-        prefetch_ahead(p, rowBytes);
-        uint8_t sc[8], mn[8];
-        bk_k4_scales(p + 4, sc, mn);
-        __m512i a = _mm512_setzero_si512();
-        for (int g = 0; g < 4; g++)
-            a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(pair_bytes(p, g), _mm512_loadu_si512((const void *)(x.q + r * k + 256 * b + 64 * g))),
-                                    pair_scales(sc, g));
-        const int32_t sumi = _mm512_reduce_add_epi32(a);
-        const __m128i s = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + (r * B + b) * 8)),
-                                         _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
-        const int32_t summ = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(s, s), _mm_setzero_si128()));
-        const float dx = x.d[b * m + r];
-        acc = fmaf(bk_half_to_float(bk_u16(p)) * dx, (float)sumi, acc);
-        macc = fmaf(bk_half_to_float(bk_u16(p + 2)) * dx, (float)summ, macc);
-    }
-    y[r * ldy] = acc - macc;
-}
-
-// Output rows in groups of four; within a group, rows in tiles of eight, then four, then one at
-// a time.
-static void vnni_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
-                     size_t ldy) {
-    for (size_t o = n0; o < n1; o += 4) {
-        const size_t group = n1 - o < 4 ? n1 - o : 4;
-        size_t r = 0;
-        for (; r + 8 <= m; r += 8)
-            for (size_t j = 0; j < group; j++) tile8(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy);
-        for (; r + 4 <= m; r += 4)
-            for (size_t j = 0; j < group; j++) tile4(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy);
-        for (; r < m; r++)
-            for (size_t j = 0; j < group; j++) tile1(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy);
-    }
-}
-
-#pragma clang attribute pop
-
-// The AVX2 level (also AVX-512 without VNNI): 32 values per instruction pair (vpmaddubsw, then
-// vpmaddwd by the sub-block's scale), tiles of four rows with the float steps in four lanes.
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-
-INLINE __m256i avx2_sub_bytes(const uint8_t *p, int s) {
-    const __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * (s / 2))), nibble = _mm256_set1_epi8(15);
-    return _mm256_and_si256(s & 1 ? _mm256_srli_epi16(qs, 4) : qs, nibble);
-}
-
-INLINE void avx2_prefetch_ahead(const uint8_t *p, size_t rowBytes) {
-    const char *a = (const char *)p + 8 * rowBytes;
-    _mm_prefetch(a, _MM_HINT_T1);
-    _mm_prefetch(a + 64, _MM_HINT_T1);
-    _mm_prefetch(a + 128, _MM_HINT_T1);
-}
-
-// MR (4 or 1) rows r0.. against one weight row.
-INLINE void avx2_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
+// MR (8, 4 or 1) rows r0.. against one weight row: the header's steps, lane r for row r0 + r.
+INLINE void vnni_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
                       const int MR) {
     const size_t B = k / 256;
-    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
+    __m256 acc8 = _mm256_setzero_ps(), macc8 = _mm256_setzero_ps();
+    __m128 acc4 = _mm_setzero_ps(), macc4 = _mm_setzero_ps();
     float acc1 = 0, macc1 = 0;
     for (size_t b = 0; b < B; b++) {
         const uint8_t *p = w + b * BK_Q4_K_BYTES;
-        avx2_prefetch_ahead(p, rowBytes);
+        prefetch_ahead(p, rowBytes);
         uint8_t sc[8], mn[8];
         bk_k4_scales(p + 4, sc, mn);
-        __m256i a[4];
-        for (int r = 0; r < MR; r++) a[r] = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s++) {
-            const __m256i u = avx2_sub_bytes(p, s), s16 = _mm256_set1_epi16(sc[s]);
-            for (int r = 0; r < MR; r++) {
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + (r0 + r) * k + 256 * b + 32 * s));
-                a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
-            }
-        }
-        const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
-        const float dw = bk_half_to_float(bk_u16(p)), dmin = bk_half_to_float(bk_u16(p + 2));
-        if (MR == 4) {
-            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
-            const __m128i sumi = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-            __m128i t[4];
-            for (int r = 0; r < 4; r++) t[r] = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + ((r0 + r) * B + b) * 8)), mins);
-            const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(t[0], t[1]), _mm_hadd_epi32(t[2], t[3]));
-            const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
-            acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(dw), dx), _mm_cvtepi32_ps(sumi), acc);
-            macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(dmin), dx), _mm_cvtepi32_ps(summ), macc);
+        __m512i a[8];
+        superblock_sums(x, k, r0, b, p, sc, a, MR);
+        if (MR == 8) {
+            const __m256i summ = mins8(x, B, r0, b, _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
+            const __m256 dx = _mm256_loadu_ps(x.d + b * m + r0);
+            acc8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm256_cvtepi32_ps(reduce8(a)), acc8);
+            macc8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm256_cvtepi32_ps(summ), macc8);
+        } else if (MR == 4) {
+            steps4(x, m, B, r0, b, p, mn, reduce4(a), &acc4, &macc4);
         } else {
-            const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(a[0]), _mm256_extracti128_si256(a[0], 1));
-            const int32_t sumi = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(h, h), _mm_setzero_si128()));
-            const __m128i t = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + (r0 * B + b) * 8)), mins);
-            const int32_t summ = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(t, t), _mm_setzero_si128()));
-            const float dx = x.d[b * m + r0];
-            acc1 = fmaf(dw * dx, (float)sumi, acc1);
-            macc1 = fmaf(dmin * dx, (float)summ, macc1);
+            steps1(x, m, B, r0, b, p, mn, _mm512_reduce_add_epi32(a[0]), &acc1, &macc1);
         }
     }
-    if (MR == 4) {
-        float out[4];
-        _mm_storeu_ps(out, _mm_sub_ps(acc, macc));
-        for (int r = 0; r < 4; r++) y[(r0 + r) * ldy] = out[r];
-    } else {
-        y[r0 * ldy] = acc1 - macc1;
-    }
+    float out[8];
+    if (MR == 8) _mm256_storeu_ps(out, _mm256_sub_ps(acc8, macc8));
+    else if (MR == 4) _mm_storeu_ps(out, _mm_sub_ps(acc4, macc4));
+    else out[0] = acc1 - macc1;
+    for (int r = 0; r < MR; r++) y[(r0 + r) * ldy] = out[r];
 }
 
-static void avx2_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
+static void vnni_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
                      size_t ldy) {
-    for (size_t o = n0; o < n1; o += 4) {
-        const size_t group = n1 - o < 4 ? n1 - o : 4;
-        size_t r = 0;
-        for (; r + 4 <= m; r += 4)
-            for (size_t j = 0; j < group; j++) avx2_tile(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 4);
-        for (; r < m; r++)
-            for (size_t j = 0; j < group; j++) avx2_tile(x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 1);
-    }
+#define TILE(r0, wr, yo, MR) vnni_tile(x, m, k, r0, wr, rowBytes, yo, ldy, MR)
+    Q8K_PRODUCT(TILE, 8)
+#undef TILE
 }
 
 #pragma clang attribute pop
+#undef Q8K_PRODUCT
 #endif
 
 int bk_quantize_q8k_at(int level, const float *x, size_t m, size_t k, void *xq) {
