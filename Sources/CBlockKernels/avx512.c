@@ -7,7 +7,6 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
-#include <stdlib.h>
 
 #pragma STDC FP_CONTRACT OFF
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), apply_to = function)
@@ -353,18 +352,6 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
 // one row measured the same chunked or not, hot and from DRAM).
 enum { XBUDGET = 16384 };
 
-static _Thread_local tile_state *scratch;  // grown as needed, one per thread, kept for its life
-static _Thread_local size_t scratchCount;
-
-static tile_state *states(size_t count) {
-    if (scratchCount < count) {
-        free(scratch);
-        scratch = aligned_alloc(64, count * sizeof(tile_state));
-        scratchCount = scratch ? count : 0;
-    }
-    return scratch;
-}
-
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     const size_t sums = k / 32;
@@ -372,13 +359,10 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
     const size_t unit = type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
                         : type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 ? 32 : 16;
     const size_t tiles = m / 8 + 3;  // row tiles of 8, then at most one of 4, 2 and 1
-    size_t kc = k, groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
-    tile_state *st = NULL;
-    if (m > 1 && m * k * sizeof(float) > XBUDGET && k > unit && (st = states(4 * tiles))) {
-        const size_t count = (m * k * sizeof(float) + XBUDGET - 1) / XBUDGET;  // chunks of about equal size
-        kc = ((k + count - 1) / count + unit - 1) / unit * unit;
-        groups = 4;
-    }
+    size_t kc = bk_chunk_values(m, k, unit, XBUDGET), groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
+    tile_state *st = kc < k ? bk_tile_scratch(4 * tiles * sizeof(tile_state)) : NULL;
+    if (st) groups = 4;
+    else kc = k;
     for (size_t ob = n0; ob < n1; ob += 4 * groups) {
         const size_t oe = n1 - ob < 4 * groups ? n1 : ob + 4 * groups;
         for (size_t c0 = 0; c0 < k; c0 += kc) {

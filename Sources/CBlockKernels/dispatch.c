@@ -135,6 +135,18 @@ int bk_dequantize_rows(uint32_t type, const void *w, size_t rowBytes, size_t r0,
     return bk_dequantize_rows_at(bk_active_level(), type, w, rowBytes, r0, r1, k, out);
 }
 
+void *bk_tile_scratch(size_t bytes) {
+    static _Thread_local void *scratch;
+    static _Thread_local size_t size;
+    if (size < bytes) {
+        free(scratch);
+        size = (bytes + 63) / 64 * 64;
+        scratch = aligned_alloc(64, size);
+        if (!scratch) size = 0;
+    }
+    return scratch;
+}
+
 // ---------------------------------------------------------------------------------------------
 // q8 activations
 

@@ -23,6 +23,20 @@ enum {
     BK_Q6_K_BYTES = 210   // 128 bytes ql, 64 bytes qh, 16 int8 scales, fp16 d (last)
 };
 
+// Block products of several rows cut k into chunks when the rows' activations outgrow `budget`
+// bytes of L1 (avx512.c's product says why): values per chunk, about equal and a multiple of
+// `unit` (the block), or k when one row or a short k leaves nothing to gain.
+static inline size_t bk_chunk_values(size_t m, size_t k, size_t unit, size_t budget) {
+    if (m < 2 || m * k * sizeof(float) <= budget || k <= unit) return k;
+    const size_t count = (m * k * sizeof(float) + budget - 1) / budget;
+    return ((k + count - 1) / count + unit - 1) / unit * unit;
+}
+
+// Where a thread's block products keep tile accumulators between chunks of k: one 64-byte
+// aligned buffer per thread, grown as needed and kept for the thread's life (dispatch.c); NULL
+// when memory runs out (the product then takes k whole).
+void *bk_tile_scratch(size_t bytes);
+
 // Activation sums per 32 values (the Q4_1 and K-quant min terms) live in a stack buffer of
 // this many floats when m * k / 32 fits, else in one malloc per call.
 enum { BK_XSUM_STACK = 4096 };
