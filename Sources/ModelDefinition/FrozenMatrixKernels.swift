@@ -161,29 +161,22 @@ extension FrozenMatrix {
         // (types without a q8 product stay float32); Q4_K matrices take the q8k form instead
         // (per-256 scales, integer super-block sums: llama.cpp's q8_K)
         func isQ4K(_ w: FrozenMatrix) -> Bool { if case .stored(let t, _) = w.storage { t.type == .q4_K } else { false } }
+        /// Every group's rows in one form, a group's `groupBytes` contiguous (groups on every core).
+        func quantized(_ groupBytes: Int, _ name: String,
+                       _ quantize: (UnsafePointer<Float>, Int, Int, UnsafeMutableRawPointer) -> Int32) -> UnsafeMutableRawPointer {
+            let q = UnsafeMutableRawPointer.allocate(byteCount: groups * groupBytes, alignment: 64)
+            WorkerPool.forEach(groups > 1 ? groups : 1) { g in
+                let r0 = g * group
+                let rc = quantize(x + r0 * k, Swift.min(group, m - r0), k, q + g * groupBytes)  // (not inside precondition: -Ounchecked skips its condition)
+                precondition(rc == 0, "[FrozenMatrix] \(name) refused \(m)x\(k)")
+            }
+            return q
+        }
         let useQ8K = useQ8 && k % 256 == 0 && matrices.contains(where: isQ4K)
-        var q8: UnsafeMutableRawPointer? = nil, q8k: UnsafeMutableRawPointer? = nil
         let q8GroupBytes = bk_q8_bytes(group, k), q8kGroupBytes = bk_q8k_bytes(group, k)
-        if useQ8K {
-            let q = UnsafeMutableRawPointer.allocate(byteCount: groups * q8kGroupBytes, alignment: 64)
-            q8k = q
-            WorkerPool.forEach(groups > 1 ? groups : 1) { g in
-                let r0 = g * group
-                let rc = bk_quantize_q8k(x + r0 * k, Swift.min(group, m - r0), k, q + g * q8kGroupBytes)
-                precondition(rc == 0, "[FrozenMatrix] bk_quantize_q8k refused \(m)x\(k)")
-            }
-        }
-        defer { q8k?.deallocate() }
-        if useQ8 && !(useQ8K && matrices.allSatisfy(isQ4K)) {
-            let q = UnsafeMutableRawPointer.allocate(byteCount: groups * q8GroupBytes, alignment: 64)
-            q8 = q
-            WorkerPool.forEach(groups > 1 ? groups : 1) { g in
-                let r0 = g * group
-                let rc = bk_quantize_q8(x + r0 * k, Swift.min(group, m - r0), k, q + g * q8GroupBytes)  // (not inside precondition: -Ounchecked skips its condition)
-                precondition(rc == 0, "[FrozenMatrix] bk_quantize_q8 refused \(m)x\(k)")
-            }
-        }
-        defer { q8?.deallocate() }
+        let q8k = useQ8K ? quantized(q8kGroupBytes, "bk_quantize_q8k") { bk_quantize_q8k($0, $1, $2, $3) } : nil
+        let q8 = useQ8 && !(useQ8K && matrices.allSatisfy(isQ4K)) ? quantized(q8GroupBytes, "bk_quantize_q8") { bk_quantize_q8($0, $1, $2, $3) } : nil
+        defer { q8k?.deallocate(); q8?.deallocate() }
         // chunk c of matrix j: rows [n0, n1) written at y + offset_j (or a scratch row block when
         // the matrix's rows are in llama.cpp's order, scattered afterwards), every group in turn
         // so the chunk's blocks stay in cache
