@@ -352,7 +352,7 @@ public final class InferenceModel: @unchecked Sendable {
     static func addLowRank(_ items: [(term: LowRank, rows: ArraySlice<Int>)], _ x: UnsafePointer<Float>,
                            into y: UnsafeMutablePointer<Float>, width: Int) {
         var items = items
-        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let cores = WorkerPool.threads  // not ProcessInfo: on Linux each call reads the cgroup files
         if items.count < cores {
             items = items.flatMap { item -> [(term: LowRank, rows: ArraySlice<Int>)] in
                 let parts = min(item.rows.count, (cores + items.count - 1) / items.count)
@@ -417,7 +417,7 @@ public final class InferenceModel: @unchecked Sendable {
             let G = H / K, items = n * K
             var work = 0
             for r in 0..<n { work += (rowPosition[r] + 1) * H * hd }
-            let chunks = work >= 1 << 18 ? min(items, 4 * ProcessInfo.processInfo.activeProcessorCount) : 1
+            let chunks = work >= 1 << 18 ? min(items, 4 * WorkerPool.threads) : 1
             let scores = ws.scores.ensure(chunks * G * maxLength)
             let keys = caches.map { UnsafeRawPointer($0.keys[li]) }, values = caches.map { UnsafeRawPointer($0.values[li]) }
             let half: Int32 = caches.first?.precision == .float16 ? 1 : 0, size = half == 1 ? 2 : 4
