@@ -18,7 +18,9 @@
 
 // Layout of m rows of k values (k a multiple of 256), B = k / 256 super-blocks per row:
 // q int8 [m][k], then d float [B][m] (block-major: a tile's rows adjacent), then bsum int16
-// [m][B][8] (sum of each 32 values' q).
+// [B][4][m][2]: the sums of each 32 values' q, for super-block b and sub-blocks 2g, 2g+1 of all
+// rows side by side, so a tile multiplies them by the pair of mins (mn_2g, mn_2g+1) with one
+// vpmaddwd for all its rows.
 typedef struct {
     const int8_t *q;
     const float *d;
@@ -30,6 +32,9 @@ static q8k_view q8k_layout(const void *xq, size_t m, size_t k) {
     q8k_view v = {(const int8_t *)base, (const float *)(base + m * k), (const int16_t *)(base + m * k + 4 * m * (k / 256))};
     return v;
 }
+
+// Index in bsum of row r, super-block b, sub-block s.
+static inline size_t bsum_index(size_t m, size_t r, size_t b, int s) { return ((b * 4 + s / 2) * m + r) * 2 + (s & 1); }
 
 size_t bk_q8k_bytes(size_t m, size_t k) { return m * k + m * (k / 256) * (4 + 16); }
 
@@ -55,7 +60,7 @@ static void quantize_q8k(const float *x, size_t m, size_t k, void *xq) {
                     out[i] = (int8_t)v;
                     sum += v;
                 }
-                bsum[(r * B + b) * 8 + s] = (int16_t)sum;
+                bsum[bsum_index(m, r, b, s)] = (int16_t)sum;
             }
             d[b * m + r] = scale;
         }
@@ -80,7 +85,7 @@ static void portable_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_
                     int32_t isum = 0;
                     for (int l = 0; l < 32; l++) isum += (s & 1 ? qs[l] >> 4 : qs[l] & 15) * qx[32 * s + l];
                     sumi += sc[s] * isum;
-                    summ += mn[s] * x.bsum[(r * B + b) * 8 + s];
+                    summ += mn[s] * x.bsum[bsum_index(m, r, b, s)];
                 }
                 const float dx = x.d[b * m + r];
                 acc = fmaf(bk_half_to_float(bk_u16(p)) * dx, (float)sumi, acc);
@@ -108,25 +113,27 @@ INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes) {
     _mm_prefetch(a + 128, _MM_HINT_T1);
 }
 
+// The mins of sub-blocks 2g and 2g+1 as the two 16-bit halves of a word (vpmaddwd's pairs).
+INLINE int32_t min_pair(const uint8_t mn[8], int g) { return (int32_t)(mn[2 * g] | (uint32_t)mn[2 * g + 1] << 16); }
+
 // Row r0's float steps for super-block b at p, given its exact integer sum sumi (summ from the
 // bsums and the mins mn).
-INLINE void steps1(q8k_view x, size_t m, size_t B, size_t r0, size_t b, const uint8_t *p, const uint8_t mn[8], int32_t sumi,
+INLINE void steps1(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, const uint8_t mn[8], int32_t sumi,
                    float *acc, float *macc) {
-    const __m128i t = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + (r0 * B + b) * 8)),
-                                     _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
-    const int32_t summ = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(t, t), _mm_setzero_si128()));
+    int32_t summ = 0;
+    for (int s = 0; s < 8; s++) summ += mn[s] * x.bsum[bsum_index(m, r0, b, s)];
     const float dx = x.d[b * m + r0];
     *acc = fmaf(bk_half_to_float(bk_u16(p)) * dx, (float)sumi, *acc);
     *macc = fmaf(bk_half_to_float(bk_u16(p + 2)) * dx, (float)summ, *macc);
 }
 
 // The same for rows r0..r0+3 in four lanes.
-INLINE void steps4(q8k_view x, size_t m, size_t B, size_t r0, size_t b, const uint8_t *p, const uint8_t mn[8], __m128i sumi,
+INLINE void steps4(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, const uint8_t mn[8], __m128i sumi,
                    __m128 *acc, __m128 *macc) {
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
-    __m128i t[4];
-    for (int r = 0; r < 4; r++) t[r] = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + ((r0 + r) * B + b) * 8)), mins);
-    const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(t[0], t[1]), _mm_hadd_epi32(t[2], t[3]));
+    __m128i summ = _mm_setzero_si128();
+    for (int g = 0; g < 4; g++)
+        summ = _mm_add_epi32(summ, _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + bsum_index(m, r0, b, 2 * g))),
+                                                  _mm_set1_epi32(min_pair(mn, g))));
     const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
     *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm_cvtepi32_ps(sumi), *acc);
     *macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm_cvtepi32_ps(summ), *macc);
@@ -176,10 +183,10 @@ INLINE void avx2_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *
         }
         if (MR == 4) {
             const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
-            steps4(x, m, B, r0, b, p, mn, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)), &acc, &macc);
+            steps4(x, m, r0, b, p, mn, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)), &acc, &macc);
         } else {
             const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(a[0]), _mm256_extracti128_si256(a[0], 1));
-            steps1(x, m, B, r0, b, p, mn, _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(h, h), _mm_setzero_si128())), &acc1, &macc1);
+            steps1(x, m, r0, b, p, mn, _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(h, h), _mm_setzero_si128())), &acc1, &macc1);
         }
     }
     if (MR == 4) {
@@ -208,20 +215,22 @@ static void avx2_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t ro
 // Weight bytes of sub-blocks 2g and 2g+1 ([low nibbles | high nibbles] of 32 bytes), and their
 // scales as 16-bit words ([sc_2g x 16 | sc_2g+1 x 16]).
 INLINE __m512i pair_bytes(const uint8_t *p, int g) {
-    const __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * g)), nibble = _mm256_set1_epi8(15);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(qs, nibble)),
-                              _mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble), 1);
+    const __m512i qs = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16 + 32 * g)));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(qs, 0xFFFF0000u, qs, 4), _mm512_set1_epi8(15));  // shift the upper half only
 }
-INLINE __m512i pair_scales(const uint8_t sc[8], int g) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[2 * g])), _mm256_set1_epi16(sc[2 * g + 1]), 1);
+// sc16: the eight scales as 16-bit words (low 128 bits); one vpermw picks the pair.
+INLINE __m512i pair_scales(__m512i sc16, int g) {
+    const __m512i pick = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(2 * g))), _mm256_set1_epi16((short)(2 * g + 1)), 1);
+    return _mm512_permutexvar_epi16(pick, sc16);
 }
 
 // a[r] = the 16-lane integer sums of super-block b at p against rows r0 + r, r < MR.
 INLINE void superblock_sums(q8k_view x, size_t k, size_t r0, size_t b, const uint8_t *p, const uint8_t sc[8], __m512i *a,
                             const int MR) {
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
     for (int r = 0; r < MR; r++) a[r] = _mm512_setzero_si512();
     for (int g = 0; g < 4; g++) {
-        const __m512i u = pair_bytes(p, g), s16 = pair_scales(sc, g);
+        const __m512i u = pair_bytes(p, g), s16 = pair_scales(sc16, g);
         for (int r = 0; r < MR; r++) {
             const __m512i xv = _mm512_loadu_si512((const void *)(x.q + (r0 + r) * k + 256 * b + 64 * g));
             a[r] = _mm512_dpwssd_epi32(a[r], _mm512_maddubs_epi16(u, xv), s16);
@@ -254,13 +263,14 @@ INLINE __m128i reduce4(const __m512i a[4]) {
     return _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
 }
 
-// summ for rows r0..r0+7 of super-block b: Σ_s mn_s·bsum_s per row (exact).
-INLINE __m256i mins8(q8k_view x, size_t B, size_t r0, size_t b, __m128i mins) {
-    __m128i s[8];
-    for (int r = 0; r < 8; r++) s[r] = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + ((r0 + r) * B + b) * 8)), mins);
-    const __m128i lo = _mm_hadd_epi32(_mm_hadd_epi32(s[0], s[1]), _mm_hadd_epi32(s[2], s[3]));
-    const __m128i hi = _mm_hadd_epi32(_mm_hadd_epi32(s[4], s[5]), _mm_hadd_epi32(s[6], s[7]));
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+// summ for rows r0..r0+7 of super-block b: Σ_s mn_s·bsum_s per row (exact), one vpmaddwd per
+// pair of sub-blocks for all eight rows.
+INLINE __m256i mins8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t mn[8]) {
+    __m256i summ = _mm256_setzero_si256();
+    for (int g = 0; g < 4; g++)
+        summ = _mm256_add_epi32(summ, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(x.bsum + bsum_index(m, r0, b, 2 * g))),
+                                                        _mm256_set1_epi32(min_pair(mn, g))));
+    return summ;
 }
 
 // MR (8, 4 or 1) rows r0.. against one weight row: the header's steps, lane r for row r0 + r.
@@ -278,14 +288,14 @@ INLINE void vnni_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *
         __m512i a[8];
         superblock_sums(x, k, r0, b, p, sc, a, MR);
         if (MR == 8) {
-            const __m256i summ = mins8(x, B, r0, b, _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
+            const __m256i summ = mins8(x, m, r0, b, mn);
             const __m256 dx = _mm256_loadu_ps(x.d + b * m + r0);
             acc8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm256_cvtepi32_ps(reduce8(a)), acc8);
             macc8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm256_cvtepi32_ps(summ), macc8);
         } else if (MR == 4) {
-            steps4(x, m, B, r0, b, p, mn, reduce4(a), &acc4, &macc4);
+            steps4(x, m, r0, b, p, mn, reduce4(a), &acc4, &macc4);
         } else {
-            steps1(x, m, B, r0, b, p, mn, _mm512_reduce_add_epi32(a[0]), &acc1, &macc1);
+            steps1(x, m, r0, b, p, mn, _mm512_reduce_add_epi32(a[0]), &acc1, &macc1);
         }
     }
     float out[8];

@@ -34,7 +34,10 @@ final class Q8KTests: XCTestCase {
         let B = k / 256
         let q = (0..<256).map { Int8(bitPattern: xq[r * k + 256 * b + $0]) }
         let d = xq.withUnsafeBytes { $0.load(fromByteOffset: m * k + 4 * (b * m + r), as: Float.self) }
-        let bsum = (0..<8).map { s in xq.withUnsafeBytes { $0.load(fromByteOffset: m * k + 4 * m * B + 2 * ((r * B + b) * 8 + s), as: Int16.self) } }
+        // bsum [B][4][m][2]: sub-blocks 2g and 2g+1 of every row side by side
+        let bsum = (0..<8).map { s in
+            xq.withUnsafeBytes { $0.load(fromByteOffset: m * k + 4 * m * B + 2 * (((b * 4 + s / 2) * m + r) * 2 + s % 2), as: Int16.self) }
+        }
         return (q, d, bsum)
     }
 
