@@ -11,7 +11,8 @@
 # factors as trained (--adapter-precision float32; serve's default is float16), KV_CACHE=float16 halves
 # every conversation's KV cache (--kv-cache float16), PROMPT_CACHE_MB sets --prompt-cache-mb (0: off;
 # each request's prompt is its own words after the chat template's shared system message). Prints one JSON
-# line per phase. Needs ADAPTER_BASE_MODEL (scripts/fetch-model.sh) and 2 quiet cores.
+# line per phase; ROUNDS=N alternates phases 1 and 2 N times and prints the median speed-up (this
+# machine is shared: a slow spell during one phase alone skews a single ratio). Needs ADAPTER_BASE_MODEL (scripts/fetch-model.sh) and 2 quiet cores.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -20,6 +21,7 @@ python=$(scripts/serve/setup-clients.sh)
 flags=(-c release -Xswiftc -enable-testing)
 for p in serve train-adapter; do swift build "${flags[@]}" --product "$p" >&2; done
 bin=$(swift build "${flags[@]}" --show-bin-path)
+serve=${SERVE_BIN:-$bin/serve}  # SERVE_BIN: another build's serve, to compare two versions on one machine
 work=$(mktemp -d "${TMPDIR:-/tmp}/serve-bench.XXXXXX")
 server=""
 trap '[ -n "$server" ] && kill -TERM "$server" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
@@ -32,7 +34,7 @@ for i in 1 2 3 4; do
   cp "$work/run$i/adapter-final.safetensors" "$work/adapters/adapter$i.safetensors"
 done
 
-"$bin/serve" --base-model "$ADAPTER_BASE_MODEL" --adapters "$work/adapters" --port 0 --max-active "${CLIENTS:-8}" --queue 64 \
+"$serve" --base-model "$ADAPTER_BASE_MODEL" --adapters "$work/adapters" --port 0 --max-active "${CLIENTS:-8}" --queue 64 \
   --activations "${ACTIVATIONS:-float32}" --adapter-precision "${ADAPTER_PRECISION:-float16}" --kv-cache "${KV_CACHE:-float32}" \
   --prompt-cache-mb "${PROMPT_CACHE_MB:-128}" \
   > "$work/serve.log" 2> "$work/serve.err" &
@@ -44,7 +46,7 @@ url=http://127.0.0.1:$port
 models=adapter1,adapter2,adapter3,adapter4
 echo "serve bench: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $url" >&2
 "$python" scripts/serve/bench_load.py "$url" --models "$models" --clients "${CLIENTS:-8}" --seconds "${LOAD_SECONDS:-60}" \
-  --baseline-seconds "${BASELINE_SECONDS:-60}" --max-tokens "${MAX_TOKENS:-96}" --pid "$server"
+  --baseline-seconds "${BASELINE_SECONDS:-60}" --rounds "${ROUNDS:-1}" --max-tokens "${MAX_TOKENS:-96}" --pid "$server"
 if [ "${LONG_SECONDS:-0}" != 0 ]; then
   "$python" scripts/serve/bench_load.py "$url" --models "$models" --clients "${CLIENTS:-8}" --seconds "$LONG_SECONDS" \
     --max-tokens "${MAX_TOKENS:-96}" --pid "$server" --rss-every 5

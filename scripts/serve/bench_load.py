@@ -8,7 +8,8 @@ Reports per phase: requests, errors, completion tokens, aggregate tokens/s (comp
 over the phase's wall time, prefill included), time to first token p50/p99, and with --pid the
 server's RSS sampled every --rss-every seconds (first, last, max, and the slope of a line fitted
 to the second half, in MB per minute). `--baseline-seconds` first runs one client alone for the
-"one client" figure. From the server's /health counters: rows per batched pass, ms per pass,
+"one client" figure, and `--rounds N` alternates the two phases N times (the speed-up printed is the
+median of the rounds' ratios). From the server's /health counters: rows per batched pass, ms per pass,
 mean prefill time, prompt length and positions reused from the prompt cache, and the shares of the phase's wall time the decoding
 thread spent prefilling, in passes and choosing tokens. Exits 1 if any request failed.
 """
@@ -167,14 +168,23 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--pid", type=int, help="the server's pid, to sample its RSS")
     ap.add_argument("--rss-every", type=float, default=5.0)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="with --baseline-seconds: alternate the one-client and the loaded phase this many times "
+                         "(on a shared, noisy machine a slow spell then hits both sides of some ratios)")
     a = ap.parse_args()
     models = a.models.split(",")
-    runs = []
-    if a.baseline_seconds > 0:
-        runs.append(phase("one client", a.url, models, 1, a.baseline_seconds, a.max_tokens, a.pid, a.rss_every))
-    runs.append(phase(f"{a.clients} clients", a.url, models, a.clients, a.seconds, a.max_tokens, a.pid, a.rss_every))
-    if len(runs) == 2:
-        print(json.dumps({"speedup": round(runs[1]["tokens_per_second"] / runs[0]["tokens_per_second"], 2)}))
+    runs, ratios = [], []
+    for _ in range(max(1, a.rounds) if a.baseline_seconds > 0 else 1):
+        one = phase("one client", a.url, models, 1, a.baseline_seconds, a.max_tokens, a.pid, a.rss_every) if a.baseline_seconds > 0 else None
+        many = phase(f"{a.clients} clients", a.url, models, a.clients, a.seconds, a.max_tokens, a.pid, a.rss_every)
+        runs += [r for r in (one, many) if r]
+        if one:
+            ratios.append(many["tokens_per_second"] / one["tokens_per_second"])
+    if ratios:
+        out = {"speedup": round(statistics.median(ratios), 2)}
+        if len(ratios) > 1:
+            out.update({"speedups": [round(r, 2) for r in ratios], "rounds": len(ratios)})
+        print(json.dumps(out))
     raise SystemExit(1 if any(r["errors"] for r in runs) else 0)
 
 
