@@ -1,9 +1,12 @@
-// The q8k activation form for Q4_K weights: llama.cpp's q8_K arithmetic. Each activation row is
+// The q8k activation form for Q4_K and Q6_K weights: llama.cpp's q8_K arithmetic. Each activation row is
 // quantized per 256 values (one float scale, int8 values, an integer sum per 32), and a Q4_K
 // super-block meets it in integer arithmetic throughout: sumi = Σ_s sc_s·Σ_(i in s) q_w·q_x and
 // summ = Σ_s m_s·bsum_s are exact, then per super-block and row
 //     acc = fma(d_w·d_x, (float)sumi, acc),  macc = fma(dmin_w·d_x, (float)summ, macc),
-// and y = acc - macc. The plain C below fixes those steps; the AVX-512 VNNI product computes the
+// and y = acc - macc. Q6_K has no mins; its values q - 32 (q in 0..63) meet the activations as
+// the unsigned q, and the 32 comes back through the sums per 16 values:
+//     sumi = Σ_s sc_s·(Σ_(i in s) q_w·q_x - 32·bsum16_s),  acc = fma(d_w·d_x, (float)sumi, acc).
+// The plain C below fixes those steps; the AVX-512 VNNI product computes the
 // integer sums with vpmaddubsw + vpdpwssd (64 values and one sub-block scale per instruction
 // pair) and the float steps lane by lane for eight rows at once, AVX2 the same with 32 values per
 // pair and four rows, so every level and every row count gives the same bits. Against the per-32
@@ -20,23 +23,28 @@
 // q int8 [m][k], then d float [B][m] (block-major: a tile's rows adjacent), then bsum int16
 // [B][4][m][2]: the sums of each 32 values' q, for super-block b and sub-blocks 2g, 2g+1 of all
 // rows side by side, so a tile multiplies them by the pair of mins (mn_2g, mn_2g+1) with one
-// vpmaddwd for all its rows.
+// vpmaddwd for all its rows; then bsum16 int16 [B][8][m][2], the same per 16 values (Q6_K's
+// sub-blocks, paired 2j, 2j+1).
 typedef struct {
     const int8_t *q;
     const float *d;
-    const int16_t *bsum;
+    const int16_t *bsum, *bsum16;
 } q8k_view;
 
 static q8k_view q8k_layout(const void *xq, size_t m, size_t k) {
     const uint8_t *base = (const uint8_t *)xq;
-    q8k_view v = {(const int8_t *)base, (const float *)(base + m * k), (const int16_t *)(base + m * k + 4 * m * (k / 256))};
+    const size_t B = k / 256;
+    q8k_view v = {(const int8_t *)base, (const float *)(base + m * k), (const int16_t *)(base + m * k + 4 * m * B),
+                  (const int16_t *)(base + m * k + 4 * m * B + 16 * m * B)};
     return v;
 }
 
 // Index in bsum of row r, super-block b, sub-block s.
 static inline size_t bsum_index(size_t m, size_t r, size_t b, int s) { return ((b * 4 + s / 2) * m + r) * 2 + (s & 1); }
+// Index in bsum16 of row r, super-block b, 16-value sub-block s (0..15).
+static inline size_t bsum16_index(size_t m, size_t r, size_t b, int s) { return ((b * 8 + s / 2) * m + r) * 2 + (s & 1); }
 
-size_t bk_q8k_bytes(size_t m, size_t k) { return m * k + m * (k / 256) * (4 + 16); }
+size_t bk_q8k_bytes(size_t m, size_t k) { return m * k + m * (k / 256) * (4 + 16 + 32); }
 
 // The plain C quantizer serves every level (it is a small part of a product's time).
 static void quantize_q8k(const float *x, size_t m, size_t k, void *xq) {
@@ -44,7 +52,7 @@ static void quantize_q8k(const float *x, size_t m, size_t k, void *xq) {
     uint8_t *base = (uint8_t *)xq;
     int8_t *q = (int8_t *)base;
     float *d = (float *)(base + m * k);
-    int16_t *bsum = (int16_t *)(base + m * k + 4 * m * B);
+    int16_t *bsum = (int16_t *)(base + m * k + 4 * m * B), *bsum16 = bsum + 8 * m * B;
     for (size_t r = 0; r < m; r++) {
         for (size_t b = 0; b < B; b++) {
             const float *p = x + r * k + 256 * b;
@@ -52,17 +60,50 @@ static void quantize_q8k(const float *x, size_t m, size_t k, void *xq) {
             for (int i = 0; i < 256; i++) amax = fmaxf(amax, fabsf(p[i]));
             const float scale = amax / 127.0f, inverse = scale != 0 ? 1.0f / scale : 0.0f;
             int8_t *out = q + r * k + 256 * b;
-            for (int s = 0; s < 8; s++) {
+            for (int s = 0; s < 16; s++) {
                 int sum = 0;
-                for (int i = 32 * s; i < 32 * s + 32; i++) {
+                for (int i = 16 * s; i < 16 * s + 16; i++) {
                     int v = (int)rintf(p[i] * inverse);
                     v = v > 127 ? 127 : v < -127 ? -127 : v;
                     out[i] = (int8_t)v;
                     sum += v;
                 }
-                bsum[bsum_index(m, r, b, s)] = (int16_t)sum;
+                bsum16[bsum16_index(m, r, b, s)] = (int16_t)sum;
             }
+            for (int s = 0; s < 8; s++)
+                bsum[bsum_index(m, r, b, s)] = (int16_t)(bsum16[bsum16_index(m, r, b, 2 * s)] + bsum16[bsum16_index(m, r, b, 2 * s + 1)]);
             d[b * m + r] = scale;
+        }
+    }
+}
+
+// Q6_K's value i (0..255) of the super-block at p as the unsigned q (0..63), in ggml's order:
+// half i / 128; within it value v, e = v / 32 picks ql's low (e < 2) or high nibble of byte
+// v % 32 + 32·(e & 1), and bits 2e, 2e+1 of qh[v % 32].
+static inline int q6k_unsigned(const uint8_t *p, int i) {
+    const int hf = i / 128, v = i % 128, e = v / 32, l = v % 32;
+    const int lo = p[64 * hf + l + 32 * (e & 1)];
+    return (e < 2 ? lo & 15 : lo >> 4) | ((p[128 + 32 * hf + l] >> (2 * e)) & 3) << 4;
+}
+
+static void portable_q8k6(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1,
+                          float *y, size_t ldy) {
+    const size_t B = k / 256;
+    for (size_t r = 0; r < m; r++) {
+        for (size_t o = n0; o < n1; o++) {
+            float acc = 0;
+            for (size_t b = 0; b < B; b++) {
+                const uint8_t *p = w + o * rowBytes + b * BK_Q6_K_BYTES;
+                const int8_t *qx = x.q + r * k + 256 * b;
+                int32_t sumi = 0;
+                for (int s = 0; s < 16; s++) {
+                    int32_t isum = 0;
+                    for (int l = 16 * s; l < 16 * s + 16; l++) isum += q6k_unsigned(p, l) * qx[l];
+                    sumi += (int8_t)p[192 + s] * (isum - 32 * x.bsum16[bsum16_index(m, r, b, s)]);
+                }
+                acc = fmaf(bk_half_to_float(bk_u16(p + 208)) * x.d[b * m + r], (float)sumi, acc);
+            }
+            y[r * ldy + o] = acc;
         }
     }
 }
@@ -106,11 +147,9 @@ static void portable_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_
 
 // The same super-block eight weight rows on (two groups ahead), into L2: as prefetch_ahead in
 // avx512.c, without which the row streams starved (one row here ran at 60% of the q8 form's speed).
-INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes) {
+INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes, size_t bytes) {
     const char *a = (const char *)p + 8 * rowBytes;
-    _mm_prefetch(a, _MM_HINT_T1);
-    _mm_prefetch(a + 64, _MM_HINT_T1);
-    _mm_prefetch(a + 128, _MM_HINT_T1);
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_T1);
 }
 
 // The mins of sub-blocks 2g and 2g+1 as the two 16-bit halves of a word (vpmaddwd's pairs).
@@ -121,7 +160,12 @@ INLINE int32_t min_pair(const uint8_t mn[8], int g) { return (int32_t)(mn[2 * g]
 INLINE void steps1(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, const uint8_t mn[8], int32_t sumi,
                    float *acc, float *macc) {
     int32_t summ = 0;
-    for (int s = 0; s < 8; s++) summ += mn[s] * x.bsum[bsum_index(m, r0, b, s)];
+    if (m == 1) {  // decoding: the row's sums are contiguous
+        const __m128i t = _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + 8 * b)), _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn)));
+        summ = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(t, t), t));
+    } else {
+        for (int s = 0; s < 8; s++) summ += mn[s] * x.bsum[bsum_index(m, r0, b, s)];
+    }
     const float dx = x.d[b * m + r0];
     *acc = fmaf(bk_half_to_float(bk_u16(p)) * dx, (float)sumi, *acc);
     *macc = fmaf(bk_half_to_float(bk_u16(p + 2)) * dx, (float)summ, *macc);
@@ -137,6 +181,46 @@ INLINE void steps4(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, 
     const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
     *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm_cvtepi32_ps(sumi), *acc);
     *macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm_cvtepi32_ps(summ), *macc);
+}
+
+// Q6_K's float steps: sumi = sums - 32·Σ_s sc_s·bsum16_s (exact), then acc = fma(d·dx, sumi, acc);
+// for one row, four rows (lanes) and eight.
+INLINE int32_t sc_pair(const int8_t *sc, int j) { return (int32_t)((uint16_t)(int16_t)sc[2 * j] | (uint32_t)(uint16_t)(int16_t)sc[2 * j + 1] << 16); }
+
+INLINE void steps6_1(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, int32_t sums, float *acc) {
+    const int8_t *sc = (const int8_t *)(p + 192);
+    int32_t corr = 0;
+    if (m == 1) {  // decoding: the row's sums are contiguous
+        const __m256i t = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(x.bsum16 + 16 * b)),
+                                            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)));
+        const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        corr = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(h, h), h));
+    } else {
+        for (int s = 0; s < 16; s++) corr += sc[s] * x.bsum16[bsum16_index(m, r0, b, s)];
+    }
+    *acc = fmaf(bk_half_to_float(bk_u16(p + 208)) * x.d[b * m + r0], (float)(sums - 32 * corr), *acc);
+}
+
+INLINE void steps6_4(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, __m128i sums, __m128 *acc) {
+    const int8_t *sc = (const int8_t *)(p + 192);
+    __m128i corr = _mm_setzero_si128();
+    for (int j = 0; j < 8; j++)
+        corr = _mm_add_epi32(corr, _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum16 + bsum16_index(m, r0, b, 2 * j))),
+                                                  _mm_set1_epi32(sc_pair(sc, j))));
+    const __m128i sumi = _mm_sub_epi32(sums, _mm_slli_epi32(corr, 5));
+    const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
+    *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 208))), dx), _mm_cvtepi32_ps(sumi), *acc);
+}
+
+INLINE void steps6_8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, __m256i sums, __m256 *acc) {
+    const int8_t *sc = (const int8_t *)(p + 192);
+    __m256i corr = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++)
+        corr = _mm256_add_epi32(corr, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(x.bsum16 + bsum16_index(m, r0, b, 2 * j))),
+                                                        _mm256_set1_epi32(sc_pair(sc, j))));
+    const __m256i sumi = _mm256_sub_epi32(sums, _mm256_slli_epi32(corr, 5));
+    const __m256 dx = _mm256_loadu_ps(x.d + b * m + r0);
+    *acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p + 208))), dx), _mm256_cvtepi32_ps(sumi), *acc);
 }
 
 // Output rows in groups of four; within a group, rows in tiles of `wide` (when given), four,
@@ -169,7 +253,7 @@ INLINE void avx2_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *
     float acc1 = 0, macc1 = 0;
     for (size_t b = 0; b < B; b++) {
         const uint8_t *p = w + b * BK_Q4_K_BYTES;
-        prefetch_ahead(p, rowBytes);
+        prefetch_ahead(p, rowBytes, BK_Q4_K_BYTES);
         uint8_t sc[8], mn[8];
         bk_k4_scales(p + 4, sc, mn);
         __m256i a[4];
@@ -201,6 +285,68 @@ INLINE void avx2_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *
 static void avx2_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
                      size_t ldy) {
 #define TILE(r0, wr, yo, MR) avx2_tile(x, m, k, r0, wr, rowBytes, yo, ldy, MR)
+    Q8K_PRODUCT(TILE, 4)
+#undef TILE
+}
+
+// Q6_K quarter e (0..3) of half hf: the 32 unsigned values (0..63) 128hf + 32e ..., built with
+// byte-wide operations (ql's low or high nibbles, qh's bits 2e, 2e+1 moved to bits 4-5).
+INLINE __m256i avx2_q6_quarter(const uint8_t *p, int hf, int e) {
+    const __m256i nibble = _mm256_set1_epi8(15), top2 = _mm256_set1_epi8(0x30);
+    __m256i ql = _mm256_loadu_si256((const __m256i *)(p + 64 * hf + (e & 1 ? 32 : 0)));
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * hf));
+    ql = _mm256_and_si256(e < 2 ? ql : _mm256_srli_epi16(ql, 4), nibble);
+    switch (e) {  // 16-bit shifts; the mask drops what crosses bytes
+    case 0: qh = _mm256_slli_epi16(qh, 4); break;
+    case 1: qh = _mm256_slli_epi16(qh, 2); break;
+    case 2: break;
+    default: qh = _mm256_srli_epi16(qh, 2); break;
+    }
+    return _mm256_or_si256(ql, _mm256_and_si256(qh, top2));
+}
+
+INLINE void avx2_tile6(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
+                       const int MR) {
+    const size_t B = k / 256;
+    __m128 acc = _mm_setzero_ps();
+    float acc1 = 0;
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *p = w + b * BK_Q6_K_BYTES;
+        prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
+        const int8_t *sc = (const int8_t *)(p + 192);
+        __m256i a[4];
+        for (int r = 0; r < MR; r++) a[r] = _mm256_setzero_si256();
+        for (int hf = 0; hf < 2; hf++) {
+            for (int e = 0; e < 4; e++) {  // sub-blocks 8hf + 2e and 8hf + 2e + 1
+                const int s = 8 * hf + 2 * e;
+                const __m256i u = avx2_q6_quarter(p, hf, e);
+                const __m256i s16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(sc[s])), _mm_set1_epi16(sc[s + 1]), 1);
+                for (int r = 0; r < MR; r++) {
+                    const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + (r0 + r) * k + 256 * b + 16 * s));
+                    a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
+                }
+            }
+        }
+        if (MR == 4) {
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+            steps6_4(x, m, r0, b, p, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)), &acc);
+        } else {
+            const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(a[0]), _mm256_extracti128_si256(a[0], 1));
+            steps6_1(x, m, r0, b, p, _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(h, h), _mm_setzero_si128())), &acc1);
+        }
+    }
+    if (MR == 4) {
+        float out[4];
+        _mm_storeu_ps(out, acc);
+        for (int r = 0; r < 4; r++) y[(r0 + r) * ldy] = out[r];
+    } else {
+        y[r0 * ldy] = acc1;
+    }
+}
+
+static void avx2_q8k6(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
+                      size_t ldy) {
+#define TILE(r0, wr, yo, MR) avx2_tile6(x, m, k, r0, wr, rowBytes, yo, ldy, MR)
     Q8K_PRODUCT(TILE, 4)
 #undef TILE
 }
@@ -282,7 +428,7 @@ INLINE void vnni_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *
     float acc1 = 0, macc1 = 0;
     for (size_t b = 0; b < B; b++) {
         const uint8_t *p = w + b * BK_Q4_K_BYTES;
-        prefetch_ahead(p, rowBytes);
+        prefetch_ahead(p, rowBytes, BK_Q4_K_BYTES);
         uint8_t sc[8], mn[8];
         bk_k4_scales(p + 4, sc, mn);
         __m512i a[8];
@@ -312,6 +458,70 @@ static void vnni_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t ro
 #undef TILE
 }
 
+// Q6_K half hf as unsigned bytes (0..63): lo = values 0..63 of the half, hi = 64..127 (ql's low
+// nibbles with qh bits 0-1 | 2-3, its high nibbles with bits 4-5 | 6-7, moved to bits 4-5).
+INLINE void q6_halves(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
+    const __m512i nibble = _mm512_set1_epi8(15), top2 = _mm512_set1_epi8(0x30);
+    const __m512i ql = _mm512_loadu_si512((const void *)(p + 64 * hf));
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * hf)));
+    const __m512i up = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(4)), _mm256_set1_epi16(2), 1);
+    const __m512i down = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(0)), _mm256_set1_epi16(2), 1);
+    *lo = _mm512_or_si512(_mm512_and_si512(ql, nibble), _mm512_and_si512(_mm512_sllv_epi16(qh, up), top2));
+    *hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble), _mm512_and_si512(_mm512_srlv_epi16(qh, down), top2));
+}
+
+// a[r] = the 16-lane integer sums Σ_s sc_s·Σ q_w·q_x of super-block b against rows r0 + r.
+INLINE void superblock_sums6(q8k_view x, size_t k, size_t r0, size_t b, const uint8_t *p, __m512i *a, const int MR) {
+    // sub-blocks j..j+3 of 64 values are 32 words after vpmaddubsw, 8 per sub-block
+    static const uint16_t picks[4][32] = {
+        {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+        {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+        {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+        {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
+    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192))));
+    for (int r = 0; r < MR; r++) a[r] = _mm512_setzero_si512();
+    for (int hf = 0; hf < 2; hf++) {
+        __m512i u[2];
+        q6_halves(p, hf, &u[0], &u[1]);
+        for (int h = 0; h < 2; h++) {
+            const __m512i s16 = _mm512_permutexvar_epi16(_mm512_loadu_si512((const void *)picks[2 * hf + h]), sc16);
+            for (int r = 0; r < MR; r++) {
+                const __m512i xv = _mm512_loadu_si512((const void *)(x.q + (r0 + r) * k + 256 * b + 128 * hf + 64 * h));
+                a[r] = _mm512_dpwssd_epi32(a[r], _mm512_maddubs_epi16(u[h], xv), s16);
+            }
+        }
+    }
+}
+
+INLINE void vnni_tile6(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
+                       const int MR) {
+    const size_t B = k / 256;
+    __m256 acc8 = _mm256_setzero_ps();
+    __m128 acc4 = _mm_setzero_ps();
+    float acc1 = 0;
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *p = w + b * BK_Q6_K_BYTES;
+        prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
+        __m512i a[8];
+        superblock_sums6(x, k, r0, b, p, a, MR);
+        if (MR == 8) steps6_8(x, m, r0, b, p, reduce8(a), &acc8);
+        else if (MR == 4) steps6_4(x, m, r0, b, p, reduce4(a), &acc4);
+        else steps6_1(x, m, r0, b, p, _mm512_reduce_add_epi32(a[0]), &acc1);
+    }
+    float out[8];
+    if (MR == 8) _mm256_storeu_ps(out, acc8);
+    else if (MR == 4) _mm_storeu_ps(out, acc4);
+    else out[0] = acc1;
+    for (int r = 0; r < MR; r++) y[(r0 + r) * ldy] = out[r];
+}
+
+static void vnni_q8k6(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
+                      size_t ldy) {
+#define TILE(r0, wr, yo, MR) vnni_tile6(x, m, k, r0, wr, rowBytes, yo, ldy, MR)
+    Q8K_PRODUCT(TILE, 8)
+#undef TILE
+}
+
 #pragma clang attribute pop
 #undef Q8K_PRODUCT
 #endif
@@ -326,21 +536,21 @@ int bk_quantize_q8k_at(int level, const float *x, size_t m, size_t k, void *xq) 
 int bk_matmul_nt_q8k_at(int level, uint32_t type, const void *xq, size_t m, size_t k, const void *w, size_t rowBytes,
                         size_t n0, size_t n1, float *y, size_t ldy) {
     if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
-    if (type != BK_Q4_K) return BK_ERROR_TYPE;
+    if (type != BK_Q4_K && type != BK_Q6_K) return BK_ERROR_TYPE;
     if (k == 0 || k % 256 != 0) return BK_ERROR_SHAPE;
     if (m == 0 || n1 <= n0) return BK_OK;
     const q8k_view x = q8k_layout(xq, m, k);
 #if defined(__x86_64__)
     if (level == BK_LEVEL_AVX512_VNNI) {
-        vnni_q8k(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+        (type == BK_Q4_K ? vnni_q8k : vnni_q8k6)(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
         return BK_OK;
     }
     if (level >= BK_LEVEL_AVX2) {
-        avx2_q8k(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+        (type == BK_Q4_K ? avx2_q8k : avx2_q8k6)(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
         return BK_OK;
     }
 #endif
-    portable_q8k(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+    (type == BK_Q4_K ? portable_q8k : portable_q8k6)(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
     return BK_OK;
 }
 

@@ -12,7 +12,7 @@ import CBlockKernels
 import ModelAssets
 
 /// What the block kernels multiply the weights with: float32 activations (the reference numbers),
-/// or activations quantized to int8 per 32 values (per 256 for Q4_K weights: llama.cpp's q8_K)
+/// or activations quantized to int8 per 32 values (per 256 for Q4_K and Q6_K weights: llama.cpp's q8_K)
 /// with integer block dot products (llama.cpp's way; each activation moves by at most half its
 /// block's step, and the logits with it).
 public enum ActivationPrecision: String, Sendable, CaseIterable, Codable {
@@ -158,9 +158,9 @@ extension FrozenMatrix {
         let group = m <= streamingRows ? m : groupRows(k: k, activations: useQ8 ? .q8 : .float32)
         let groups = (m + group - 1) / group
         // q8: each group's rows quantized once for every matrix, a group's q8 form contiguous
-        // (types without a q8 product stay float32); Q4_K matrices take the q8k form instead
-        // (per-256 scales, integer super-block sums: llama.cpp's q8_K)
-        func isQ4K(_ w: FrozenMatrix) -> Bool { if case .stored(let t, _) = w.storage { t.type == .q4_K } else { false } }
+        // (types without a q8 product stay float32); Q4_K and Q6_K matrices take the q8k form
+        // instead (per-256 scales, integer super-block sums: llama.cpp's q8_K)
+        func isQ8K(_ w: FrozenMatrix) -> Bool { if case .stored(let t, _) = w.storage { t.type == .q4_K || t.type == .q6_K } else { false } }
         /// Every group's rows in one form, a group's `groupBytes` contiguous (groups on every core).
         func quantized(_ groupBytes: Int, _ name: String,
                        _ quantize: (UnsafePointer<Float>, Int, Int, UnsafeMutableRawPointer) -> Int32) -> UnsafeMutableRawPointer {
@@ -172,10 +172,10 @@ extension FrozenMatrix {
             }
             return q
         }
-        let useQ8K = useQ8 && k % 256 == 0 && matrices.contains(where: isQ4K)
+        let useQ8K = useQ8 && k % 256 == 0 && matrices.contains(where: isQ8K)
         let q8GroupBytes = bk_q8_bytes(group, k), q8kGroupBytes = bk_q8k_bytes(group, k)
         let q8k = useQ8K ? quantized(q8kGroupBytes, "bk_quantize_q8k") { bk_quantize_q8k($0, $1, $2, $3) } : nil
-        let q8 = useQ8 && !(useQ8K && matrices.allSatisfy(isQ4K)) ? quantized(q8GroupBytes, "bk_quantize_q8") { bk_quantize_q8($0, $1, $2, $3) } : nil
+        let q8 = useQ8 && !(useQ8K && matrices.allSatisfy(isQ8K)) ? quantized(q8GroupBytes, "bk_quantize_q8") { bk_quantize_q8($0, $1, $2, $3) } : nil
         defer { q8k?.deallocate(); q8?.deallocate() }
         // chunk c of matrix j: rows [n0, n1) written at y + offset_j (or a scratch row block when
         // the matrix's rows are in llama.cpp's order, scattered afterwards), every group in turn
@@ -206,7 +206,7 @@ extension FrozenMatrix {
                 for g in 0..<groups {
                     let r0 = g * group, rows = Swift.min(group, m - r0)
                     var rc = Int32(-1)
-                    if t.type == .q4_K, let q8k {
+                    if t.type == .q4_K || t.type == .q6_K, let q8k {
                         rc = bk_matmul_nt_q8k(t.type.rawValue, q8k + g * q8kGroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld)
                     } else if let q8 {
                         rc = bk_matmul_nt_q8(t.type.rawValue, q8 + g * q8GroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld)

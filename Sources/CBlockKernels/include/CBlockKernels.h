@@ -117,12 +117,13 @@ int bk_matmul_nt_q8_at(int level, uint32_t type, const void *xq, size_t m, size_
                        size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy);
 
 // ---------------------------------------------------------------------------------------------
-// q8k activations, for Q4_K weights: llama.cpp's q8_K. Each activation row is quantized per 256
-// values (scale d = max|x| / 127, q = x / d rounded to nearest even, and the sum of each 32 q);
+// q8k activations, for Q4_K and Q6_K weights: llama.cpp's q8_K. Each activation row is quantized
+// per 256 values (scale d = max|x| / 127, q = x / d rounded to nearest even, and the sums of each
+// 16 and each 32 q);
 // a super-block's products stay integer (its sub-block scales and mins applied to exact sums) and
 // meet floats once per 256 values and row, where the q8 form converts every 32. Each x_i moves by
 // at most d / 2, d being its 256 values' step (coarser than q8's per 32). The same bits on every
-// level and for every row count; fast on AVX-512 VNNI, plain C elsewhere.
+// level and for every row count; fast on AVX-512 VNNI and AVX2, plain C elsewhere.
 
 /// Bytes of the q8k form of m rows of k activations (k a multiple of 256).
 size_t bk_q8k_bytes(size_t m, size_t k);
@@ -131,8 +132,8 @@ size_t bk_q8k_bytes(size_t m, size_t k);
 /// aligned). Returns BK_OK or BK_ERROR_SHAPE.
 int bk_quantize_q8k(const float *x, size_t m, size_t k, void *xq);
 
-/// As bk_matmul_nt for Q4_K weights with x in q8k form (from bk_quantize_q8k with the same m and
-/// k). Returns BK_OK, BK_ERROR_TYPE (any type but Q4_K) or BK_ERROR_SHAPE.
+/// As bk_matmul_nt for Q4_K or Q6_K weights with x in q8k form (from bk_quantize_q8k with the
+/// same m and k). Returns BK_OK, BK_ERROR_TYPE (any other type) or BK_ERROR_SHAPE.
 int bk_matmul_nt_q8k(uint32_t type, const void *xq, size_t m, size_t k, const void *w, size_t rowBytes,
                      size_t n0, size_t n1, float *y, size_t ldy);
 
