@@ -1,9 +1,9 @@
-// The q8k activation form for Q4_K and Q6_K weights: llama.cpp's q8_K arithmetic. Each activation row is
+// The q8k activation form for Q4_K, Q5_K and Q6_K weights: llama.cpp's q8_K arithmetic. Each activation row is
 // quantized per 256 values (one float scale, int8 values, an integer sum per 32), and a Q4_K
 // super-block meets it in integer arithmetic throughout: sumi = Σ_s sc_s·Σ_(i in s) q_w·q_x and
 // summ = Σ_s m_s·bsum_s are exact, then per super-block and row
 //     acc = fma(d_w·d_x, (float)sumi, acc),  macc = fma(dmin_w·d_x, (float)summ, macc),
-// and y = acc - macc. Q6_K has no mins; its values q - 32 (q in 0..63) meet the activations as
+// and y = acc - macc (Q5_K the same with a fifth bit on each value). Q6_K has no mins; its values q - 32 (q in 0..63) meet the activations as
 // the unsigned q, and the 32 comes back through the sums per 16 values:
 //     sumi = Σ_s sc_s·(Σ_(i in s) q_w·q_x - 32·bsum16_s),  acc = fma(d_w·d_x, (float)sumi, acc).
 // The plain C below fixes those steps; the AVX-512 VNNI product computes the
@@ -109,22 +109,25 @@ static void portable_q8k6(q8k_view x, size_t m, size_t k, const uint8_t *w, size
 }
 
 // The reference product: every (row, output) in the order the header gives.
-static void portable_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1,
-                         float *y, size_t ldy) {
-    const size_t B = k / 256;
+static void portable_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
+                         size_t n0, size_t n1, float *y, size_t ldy) {
+    const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
     for (size_t r = 0; r < m; r++) {
         for (size_t o = n0; o < n1; o++) {
             float acc = 0, macc = 0;
             for (size_t b = 0; b < B; b++) {
-                const uint8_t *p = w + o * rowBytes + b * BK_Q4_K_BYTES;
+                const uint8_t *p = w + o * rowBytes + b * bytes;
                 uint8_t sc[8], mn[8];
                 bk_k4_scales(p + 4, sc, mn);
                 const int8_t *qx = x.q + r * k + 256 * b;
                 int32_t sumi = 0, summ = 0;
                 for (int s = 0; s < 8; s++) {
-                    const uint8_t *qs = p + 16 + 32 * (s / 2);
+                    const uint8_t *qs = p + (type == BK_Q4_K ? 16 : 48) + 32 * (s / 2);
                     int32_t isum = 0;
-                    for (int l = 0; l < 32; l++) isum += (s & 1 ? qs[l] >> 4 : qs[l] & 15) * qx[32 * s + l];
+                    for (int l = 0; l < 32; l++) {  // Q5_K: bit s of qh[l] is the value's bit 4
+                        const int high = type == BK_Q5_K ? ((p[16 + l] >> s) & 1) << 4 : 0;
+                        isum += ((s & 1 ? qs[l] >> 4 : qs[l] & 15) | high) * qx[32 * s + l];
+                    }
                     sumi += sc[s] * isum;
                     summ += mn[s] * x.bsum[bsum_index(m, r, b, s)];
                 }
@@ -240,26 +243,29 @@ INLINE void steps6_8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p
 
 // The AVX2 level (also AVX-512 without VNNI): 32 values per instruction pair (vpmaddubsw, then
 // vpmaddwd by the sub-block's scale), tiles of four rows.
-INLINE __m256i avx2_sub_bytes(const uint8_t *p, int s) {
-    const __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * (s / 2))), nibble = _mm256_set1_epi8(15);
-    return _mm256_and_si256(s & 1 ? _mm256_srli_epi16(qs, 4) : qs, nibble);
+INLINE __m256i avx2_sub_bytes(const uint32_t type, const uint8_t *p, int s) {
+    const __m256i qs = _mm256_loadu_si256((const __m256i *)(p + (type == BK_Q4_K ? 16 : 48) + 32 * (s / 2))), nibble = _mm256_set1_epi8(15);
+    const __m256i v = _mm256_and_si256(s & 1 ? _mm256_srli_epi16(qs, 4) : qs, nibble);
+    if (type == BK_Q4_K) return v;
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));  // bit s of each byte to bit 4 (16-bit shift, byte mask)
+    return _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, s), _mm256_set1_epi8(1)), 4));
 }
 
 // MR (4 or 1) rows r0.. against one weight row.
-INLINE void avx2_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
-                      const int MR) {
-    const size_t B = k / 256;
+INLINE void avx2_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes,
+                      float *y, size_t ldy, const int MR) {
+    const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
     __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
     float acc1 = 0, macc1 = 0;
     for (size_t b = 0; b < B; b++) {
-        const uint8_t *p = w + b * BK_Q4_K_BYTES;
-        prefetch_ahead(p, rowBytes, BK_Q4_K_BYTES);
+        const uint8_t *p = w + b * bytes;
+        prefetch_ahead(p, rowBytes, bytes);
         uint8_t sc[8], mn[8];
         bk_k4_scales(p + 4, sc, mn);
         __m256i a[4];
         for (int r = 0; r < MR; r++) a[r] = _mm256_setzero_si256();
         for (int s = 0; s < 8; s++) {
-            const __m256i u = avx2_sub_bytes(p, s), s16 = _mm256_set1_epi16(sc[s]);
+            const __m256i u = avx2_sub_bytes(type, p, s), s16 = _mm256_set1_epi16(sc[s]);
             for (int r = 0; r < MR; r++) {
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + (r0 + r) * k + 256 * b + 32 * s));
                 a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
@@ -282,11 +288,17 @@ INLINE void avx2_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *
     }
 }
 
-static void avx2_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
-                     size_t ldy) {
-#define TILE(r0, wr, yo, MR) avx2_tile(x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-    Q8K_PRODUCT(TILE, 4)
+static void avx2_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
+                     size_t n1, float *y, size_t ldy) {
+    if (type == BK_Q4_K) {
+#define TILE(r0, wr, yo, MR) avx2_tile(BK_Q4_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
+        Q8K_PRODUCT(TILE, 4)
 #undef TILE
+    } else {
+#define TILE(r0, wr, yo, MR) avx2_tile(BK_Q5_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
+        Q8K_PRODUCT(TILE, 4)
+#undef TILE
+    }
 }
 
 // Q6_K quarter e (0..3) of half hf: the 32 unsigned values (0..63) 128hf + 32e ..., built with
@@ -360,9 +372,14 @@ static void avx2_q8k6(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t r
 
 // Weight bytes of sub-blocks 2g and 2g+1 ([low nibbles | high nibbles] of 32 bytes), and their
 // scales as 16-bit words ([sc_2g x 16 | sc_2g+1 x 16]).
-INLINE __m512i pair_bytes(const uint8_t *p, int g) {
-    const __m512i qs = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16 + 32 * g)));
-    return _mm512_and_si512(_mm512_mask_srli_epi16(qs, 0xFFFF0000u, qs, 4), _mm512_set1_epi8(15));  // shift the upper half only
+INLINE __m512i pair_bytes(const uint32_t type, const uint8_t *p, int g) {
+    const __m512i qs = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + (type == BK_Q4_K ? 16 : 48) + 32 * g)));
+    const __m512i v = _mm512_and_si512(_mm512_mask_srli_epi16(qs, 0xFFFF0000u, qs, 4), _mm512_set1_epi8(15));  // shift the upper half only
+    if (type == BK_Q4_K) return v;
+    // Q5_K: bit 2g (lower half) or 2g + 1 (upper) of each qh byte to bit 4 (16-bit shifts, byte mask)
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)));
+    const __m512i shift = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16((short)(2 * g))), _mm256_set1_epi16((short)(2 * g + 1)), 1);
+    return _mm512_or_si512(v, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift), _mm512_set1_epi8(1)), 4));
 }
 // sc16: the eight scales as 16-bit words (low 128 bits); one vpermw picks the pair.
 INLINE __m512i pair_scales(__m512i sc16, int g) {
@@ -371,12 +388,12 @@ INLINE __m512i pair_scales(__m512i sc16, int g) {
 }
 
 // a[r] = the 16-lane integer sums of super-block b at p against rows r0 + r, r < MR.
-INLINE void superblock_sums(q8k_view x, size_t k, size_t r0, size_t b, const uint8_t *p, const uint8_t sc[8], __m512i *a,
-                            const int MR) {
+INLINE void superblock_sums(const uint32_t type, q8k_view x, size_t k, size_t r0, size_t b, const uint8_t *p, const uint8_t sc[8],
+                            __m512i *a, const int MR) {
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
     for (int r = 0; r < MR; r++) a[r] = _mm512_setzero_si512();
     for (int g = 0; g < 4; g++) {
-        const __m512i u = pair_bytes(p, g), s16 = pair_scales(sc16, g);
+        const __m512i u = pair_bytes(type, p, g), s16 = pair_scales(sc16, g);
         for (int r = 0; r < MR; r++) {
             const __m512i xv = _mm512_loadu_si512((const void *)(x.q + (r0 + r) * k + 256 * b + 64 * g));
             a[r] = _mm512_dpwssd_epi32(a[r], _mm512_maddubs_epi16(u, xv), s16);
@@ -420,19 +437,19 @@ INLINE __m256i mins8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t mn
 }
 
 // MR (8, 4 or 1) rows r0.. against one weight row: the header's steps, lane r for row r0 + r.
-INLINE void vnni_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
-                      const int MR) {
-    const size_t B = k / 256;
+INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes,
+                      float *y, size_t ldy, const int MR) {
+    const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
     __m256 acc8 = _mm256_setzero_ps(), macc8 = _mm256_setzero_ps();
     __m128 acc4 = _mm_setzero_ps(), macc4 = _mm_setzero_ps();
     float acc1 = 0, macc1 = 0;
     for (size_t b = 0; b < B; b++) {
-        const uint8_t *p = w + b * BK_Q4_K_BYTES;
-        prefetch_ahead(p, rowBytes, BK_Q4_K_BYTES);
+        const uint8_t *p = w + b * bytes;
+        prefetch_ahead(p, rowBytes, bytes);
         uint8_t sc[8], mn[8];
         bk_k4_scales(p + 4, sc, mn);
         __m512i a[8];
-        superblock_sums(x, k, r0, b, p, sc, a, MR);
+        superblock_sums(type, x, k, r0, b, p, sc, a, MR);
         if (MR == 8) {
             const __m256i summ = mins8(x, m, r0, b, mn);
             const __m256 dx = _mm256_loadu_ps(x.d + b * m + r0);
@@ -451,11 +468,17 @@ INLINE void vnni_tile(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *
     for (int r = 0; r < MR; r++) y[(r0 + r) * ldy] = out[r];
 }
 
-static void vnni_q8k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
-                     size_t ldy) {
-#define TILE(r0, wr, yo, MR) vnni_tile(x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-    Q8K_PRODUCT(TILE, 8)
+static void vnni_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
+                     size_t n1, float *y, size_t ldy) {
+    if (type == BK_Q4_K) {
+#define TILE(r0, wr, yo, MR) vnni_tile(BK_Q4_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
+        Q8K_PRODUCT(TILE, 8)
 #undef TILE
+    } else {
+#define TILE(r0, wr, yo, MR) vnni_tile(BK_Q5_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
+        Q8K_PRODUCT(TILE, 8)
+#undef TILE
+    }
 }
 
 // Q6_K half hf as unsigned bytes (0..63): lo = values 0..63 of the half, hi = 64..127 (ql's low
@@ -536,21 +559,24 @@ int bk_quantize_q8k_at(int level, const float *x, size_t m, size_t k, void *xq) 
 int bk_matmul_nt_q8k_at(int level, uint32_t type, const void *xq, size_t m, size_t k, const void *w, size_t rowBytes,
                         size_t n0, size_t n1, float *y, size_t ldy) {
     if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
-    if (type != BK_Q4_K && type != BK_Q6_K) return BK_ERROR_TYPE;
+    if (type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K) return BK_ERROR_TYPE;
     if (k == 0 || k % 256 != 0) return BK_ERROR_SHAPE;
     if (m == 0 || n1 <= n0) return BK_OK;
     const q8k_view x = q8k_layout(xq, m, k);
 #if defined(__x86_64__)
     if (level == BK_LEVEL_AVX512_VNNI) {
-        (type == BK_Q4_K ? vnni_q8k : vnni_q8k6)(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+        if (type == BK_Q6_K) vnni_q8k6(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+        else vnni_q8k(type, x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
         return BK_OK;
     }
     if (level >= BK_LEVEL_AVX2) {
-        (type == BK_Q4_K ? avx2_q8k : avx2_q8k6)(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+        if (type == BK_Q6_K) avx2_q8k6(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+        else avx2_q8k(type, x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
         return BK_OK;
     }
 #endif
-    (type == BK_Q4_K ? portable_q8k : portable_q8k6)(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+    if (type == BK_Q6_K) portable_q8k6(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+    else portable_q8k(type, x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
     return BK_OK;
 }
 

@@ -184,7 +184,7 @@ extension KVCachePrecision: ExpressibleByArgument {}
 
 /// How decoding multiplies stored weights (generate, evaluate-adapter, bench-speculative).
 public struct DecodingOptions: ParsableArguments {
-    @Option(help: "What stored base weights are multiplied with when decoding: float32 (the reference numbers) or q8 (activations quantized to int8 per 32 values, per 256 for Q4_K and Q6_K weights, with integer dot products, as llama.cpp does: faster on most CPUs, logits move by a few percent).")
+    @Option(help: "What stored base weights are multiplied with when decoding: float32 (the reference numbers) or q8 (activations quantized to int8 per 32 values, per 256 for K-quant weights, with integer dot products, as llama.cpp does: faster on most CPUs, logits move by a few percent).")
     public var activations: ActivationPrecision = .float32
 
     @Option(name: .customLong("kv-cache"), help: "How the KV cache stores keys and values: float32 (the reference numbers) or float16 (half the memory per position, as llama.cpp's default cache; each value rounded once: SmolLM2's logits moved by 4e-4 of the largest).")

@@ -12,7 +12,7 @@ import CBlockKernels
 import ModelAssets
 
 /// What the block kernels multiply the weights with: float32 activations (the reference numbers),
-/// or activations quantized to int8 per 32 values (per 256 for Q4_K and Q6_K weights: llama.cpp's q8_K)
+/// or activations quantized to int8 per 32 values (per 256 for K-quant weights: llama.cpp's q8_K)
 /// with integer block dot products (llama.cpp's way; each activation moves by at most half its
 /// block's step, and the logits with it).
 public enum ActivationPrecision: String, Sendable, CaseIterable, Codable {
@@ -158,9 +158,9 @@ extension FrozenMatrix {
         let group = m <= streamingRows ? m : groupRows(k: k, activations: useQ8 ? .q8 : .float32)
         let groups = (m + group - 1) / group
         // q8: each group's rows quantized once for every matrix, a group's q8 form contiguous
-        // (types without a q8 product stay float32); Q4_K and Q6_K matrices take the q8k form
+        // (types without a q8 product stay float32); K-quant matrices take the q8k form
         // instead (per-256 scales, integer super-block sums: llama.cpp's q8_K)
-        func isQ8K(_ w: FrozenMatrix) -> Bool { if case .stored(let t, _) = w.storage { t.type == .q4_K || t.type == .q6_K } else { false } }
+        func isQ8K(_ w: FrozenMatrix) -> Bool { if case .stored(let t, _) = w.storage { [.q4_K, .q5_K, .q6_K].contains(t.type) } else { false } }
         /// Every group's rows in one form, a group's `groupBytes` contiguous (groups on every core).
         func quantized(_ groupBytes: Int, _ name: String,
                        _ quantize: (UnsafePointer<Float>, Int, Int, UnsafeMutableRawPointer) -> Int32) -> UnsafeMutableRawPointer {
@@ -206,7 +206,7 @@ extension FrozenMatrix {
                 for g in 0..<groups {
                     let r0 = g * group, rows = Swift.min(group, m - r0)
                     var rc = Int32(-1)
-                    if t.type == .q4_K || t.type == .q6_K, let q8k {
+                    if [.q4_K, .q5_K, .q6_K].contains(t.type), let q8k {
                         rc = bk_matmul_nt_q8k(t.type.rawValue, q8k + g * q8kGroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld)
                     } else if let q8 {
                         rc = bk_matmul_nt_q8(t.type.rawValue, q8 + g * q8GroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld)

@@ -2,7 +2,7 @@
 // shapes, per ggml type and feature level: m = 1 time, GB/s of weight bytes, GFLOP/s on 1 and 2
 // threads, m = 4 and m = 8 cost relative to m = 1, beside the machine's streaming-read bandwidth;
 // float activations (bk_matmul_nt), q8 activations (bk_quantize_q8 + bk_matmul_nt_q8) and, for
-// Q4_K and Q6_K, q8k activations (bk_quantize_q8k + bk_matmul_nt_q8k).
+// the K-quants, q8k activations (bk_quantize_q8k + bk_matmul_nt_q8k).
 // Weights are random blocks (timing does not depend on values); whole-model runs are left out.
 import ArgumentParser
 import Autograd
@@ -55,7 +55,7 @@ struct BenchKernels: ParsableCommand {
     @Option(help: "MiB of distinct weight copies the cold figures cycle through (more than the last-level cache).")
     var coldMegabytes = 256
     @Flag(help: "Skip the cold (weights from DRAM) figures.") var hotOnly = false
-    @Option(parsing: .upToNextOption, help: "Activation modes: float (bk_matmul_nt), q8 (quantized activations; not for F32/F16/BF16), q8k (per-256 activations; Q4_K and Q6_K).")
+    @Option(parsing: .upToNextOption, help: "Activation modes: float (bk_matmul_nt), q8 (quantized activations; not for F32/F16/BF16), q8k (per-256 activations; K-quants).")
     var modes: [Mode] = Mode.allCases
     @Flag(help: "Also time bk_dequantize_rows (the panels prefill and training multiply with sgemm), one thread.")
     var dequantize = false
@@ -102,7 +102,7 @@ struct BenchKernels: ParsableCommand {
                 defer { y.deallocate() }
                 let xq = UnsafeMutableRawPointer.allocate(byteCount: max(bk_q8_bytes(8, k), bk_q8k_bytes(8, k)), alignment: 64)
                 defer { xq.deallocate() }
-                for mode in modes where mode == .float || (mode == .q8 && blockSize > 1) || (mode == .q8k && (type == .q4_K || type == .q6_K)) {
+                for mode in modes where mode == .float || (mode == .q8 && blockSize > 1) || (mode == .q8k && [.q4_K, .q5_K, .q6_K].contains(type)) {
                 for level in levels {
                     var figures = [Figure(m: 1, threads: 1), Figure(m: 4, threads: 1), Figure(m: 8, threads: 1),
                                    Figure(m: 1, threads: 2), Figure(m: 4, threads: 2), Figure(m: 8, threads: 2)]

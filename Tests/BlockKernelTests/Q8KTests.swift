@@ -1,4 +1,4 @@
-// The q8k form (bk_quantize_q8k, bk_matmul_nt_q8k: llama.cpp's q8_K for Q4_K and Q6_K weights) at every
+// The q8k form (bk_quantize_q8k, bk_matmul_nt_q8k: llama.cpp's q8_K for K-quant weights) at every
 // level this CPU runs: the quantization's bound and sums, the product against a float64 dot of
 // the reference-dequantized weights with the quantized activations, and the same bits on every
 // level, for every row count and output split.
@@ -10,7 +10,7 @@ import XCTest
 final class Q8KTests: XCTestCase {
     typealias T = BlockKernelTests
     static let rowCounts = [1, 2, 3, 7, 8, 9, 16, 17]
-    static let types: [GGMLType] = [.q4_K, .q6_K]
+    static let types: [GGMLType] = [.q4_K, .q5_K, .q6_K]
 
     func quantize(level: Int32, _ x: [Float], m: Int, k: Int) -> [UInt8] {
         var xq = [UInt8](repeating: 0, count: bk_q8k_bytes(m, k))
@@ -138,7 +138,7 @@ final class Q8KTests: XCTestCase {
     func testRefusesOtherTypesAndPartialSuperBlocks() {
         let xq = quantize(level: 0, [Float](repeating: 0.5, count: 256), m: 1, k: 256)
         var y = [Float](repeating: 0, count: 1)
-        for type in [GGMLType.q4_1, .q5_K, .q8_0, .f32] {
+        for type in [GGMLType.q4_1, .q4_0, .q8_0, .f32] {
             XCTAssertEqual(matmul(level: 0, xq: xq, m: 1, k: 256, w: [UInt8](repeating: 0, count: 512), rowBytes: 210, n0: 0, n1: 1,
                                   into: &y, ldy: 1, type: type), Int32(BK_ERROR_TYPE), "\(type)")
         }

@@ -117,7 +117,7 @@ int bk_matmul_nt_q8_at(int level, uint32_t type, const void *xq, size_t m, size_
                        size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy);
 
 // ---------------------------------------------------------------------------------------------
-// q8k activations, for Q4_K and Q6_K weights: llama.cpp's q8_K. Each activation row is quantized
+// q8k activations, for Q4_K, Q5_K and Q6_K weights: llama.cpp's q8_K. Each activation row is quantized
 // per 256 values (scale d = max|x| / 127, q = x / d rounded to nearest even, and the sums of each
 // 16 and each 32 q);
 // a super-block's products stay integer (its sub-block scales and mins applied to exact sums) and
@@ -132,7 +132,7 @@ size_t bk_q8k_bytes(size_t m, size_t k);
 /// aligned). Returns BK_OK or BK_ERROR_SHAPE.
 int bk_quantize_q8k(const float *x, size_t m, size_t k, void *xq);
 
-/// As bk_matmul_nt for Q4_K or Q6_K weights with x in q8k form (from bk_quantize_q8k with the
+/// As bk_matmul_nt for Q4_K, Q5_K or Q6_K weights with x in q8k form (from bk_quantize_q8k with the
 /// same m and k). Returns BK_OK, BK_ERROR_TYPE (any other type) or BK_ERROR_SHAPE.
 int bk_matmul_nt_q8k(uint32_t type, const void *xq, size_t m, size_t k, const void *w, size_t rowBytes,
                      size_t n0, size_t n1, float *y, size_t ldy);
