@@ -226,9 +226,34 @@ INLINE void steps6_8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p
     *acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p + 208))), dx), _mm256_cvtepi32_ps(sumi), *acc);
 }
 
+// The same for rows r0, r0 + 1 in the low two lanes (their sums adjacent in bsum and bsum16).
+INLINE void steps2(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, const uint8_t mn[8], __m128i sumi,
+                   __m128 *acc, __m128 *macc) {
+    __m128i summ = _mm_setzero_si128();
+    for (int g = 0; g < 4; g++)
+        summ = _mm_add_epi32(summ, _mm_madd_epi16(_mm_loadl_epi64((const __m128i *)(x.bsum + bsum_index(m, r0, b, 2 * g))),
+                                                  _mm_set1_epi32(min_pair(mn, g))));
+    const __m128 dx = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(x.d + b * m + r0)));
+    *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm_cvtepi32_ps(sumi), *acc);
+    *macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm_cvtepi32_ps(summ), *macc);
+}
+
+INLINE void steps6_2(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, __m128i sums, __m128 *acc) {
+    const int8_t *sc = (const int8_t *)(p + 192);
+    __m128i corr = _mm_setzero_si128();
+    for (int j = 0; j < 8; j++)
+        corr = _mm_add_epi32(corr, _mm_madd_epi16(_mm_loadl_epi64((const __m128i *)(x.bsum16 + bsum16_index(m, r0, b, 2 * j))),
+                                                  _mm_set1_epi32(sc_pair(sc, j))));
+    const __m128i sumi = _mm_sub_epi32(sums, _mm_slli_epi32(corr, 5));
+    const __m128 dx = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(x.d + b * m + r0)));
+    *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 208))), dx), _mm_cvtepi32_ps(sumi), *acc);
+}
+
 // Output rows in groups of four; within a group, rows in tiles of `wide` (when given), four,
-// then one: tile(r0, w, y, MR) computes MR rows r0.. against weight row w into y + r0 * ldy.
-#define Q8K_PRODUCT(tile, wide)                                                                      \
+// two (when `two`), then one: tile(r0, w, y, MR) computes MR rows r0.. against weight row w into
+// y + r0 * ldy. (A 7-row batch took 4 + 1 + 1 + 1 before the two-row tile, a 14-token prefill
+// 8 + 4 + 1 + 1: each one-row tile reads the weights once more.)
+#define Q8K_PRODUCT(tile, wide, two)                                                                 \
     for (size_t o = n0; o < n1; o += 4) {                                                            \
         const size_t group = n1 - o < 4 ? n1 - o : 4;                                                \
         size_t r = 0;                                                                                \
@@ -237,6 +262,9 @@ INLINE void steps6_8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p
                 for (size_t j = 0; j < group; j++) tile(r, w + (o + j) * rowBytes, y + o + j, wide); \
         for (; r + 4 <= m; r += 4)                                                                   \
             for (size_t j = 0; j < group; j++) tile(r, w + (o + j) * rowBytes, y + o + j, 4);        \
+        if (two)                                                                                     \
+            for (; r + 2 <= m; r += 2)                                                               \
+                for (size_t j = 0; j < group; j++) tile(r, w + (o + j) * rowBytes, y + o + j, 2);    \
         for (; r < m; r++)                                                                           \
             for (size_t j = 0; j < group; j++) tile(r, w + (o + j) * rowBytes, y + o + j, 1);        \
     }
@@ -292,11 +320,11 @@ static void avx2_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const 
                      size_t n1, float *y, size_t ldy) {
     if (type == BK_Q4_K) {
 #define TILE(r0, wr, yo, MR) avx2_tile(BK_Q4_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-        Q8K_PRODUCT(TILE, 4)
+        Q8K_PRODUCT(TILE, 4, 0)
 #undef TILE
     } else {
 #define TILE(r0, wr, yo, MR) avx2_tile(BK_Q5_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-        Q8K_PRODUCT(TILE, 4)
+        Q8K_PRODUCT(TILE, 4, 0)
 #undef TILE
     }
 }
@@ -359,14 +387,14 @@ INLINE void avx2_tile6(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t 
 static void avx2_q8k6(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
                       size_t ldy) {
 #define TILE(r0, wr, yo, MR) avx2_tile6(x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-    Q8K_PRODUCT(TILE, 4)
+    Q8K_PRODUCT(TILE, 4, 0)
 #undef TILE
 }
 
 #pragma clang attribute pop
 
 // The AVX-512 VNNI level: 64 values per instruction pair (vpmaddubsw + vpdpwssd), tiles of
-// eight rows (their sums reduced together, the float steps in eight lanes), four, then one.
+// eight rows (their sums reduced together, the float steps in eight lanes), four, two, then one.
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), \
                              apply_to = function)
 
@@ -457,13 +485,15 @@ INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
             macc8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm256_cvtepi32_ps(summ), macc8);
         } else if (MR == 4) {
             steps4(x, m, r0, b, p, mn, reduce4(a), &acc4, &macc4);
+        } else if (MR == 2) {
+            steps2(x, m, r0, b, p, mn, _mm_setr_epi32(_mm512_reduce_add_epi32(a[0]), _mm512_reduce_add_epi32(a[1]), 0, 0), &acc4, &macc4);
         } else {
             steps1(x, m, r0, b, p, mn, _mm512_reduce_add_epi32(a[0]), &acc1, &macc1);
         }
     }
     float out[8];
     if (MR == 8) _mm256_storeu_ps(out, _mm256_sub_ps(acc8, macc8));
-    else if (MR == 4) _mm_storeu_ps(out, _mm_sub_ps(acc4, macc4));
+    else if (MR == 4 || MR == 2) _mm_storeu_ps(out, _mm_sub_ps(acc4, macc4));
     else out[0] = acc1 - macc1;
     for (int r = 0; r < MR; r++) y[(r0 + r) * ldy] = out[r];
 }
@@ -472,11 +502,11 @@ static void vnni_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const 
                      size_t n1, float *y, size_t ldy) {
     if (type == BK_Q4_K) {
 #define TILE(r0, wr, yo, MR) vnni_tile(BK_Q4_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-        Q8K_PRODUCT(TILE, 8)
+        Q8K_PRODUCT(TILE, 8, 1)
 #undef TILE
     } else {
 #define TILE(r0, wr, yo, MR) vnni_tile(BK_Q5_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-        Q8K_PRODUCT(TILE, 8)
+        Q8K_PRODUCT(TILE, 8, 1)
 #undef TILE
     }
 }
@@ -529,11 +559,12 @@ INLINE void vnni_tile6(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t 
         superblock_sums6(x, k, r0, b, p, a, MR);
         if (MR == 8) steps6_8(x, m, r0, b, p, reduce8(a), &acc8);
         else if (MR == 4) steps6_4(x, m, r0, b, p, reduce4(a), &acc4);
+        else if (MR == 2) steps6_2(x, m, r0, b, p, _mm_setr_epi32(_mm512_reduce_add_epi32(a[0]), _mm512_reduce_add_epi32(a[1]), 0, 0), &acc4);
         else steps6_1(x, m, r0, b, p, _mm512_reduce_add_epi32(a[0]), &acc1);
     }
     float out[8];
     if (MR == 8) _mm256_storeu_ps(out, acc8);
-    else if (MR == 4) _mm_storeu_ps(out, acc4);
+    else if (MR == 4 || MR == 2) _mm_storeu_ps(out, acc4);
     else out[0] = acc1;
     for (int r = 0; r < MR; r++) y[(r0 + r) * ldy] = out[r];
 }
@@ -541,7 +572,7 @@ INLINE void vnni_tile6(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t 
 static void vnni_q8k6(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
                       size_t ldy) {
 #define TILE(r0, wr, yo, MR) vnni_tile6(x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-    Q8K_PRODUCT(TILE, 8)
+    Q8K_PRODUCT(TILE, 8, 1)
 #undef TILE
 }
 
