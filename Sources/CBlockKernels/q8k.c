@@ -250,23 +250,23 @@ INLINE void steps6_2(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p
 }
 
 // Output rows in groups of four; within a group, rows in tiles of `wide` (when given), four,
-// two (when `two`), then one: tile(r0, w, y, MR) computes MR rows r0.. against weight row w into
-// y + r0 * ldy. (A 7-row batch took 4 + 1 + 1 + 1 before the two-row tile, a 14-token prefill
+// two (when `two`), then one: tile(T, r0, w, y, MR) computes MR rows r0.. of type T against
+// weight row w into y + r0 * ldy. (A 7-row batch took 4 + 1 + 1 + 1 before the two-row tile, a 14-token prefill
 // 8 + 4 + 1 + 1: each one-row tile reads the weights once more.)
-#define Q8K_PRODUCT(tile, wide, two)                                                                 \
-    for (size_t o = n0; o < n1; o += 4) {                                                            \
-        const size_t group = n1 - o < 4 ? n1 - o : 4;                                                \
-        size_t r = 0;                                                                                \
-        if (wide > 4)                                                                                \
-            for (; r + wide <= m; r += wide)                                                         \
-                for (size_t j = 0; j < group; j++) tile(r, w + (o + j) * rowBytes, y + o + j, wide); \
-        for (; r + 4 <= m; r += 4)                                                                   \
-            for (size_t j = 0; j < group; j++) tile(r, w + (o + j) * rowBytes, y + o + j, 4);        \
-        if (two)                                                                                     \
-            for (; r + 2 <= m; r += 2)                                                               \
-                for (size_t j = 0; j < group; j++) tile(r, w + (o + j) * rowBytes, y + o + j, 2);    \
-        for (; r < m; r++)                                                                           \
-            for (size_t j = 0; j < group; j++) tile(r, w + (o + j) * rowBytes, y + o + j, 1);        \
+#define Q8K_PRODUCT(tile, T, wide, two)                                                                 \
+    for (size_t o = n0; o < n1; o += 4) {                                                               \
+        const size_t group = n1 - o < 4 ? n1 - o : 4;                                                   \
+        size_t r = 0;                                                                                   \
+        if (wide > 4)                                                                                   \
+            for (; r + wide <= m; r += wide)                                                            \
+                for (size_t j = 0; j < group; j++) tile(T, r, w + (o + j) * rowBytes, y + o + j, wide); \
+        for (; r + 4 <= m; r += 4)                                                                      \
+            for (size_t j = 0; j < group; j++) tile(T, r, w + (o + j) * rowBytes, y + o + j, 4);        \
+        if (two)                                                                                        \
+            for (; r + 2 <= m; r += 2)                                                                  \
+                for (size_t j = 0; j < group; j++) tile(T, r, w + (o + j) * rowBytes, y + o + j, 2);    \
+        for (; r < m; r++)                                                                              \
+            for (size_t j = 0; j < group; j++) tile(T, r, w + (o + j) * rowBytes, y + o + j, 1);        \
     }
 
 // The AVX2 level (also AVX-512 without VNNI): 32 values per instruction pair (vpmaddubsw, then
@@ -277,56 +277,6 @@ INLINE __m256i avx2_sub_bytes(const uint32_t type, const uint8_t *p, int s) {
     if (type == BK_Q4_K) return v;
     const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));  // bit s of each byte to bit 4 (16-bit shift, byte mask)
     return _mm256_or_si256(v, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, s), _mm256_set1_epi8(1)), 4));
-}
-
-// MR (4 or 1) rows r0.. against one weight row.
-INLINE void avx2_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes,
-                      float *y, size_t ldy, const int MR) {
-    const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
-    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
-    float acc1 = 0, macc1 = 0;
-    for (size_t b = 0; b < B; b++) {
-        const uint8_t *p = w + b * bytes;
-        prefetch_ahead(p, rowBytes, bytes);
-        uint8_t sc[8], mn[8];
-        bk_k4_scales(p + 4, sc, mn);
-        __m256i a[4];
-        for (int r = 0; r < MR; r++) a[r] = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s++) {
-            const __m256i u = avx2_sub_bytes(type, p, s), s16 = _mm256_set1_epi16(sc[s]);
-            for (int r = 0; r < MR; r++) {
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + (r0 + r) * k + 256 * b + 32 * s));
-                a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
-            }
-        }
-        if (MR == 4) {
-            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
-            steps4(x, m, r0, b, p, mn, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)), &acc, &macc);
-        } else {
-            const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(a[0]), _mm256_extracti128_si256(a[0], 1));
-            steps1(x, m, r0, b, p, mn, _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(h, h), _mm_setzero_si128())), &acc1, &macc1);
-        }
-    }
-    if (MR == 4) {
-        float out[4];
-        _mm_storeu_ps(out, _mm_sub_ps(acc, macc));
-        for (int r = 0; r < 4; r++) y[(r0 + r) * ldy] = out[r];
-    } else {
-        y[r0 * ldy] = acc1 - macc1;
-    }
-}
-
-static void avx2_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
-                     size_t n1, float *y, size_t ldy) {
-    if (type == BK_Q4_K) {
-#define TILE(r0, wr, yo, MR) avx2_tile(BK_Q4_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-        Q8K_PRODUCT(TILE, 4, 0)
-#undef TILE
-    } else {
-#define TILE(r0, wr, yo, MR) avx2_tile(BK_Q5_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-        Q8K_PRODUCT(TILE, 4, 0)
-#undef TILE
-    }
 }
 
 // Q6_K quarter e (0..3) of half hf: the 32 unsigned values (0..63) 128hf + 32e ..., built with
@@ -345,49 +295,57 @@ INLINE __m256i avx2_q6_quarter(const uint8_t *p, int hf, int e) {
     return _mm256_or_si256(ql, _mm256_and_si256(qh, top2));
 }
 
-INLINE void avx2_tile6(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
-                       const int MR) {
-    const size_t B = k / 256;
-    __m128 acc = _mm_setzero_ps();
-    float acc1 = 0;
+// MR (4 or 1) rows r0.. of type T (Q4_K, Q5_K or Q6_K) against one weight row.
+INLINE void avx2_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes,
+                      float *y, size_t ldy, const int MR) {
+    const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
+    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();  // Q6_K has no mins: its maccs stay zero
+    float acc1 = 0, macc1 = 0;
     for (size_t b = 0; b < B; b++) {
-        const uint8_t *p = w + b * BK_Q6_K_BYTES;
-        prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
-        const int8_t *sc = (const int8_t *)(p + 192);
+        const uint8_t *p = w + b * bytes;
+        prefetch_ahead(p, rowBytes, bytes);
+        uint8_t sc[8], mn[8];
+        if (type != BK_Q6_K) bk_k4_scales(p + 4, sc, mn);
+        const int8_t *sc6 = (const int8_t *)(p + 192);
         __m256i a[4];
         for (int r = 0; r < MR; r++) a[r] = _mm256_setzero_si256();
-        for (int hf = 0; hf < 2; hf++) {
-            for (int e = 0; e < 4; e++) {  // sub-blocks 8hf + 2e and 8hf + 2e + 1
-                const int s = 8 * hf + 2 * e;
-                const __m256i u = avx2_q6_quarter(p, hf, e);
-                const __m256i s16 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(sc[s])), _mm_set1_epi16(sc[s + 1]), 1);
-                for (int r = 0; r < MR; r++) {
-                    const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + (r0 + r) * k + 256 * b + 16 * s));
-                    a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
-                }
+        for (int s = 0; s < 8; s++) {  // values 32s ...: a Q4_K/Q5_K sub-block, or Q6_K's sub-blocks 2s, 2s + 1
+            const __m256i u = type == BK_Q6_K ? avx2_q6_quarter(p, s / 4, s % 4) : avx2_sub_bytes(type, p, s);
+            const __m256i s16 = type == BK_Q6_K
+                ? _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(sc6[2 * s])), _mm_set1_epi16(sc6[2 * s + 1]), 1)
+                : _mm256_set1_epi16(sc[s]);
+            for (int r = 0; r < MR; r++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + (r0 + r) * k + 256 * b + 32 * s));
+                a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
             }
         }
         if (MR == 4) {
             const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
-            steps6_4(x, m, r0, b, p, _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)), &acc);
+            const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            if (type == BK_Q6_K) steps6_4(x, m, r0, b, p, sums, &acc);
+            else steps4(x, m, r0, b, p, mn, sums, &acc, &macc);
         } else {
             const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(a[0]), _mm256_extracti128_si256(a[0], 1));
-            steps6_1(x, m, r0, b, p, _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(h, h), _mm_setzero_si128())), &acc1);
+            const int32_t sum = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(h, h), _mm_setzero_si128()));
+            if (type == BK_Q6_K) steps6_1(x, m, r0, b, p, sum, &acc1);
+            else steps1(x, m, r0, b, p, mn, sum, &acc1, &macc1);
         }
     }
     if (MR == 4) {
         float out[4];
-        _mm_storeu_ps(out, acc);
+        _mm_storeu_ps(out, _mm_sub_ps(acc, macc));
         for (int r = 0; r < 4; r++) y[(r0 + r) * ldy] = out[r];
     } else {
-        y[r0 * ldy] = acc1;
+        y[r0 * ldy] = acc1 - macc1;
     }
 }
 
-static void avx2_q8k6(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
-                      size_t ldy) {
-#define TILE(r0, wr, yo, MR) avx2_tile6(x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-    Q8K_PRODUCT(TILE, 4, 0)
+static void avx2_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
+                     size_t n1, float *y, size_t ldy) {
+#define TILE(T, r0, wr, yo, MR) avx2_tile(T, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
+    if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 4, 0)
+    else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 4, 0)
+    else Q8K_PRODUCT(TILE, BK_Q6_K, 4, 0)
 #undef TILE
 }
 
@@ -464,53 +422,6 @@ INLINE __m256i mins8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t mn
     return summ;
 }
 
-// MR (8, 4 or 1) rows r0.. against one weight row: the header's steps, lane r for row r0 + r.
-INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes,
-                      float *y, size_t ldy, const int MR) {
-    const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
-    __m256 acc8 = _mm256_setzero_ps(), macc8 = _mm256_setzero_ps();
-    __m128 acc4 = _mm_setzero_ps(), macc4 = _mm_setzero_ps();
-    float acc1 = 0, macc1 = 0;
-    for (size_t b = 0; b < B; b++) {
-        const uint8_t *p = w + b * bytes;
-        prefetch_ahead(p, rowBytes, bytes);
-        uint8_t sc[8], mn[8];
-        bk_k4_scales(p + 4, sc, mn);
-        __m512i a[8];
-        superblock_sums(type, x, k, r0, b, p, sc, a, MR);
-        if (MR == 8) {
-            const __m256i summ = mins8(x, m, r0, b, mn);
-            const __m256 dx = _mm256_loadu_ps(x.d + b * m + r0);
-            acc8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm256_cvtepi32_ps(reduce8(a)), acc8);
-            macc8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm256_cvtepi32_ps(summ), macc8);
-        } else if (MR == 4) {
-            steps4(x, m, r0, b, p, mn, reduce4(a), &acc4, &macc4);
-        } else if (MR == 2) {
-            steps2(x, m, r0, b, p, mn, _mm_setr_epi32(_mm512_reduce_add_epi32(a[0]), _mm512_reduce_add_epi32(a[1]), 0, 0), &acc4, &macc4);
-        } else {
-            steps1(x, m, r0, b, p, mn, _mm512_reduce_add_epi32(a[0]), &acc1, &macc1);
-        }
-    }
-    float out[8];
-    if (MR == 8) _mm256_storeu_ps(out, _mm256_sub_ps(acc8, macc8));
-    else if (MR == 4 || MR == 2) _mm_storeu_ps(out, _mm_sub_ps(acc4, macc4));
-    else out[0] = acc1 - macc1;
-    for (int r = 0; r < MR; r++) y[(r0 + r) * ldy] = out[r];
-}
-
-static void vnni_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
-                     size_t n1, float *y, size_t ldy) {
-    if (type == BK_Q4_K) {
-#define TILE(r0, wr, yo, MR) vnni_tile(BK_Q4_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-        Q8K_PRODUCT(TILE, 8, 1)
-#undef TILE
-    } else {
-#define TILE(r0, wr, yo, MR) vnni_tile(BK_Q5_K, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-        Q8K_PRODUCT(TILE, 8, 1)
-#undef TILE
-    }
-}
-
 // Q6_K half hf as unsigned bytes (0..63): lo = values 0..63 of the half, hi = 64..127 (ql's low
 // nibbles with qh bits 0-1 | 2-3, its high nibbles with bits 4-5 | 6-7, moved to bits 4-5).
 INLINE void q6_halves(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
@@ -546,33 +457,55 @@ INLINE void superblock_sums6(q8k_view x, size_t k, size_t r0, size_t b, const ui
     }
 }
 
-INLINE void vnni_tile6(q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
-                       const int MR) {
-    const size_t B = k / 256;
-    __m256 acc8 = _mm256_setzero_ps();
-    __m128 acc4 = _mm_setzero_ps();
-    float acc1 = 0;
+// MR (8, 4, 2 or 1) rows r0.. of type T against one weight row: the header's steps, lane r for
+// row r0 + r.
+INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes,
+                      float *y, size_t ldy, const int MR) {
+    const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
+    __m256 acc8 = _mm256_setzero_ps(), macc8 = _mm256_setzero_ps();  // Q6_K has no mins: its maccs stay zero
+    __m128 acc4 = _mm_setzero_ps(), macc4 = _mm_setzero_ps();
+    float acc1 = 0, macc1 = 0;
     for (size_t b = 0; b < B; b++) {
-        const uint8_t *p = w + b * BK_Q6_K_BYTES;
-        prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
+        const uint8_t *p = w + b * bytes;
+        prefetch_ahead(p, rowBytes, bytes);
         __m512i a[8];
-        superblock_sums6(x, k, r0, b, p, a, MR);
-        if (MR == 8) steps6_8(x, m, r0, b, p, reduce8(a), &acc8);
-        else if (MR == 4) steps6_4(x, m, r0, b, p, reduce4(a), &acc4);
-        else if (MR == 2) steps6_2(x, m, r0, b, p, _mm_setr_epi32(_mm512_reduce_add_epi32(a[0]), _mm512_reduce_add_epi32(a[1]), 0, 0), &acc4);
-        else steps6_1(x, m, r0, b, p, _mm512_reduce_add_epi32(a[0]), &acc1);
+        if (type == BK_Q6_K) {
+            superblock_sums6(x, k, r0, b, p, a, MR);
+            if (MR == 8) steps6_8(x, m, r0, b, p, reduce8(a), &acc8);
+            else if (MR == 4) steps6_4(x, m, r0, b, p, reduce4(a), &acc4);
+            else if (MR == 2) steps6_2(x, m, r0, b, p, _mm_setr_epi32(_mm512_reduce_add_epi32(a[0]), _mm512_reduce_add_epi32(a[1]), 0, 0), &acc4);
+            else steps6_1(x, m, r0, b, p, _mm512_reduce_add_epi32(a[0]), &acc1);
+            continue;
+        }
+        uint8_t sc[8], mn[8];
+        bk_k4_scales(p + 4, sc, mn);
+        superblock_sums(type, x, k, r0, b, p, sc, a, MR);
+        if (MR == 8) {
+            const __m256i summ = mins8(x, m, r0, b, mn);
+            const __m256 dx = _mm256_loadu_ps(x.d + b * m + r0);
+            acc8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm256_cvtepi32_ps(reduce8(a)), acc8);
+            macc8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm256_cvtepi32_ps(summ), macc8);
+        } else if (MR == 4) {
+            steps4(x, m, r0, b, p, mn, reduce4(a), &acc4, &macc4);
+        } else if (MR == 2) {
+            steps2(x, m, r0, b, p, mn, _mm_setr_epi32(_mm512_reduce_add_epi32(a[0]), _mm512_reduce_add_epi32(a[1]), 0, 0), &acc4, &macc4);
+        } else {
+            steps1(x, m, r0, b, p, mn, _mm512_reduce_add_epi32(a[0]), &acc1, &macc1);
+        }
     }
     float out[8];
-    if (MR == 8) _mm256_storeu_ps(out, acc8);
-    else if (MR == 4 || MR == 2) _mm_storeu_ps(out, acc4);
-    else out[0] = acc1;
+    if (MR == 8) _mm256_storeu_ps(out, _mm256_sub_ps(acc8, macc8));
+    else if (MR == 4 || MR == 2) _mm_storeu_ps(out, _mm_sub_ps(acc4, macc4));
+    else out[0] = acc1 - macc1;
     for (int r = 0; r < MR; r++) y[(r0 + r) * ldy] = out[r];
 }
 
-static void vnni_q8k6(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0, size_t n1, float *y,
-                      size_t ldy) {
-#define TILE(r0, wr, yo, MR) vnni_tile6(x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-    Q8K_PRODUCT(TILE, 8, 1)
+static void vnni_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
+                     size_t n1, float *y, size_t ldy) {
+#define TILE(T, r0, wr, yo, MR) vnni_tile(T, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
+    if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 8, 1)
+    else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 8, 1)
+    else Q8K_PRODUCT(TILE, BK_Q6_K, 8, 1)
 #undef TILE
 }
 
@@ -596,13 +529,11 @@ int bk_matmul_nt_q8k_at(int level, uint32_t type, const void *xq, size_t m, size
     const q8k_view x = q8k_layout(xq, m, k);
 #if defined(__x86_64__)
     if (level == BK_LEVEL_AVX512_VNNI) {
-        if (type == BK_Q6_K) vnni_q8k6(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
-        else vnni_q8k(type, x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+        vnni_q8k(type, x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
         return BK_OK;
     }
     if (level >= BK_LEVEL_AVX2) {
-        if (type == BK_Q6_K) avx2_q8k6(x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
-        else avx2_q8k(type, x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
+        avx2_q8k(type, x, m, k, (const uint8_t *)w, rowBytes, n0, n1, y, ldy);
         return BK_OK;
     }
 #endif
