@@ -59,6 +59,9 @@ INLINE float half(const uint8_t *p) { return _cvtsh_ss(bk_u16(p)); }
 // fp16 at p broadcast to 16 floats (see half8 in avx2.c for why not a scalar and a broadcast).
 INLINE __m512 half16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_set1_epi16((short)bk_u16(p))); }
 
+// 0, 1, ..., 15: times a block's scale, the table of its 4-bit weights.
+INLINE __m512 iota16f(void) { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+
 // 16 bytes widened to 16 int32 lanes.
 INLINE __m512i u8x16(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 INLINE __m512i i8x16(const uint8_t *p) { return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
@@ -148,8 +151,7 @@ INLINE void q6k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
 INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t stride,
                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
-    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512 minus8 = _mm512_sub_ps(iota, _mm512_set1_ps(8));
+    const __m512 iota = iota16f(), minus8 = _mm512_sub_ps(iota, _mm512_set1_ps(8));
     const int lanes = type == BK_Q4_1 && MR >= 4;  // min terms in vector lanes (MR 4 or 8)
     __m512 acc[MAXROWS][4];
     float add[MAXROWS][4];
@@ -217,8 +219,7 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
 INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
                     const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
-    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512 iota16 = _mm512_add_ps(iota, _mm512_set1_ps(16));
+    const __m512 iota = iota16f(), iota16 = _mm512_add_ps(iota, _mm512_set1_ps(16));
     __m512 acc[MAXROWS][4];
     __m256 macc[MAXROWS][4];
     for (int r = 0; r < MR; r++)

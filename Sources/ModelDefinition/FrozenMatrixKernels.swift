@@ -160,7 +160,7 @@ extension FrozenMatrix {
         // q8: each group's rows quantized once for every matrix, a group's q8 form contiguous
         // (types without a q8 product stay float32); K-quant matrices take the q8k form
         // instead (per-256 scales, integer super-block sums: llama.cpp's q8_K)
-        func isQ8K(_ w: FrozenMatrix) -> Bool { if case .stored(let t, _) = w.storage { [.q4_K, .q5_K, .q6_K].contains(t.type) } else { false } }
+        func isQ8K(_ w: FrozenMatrix) -> Bool { if case .stored(let t, _) = w.storage { t.type.hasQ8KProduct } else { false } }
         /// Every group's rows in one form, a group's `groupBytes` contiguous (groups on every core).
         func quantized(_ groupBytes: Int, _ name: String,
                        _ quantize: (UnsafePointer<Float>, Int, Int, UnsafeMutableRawPointer) -> Int32) -> UnsafeMutableRawPointer {
@@ -206,7 +206,7 @@ extension FrozenMatrix {
                 for g in 0..<groups {
                     let r0 = g * group, rows = Swift.min(group, m - r0)
                     var rc = Int32(-1)
-                    if [.q4_K, .q5_K, .q6_K].contains(t.type), let q8k {
+                    if t.type.hasQ8KProduct, let q8k {
                         rc = bk_matmul_nt_q8k(t.type.rawValue, q8k + g * q8kGroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld)
                     } else if let q8 {
                         rc = bk_matmul_nt_q8(t.type.rawValue, q8 + g * q8GroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld)
@@ -293,4 +293,9 @@ extension FrozenMatrix: FrozenLinearWeight {
     public func multiply(_ x: UnsafePointer<Float>, m: Int, into y: UnsafeMutablePointer<Float>, ldy: Int) {
         multiply(x, m: m, into: y, ldy: ldy, activations: .float32)
     }
+}
+
+extension GGMLType {
+    /// The types bk_matmul_nt_q8k multiplies (the K-quants).
+    var hasQ8KProduct: Bool { self == .q4_K || self == .q5_K || self == .q6_K }
 }
