@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Prefill and decode speed and peak memory of .build/release/bench-decode, and the peak memory of
 # .build/release/generate on a short chat (float32 and float16 KV cache), beside llama.cpp's
-# llama-bench (scripts/peers/llama_cpp.sh builds it) in the same sitting, 2 threads, per GGUF file:
-# one table per file, and runs/bench-decode/<time>.json. Leaves out output quality. Follows
-# llama-bench's measure (pp256, tg128: mean tokens/s of 3 runs after a warmup, from its JSON).
+# llama-bench and, for generate, llama.cpp's own generation tool llama-completion on the same chat
+# (scripts/peers/llama_cpp.sh builds both) in the same sitting, 2 threads, per GGUF file: one table
+# per file, and runs/bench-decode/<time>.json. Leaves out output quality. Follows llama-bench's
+# measure (pp256, tg128: mean tokens/s of 3 runs after a warmup, from its JSON).
 # Usage: scripts/bench-decode.sh [GGUF ...]   (default: the SmolLM2 file from scripts/fetch-model.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +30,13 @@ done
 # generate's own peak RSS (the issue's measure): a 38-token chat prompt, 128 new tokens, greedy,
 # with the default float32 KV cache and with --kv-cache float16 (llama.cpp's cache is float16).
 gen_args=(--prompt "Write a short poem about the sea." --max-new-tokens 128 --temperature 0)
+# llama-completion on the same chat: the text generate's chat template makes of it for SmolLM2
+# (ChatML with its default system message; 38 tokens), 128 new tokens past any end of turn, greedy;
+# once with its default context (the model's, 8192 for SmolLM2: its KV cache is allocated and
+# cleared whole) and once with the context sized to the job, as generate sizes its cache.
+llama_completion=$(dirname "$llama_bench")/llama-completion
+chat=$'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nWrite a short poem about the sea.<|im_end|>\n<|im_start|>assistant\n'
+completion_args=(-p "$chat" -n 128 --temp 0 -t "$threads" -no-cnv --ignore-eos)
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 dir=runs/bench-decode/$stamp
@@ -64,6 +72,12 @@ for model in "${models[@]}"; do
         > /dev/null 2> "$dir/$i.generate_$kv.err" || echo "bench-decode: generate FAILED on $name (see $dir/$i.generate_$kv.err)" >&2
     fi
   done
+  for ctx in default sized; do
+    echo "== $name: llama.cpp llama-completion ($ctx context)" >&2
+    extra=(); [ "$ctx" = sized ] && extra=(-c $((38 + 128)))
+    scripts/peers/peak_rss.py "$dir/$i.completion_$ctx.json" -- "$llama_completion" -m "$model" "${completion_args[@]}" "${extra[@]}" \
+      > /dev/null 2> "$dir/$i.completion_$ctx.err" || echo "bench-decode: llama-completion FAILED on $name (see $dir/$i.completion_$ctx.err)" >&2
+  done
   python3 - "$dir" "$i" "$model" "$prompt" "$gen" "$threads" <<'PY'
 import json, os, sys
 d, i, model, prompt, gen, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
@@ -71,6 +85,8 @@ load = lambda p: json.load(open(p)) if os.path.exists(p) and os.path.getsize(p) 
 tests, depth, rss = load(f"{d}/{i}.llama.json"), load(f"{d}/{i}.llama_depth.json"), load(f"{d}/{i}.llama_rss.json")
 ours = load(f"{d}/{i}.ours.json")
 generate = {kv: load(f"{d}/{i}.generate_{kv}.json") for kv in ("float32", "float16")}
+completion = {ctx: load(f"{d}/{i}.completion_{ctx}.json") for ctx in ("default", "sized")}
+completion = {ctx: c["peak_rss_mb"] for ctx, c in completion.items() if c and c.get("exit_code") == 0}
 if ours:
     for kv, g in generate.items():
         if g and g.get("exit_code") == 0:
@@ -89,7 +105,8 @@ t0 = tests[0]
 llama = {"build": f"b{t0['build_number']}", "commit": t0["build_commit"], "cpu_info": t0["cpu_info"], "backends": t0["backends"],
          "model_type": t0["model_type"], "model_size_bytes": t0["model_size"], "n_threads": t0["n_threads"],
          "type_k": t0["type_k"], "type_v": t0["type_v"], "flash_attn": t0["flash_attn"], "load_mode": t0.get("load_mode"),
-         f"pp{prompt}": pp, f"tg{gen}": tg, f"tg{gen}_at_depth{prompt}": tgd, "peak_rss_mb": rss["peak_rss_mb"]}
+         f"pp{prompt}": pp, f"tg{gen}": tg, f"tg{gen}_at_depth{prompt}": tgd, "peak_rss_mb": rss["peak_rss_mb"],
+         "completion_peak_rss_mb": completion}
 
 rows = [(f"prefill tokens/s (pp{prompt})", pp, "prefill_tokens_per_s", True),
         (f"decode tokens/s (tg{gen})", tg, "decode_tokens_per_s", True),
@@ -97,8 +114,13 @@ rows = [(f"prefill tokens/s (pp{prompt})", pp, "prefill_tokens_per_s", True),
         ("peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False),
         ("generate peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float32", False),
         ("  with --kv-cache float16", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float16", False)]
+for ctx, label in (("default", "its default context"), ("sized", "-c 166")):
+    if ctx in completion:
+        for kv, indent in (("float32", ""), ("float16", "  ")):
+            rows.append((f"{indent}generate{' f16 KV' if indent else ''} vs llama-completion, {label}",
+                         {"tokens_per_s": completion[ctx], "stddev": None}, f"generate_peak_rss_mb_kv_{kv}", False))
 print(f"\n{os.path.basename(model)}: {threads} threads, llama.cpp {llama['build']} ({llama['commit']}), {llama['cpu_info']}; load average {' '.join(loadavg)} at the start")
-print(f"{'':36} {'llama.cpp':>16} {'ours':>10} {'ours/llama.cpp':>15}")
+print(f"{'':52} {'llama.cpp':>16} {'ours':>10} {'ours/llama.cpp':>15}")
 ratios, noisy = {}, []
 for label, l, key, _ in rows:
     lv = l["tokens_per_s"]
@@ -107,9 +129,9 @@ for label, l, key, _ in rows:
         noisy.append(f"{label}: {', '.join(f'{x:.1f}' for x in l['samples'])}")
     ov = ours.get(key) if ours and key else None
     if ov is None:
-        print(f"{label:36} {ls:>16} {'-':>10} {'-':>15}"); continue
+        print(f"{label:52} {ls:>16} {'-':>10} {'-':>15}"); continue
     ratios[label] = ov / lv
-    print(f"{label:36} {ls:>16} {ov:10.1f} {ov / lv:14.2f}x")
+    print(f"{label:52} {ls:>16} {ov:10.1f} {ov / lv:14.2f}x")
 if noisy:
     print("NOISY: llama.cpp's runs differ by more than 15% (other work on the machine?); rerun when idle. Runs: " + "; ".join(noisy))
 if ours:
@@ -118,7 +140,7 @@ if ours:
           f"{100 * ours['fraction_of_bandwidth']:.0f}% of the measured {ours['bandwidth_gb_s']:.1f} GB/s; load {ours['load_seconds']:.2f} s; "
           f"base weights {ours['base_weights']}{extra}")
     print(f"(ours decodes {gen} tokens from an empty context, as llama-bench's tg{gen}; the @ depth row is llama.cpp's alone;"
-          f" generate's rows: 38 prompt tokens and 128 new, beside llama-bench's peak RSS)")
+          f" generate's rows: 38 prompt tokens and 128 new, beside llama-bench's peak RSS and llama-completion's on the same chat)")
 else:
     print("ours: not measured (bench-decode missing or failed, see above)")
 json.dump({"model": model, "loadavg_at_start": [float(x) for x in loadavg], "noisy": noisy, "llama_cpp": llama, "ours": ours, "ratios_ours_over_llama_cpp": ratios},

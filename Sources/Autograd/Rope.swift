@@ -80,7 +80,7 @@ public final class RopeTable: @unchecked Sendable {
         lock.lock()
         let held = (tables[key]?.cos.count ?? 0) / max(half, 1)
         if held < positions {
-            let count = max(positions, 2 * held, 1024)
+            let count = max(positions, 2 * held, 256)  // 256: a short run holds 128 KB (hd 64), not 0.5 MB
             var c = [Double](repeating: 0, count: count * half), s = c
             for i in 0..<half {
                 let invFreq = 1 / Foundation.pow(Double(base), Double(2 * i) / Double(hd)) / (factors?[i] ?? 1)

@@ -43,7 +43,7 @@ public enum Fuse {
         let tensors = mergedSources(base: base.weights, adapter: adapter)
         switch format {
         case .ggufF32, .ggufF16:
-            guard case .gguf(let tokenizer) = base.file.tokenizer else {
+            guard let tokenizer = try base.file.tokenizer.ggufData() else {
                 throw ExportError.unsupported("\(base.path) is a Hugging Face folder; fusing it into GGUF would need its tokenizer converted, which is not implemented — use --format safetensors, or fuse onto the GGUF base")
             }
             try ModelExport.streamGGUF(config: base.config, tensors: tensors, tokenizer: tokenizer, to: path,
@@ -66,8 +66,8 @@ public enum Fuse {
                 guard let data = FileManager.default.contents(atPath: src) else { continue }
                 try AtomicFile.write(data, to: dir + "/" + name)
             }
-        case .gguf(let data):
-            let files = try TokenizerFiles.make(from: data, preTokenizer: base.tokenizer.preTokenizer)
+        case .gguf:
+            let files = try TokenizerFiles.make(from: try base.file.tokenizer.ggufData()!, preTokenizer: base.tokenizer.preTokenizer)
             try AtomicFile.write(files.tokenizerJSON, to: dir + "/tokenizer.json")
             try AtomicFile.write(files.tokenizerConfigJSON, to: dir + "/tokenizer_config.json")
         }

@@ -23,7 +23,8 @@ public final class BPETokenizer: TextTokenizer {
 
     /// Token spellings by id (byte alphabet for ordinary tokens, raw text for added ones); nil for gaps.
     let tokens: [String?]
-    let vocab: [String: Int]
+    /// Spelling -> id (for `tokens`).
+    let vocab: SpellingIndex
     /// The bytes each id decodes to.
     let tokenBytes: ByteTable
     /// The id of the one-byte token for each byte.
@@ -41,7 +42,8 @@ public final class BPETokenizer: TextTokenizer {
     struct Parts {
         var source: String  // names the file (or metadata) in error messages
         var tokens: [String?]
-        var merges: [(left: String, right: String, item: String)]
+        var merges: [(left: String, right: String)]
+        var mergesKey: String  // where merges[i] is: "\(mergesKey)[\(i)]" in error messages
         var addedTokens: [(content: String, id: Int)]  // matched whole in text
         var specialIds: Set<Int>
         var preTokenizer: PreTokenizer
@@ -67,7 +69,7 @@ public final class BPETokenizer: TextTokenizer {
                 path: source, item: "tokenizer.ggml.token_type",
                 reason: "\(types.count) token types for \(data.tokens.count) tokens")
         }
-        var merges: [(left: String, right: String, item: String)] = []
+        var merges: [(left: String, right: String)] = []
         merges.reserveCapacity(data.merges.count)
         for (i, line) in data.merges.enumerated() {
             let parts = line.split(separator: " ", omittingEmptySubsequences: false)
@@ -76,7 +78,7 @@ public final class BPETokenizer: TextTokenizer {
                     path: source, item: "tokenizer.ggml.merges[\(i)]",
                     reason: "'\(line)' is not two tokens separated by one space")
             }
-            merges.append((String(parts[0]), String(parts[1]), "tokenizer.ggml.merges[\(i)]"))
+            merges.append((String(parts[0]), String(parts[1])))
         }
         var added: [(content: String, id: Int)] = []
         var special = Set<Int>()
@@ -94,17 +96,15 @@ public final class BPETokenizer: TextTokenizer {
         }
         // llama.cpp applies ignore_merges for the Llama-3 pre-tokenizer; HF's Qwen2 normalizes NFC.
         try self.init(parts: Parts(
-            source: source, tokens: data.tokens, merges: merges, addedTokens: added, specialIds: special,
+            source: source, tokens: data.tokens, merges: merges, mergesKey: "tokenizer.ggml.merges", addedTokens: added, specialIds: special,
             preTokenizer: pre, ignoreMerges: pre == .llama3, nfc: pre == .qwen2,
             bos: data.bosTokenId, eos: data.eosTokenId, pad: data.padTokenId, chatTemplate: data.chatTemplate))
     }
 
     init(parts: Parts) throws {
         let source = parts.source
-        var vocab: [String: Int] = [:]
-        vocab.reserveCapacity(parts.tokens.count)
-        for (id, t) in parts.tokens.enumerated() { if let t { vocab[t] = id } }
-        for (content, id) in parts.addedTokens where vocab[content] == nil { vocab[content] = id }
+        var vocab = SpellingIndex(parts.tokens)
+        for (content, id) in parts.addedTokens where vocab[content] == nil { vocab.add(content, id) }
 
         // Bytes per id: added tokens are raw text; others go through the byte alphabet, or are
         // taken as raw UTF-8 if they are not spelled in it (as HF's ByteLevel decoder does).
@@ -136,13 +136,13 @@ public final class BPETokenizer: TextTokenizer {
         merges.reserveCapacity(parts.merges.count)
         for (rank, m) in parts.merges.enumerated() {
             guard let l = vocab[m.left] else {
-                throw ModelAssetsError.malformed(path: source, item: m.item, reason: "merge '\(m.left) \(m.right)' names token '\(m.left)', which is not in the vocabulary")
+                throw ModelAssetsError.malformed(path: source, item: "\(parts.mergesKey)[\(rank)]", reason: "merge '\(m.left) \(m.right)' names token '\(m.left)', which is not in the vocabulary")
             }
             guard let r = vocab[m.right] else {
-                throw ModelAssetsError.malformed(path: source, item: m.item, reason: "merge '\(m.left) \(m.right)' names token '\(m.right)', which is not in the vocabulary")
+                throw ModelAssetsError.malformed(path: source, item: "\(parts.mergesKey)[\(rank)]", reason: "merge '\(m.left) \(m.right)' names token '\(m.right)', which is not in the vocabulary")
             }
             guard let merged = vocab[m.left + m.right] else {
-                throw ModelAssetsError.malformed(path: source, item: m.item, reason: "merge '\(m.left) \(m.right)' makes '\(m.left + m.right)', which is not in the vocabulary")
+                throw ModelAssetsError.malformed(path: source, item: "\(parts.mergesKey)[\(rank)]", reason: "merge '\(m.left) \(m.right)' makes '\(m.left + m.right)', which is not in the vocabulary")
             }
             let key = UInt64(l) << 32 | UInt64(r)
             // A repeated pair keeps its first (best) rank, as HF does when it builds its map.
@@ -482,6 +482,47 @@ struct BPEMergeHeap {
             }
         }
         return top
+    }
+}
+
+/// Spelling -> id over a vocabulary's spellings without a `[String: Int]`, whose 49k String keys
+/// repeat the spellings `tokens` holds (~1.6 MB for SmolLM2; this, 0.26 MB): an open-addressing
+/// table of ids (linear probing, load <= 3/4) that compares a query with `tokens[id]`. A later id
+/// with the same spelling replaces an earlier one, as assigning into a dictionary does; `add` keeps
+/// a spelling that is not its id's own (an added token's content) in a small dictionary.
+struct SpellingIndex: Sendable {
+    private let tokens: [String?]  // shares the tokenizer's array
+    private var slots: [Int32]  // -1: empty
+    private let mask: Int
+    private var others: [String: Int] = [:]
+
+    init(_ tokens: [String?]) {
+        self.tokens = tokens
+        var size = 16
+        while size * 3 < tokens.count * 4 { size *= 2 }
+        slots = [Int32](repeating: -1, count: size)
+        mask = size - 1
+        for (id, t) in tokens.enumerated() {
+            guard let t else { continue }
+            var i = t.hashValue & mask
+            while slots[i] >= 0 && tokens[Int(slots[i])]! != t { i = (i + 1) & mask }
+            slots[i] = Int32(id)
+        }
+    }
+
+    subscript(spelling: String) -> Int? {
+        var i = spelling.hashValue & mask
+        while slots[i] >= 0 {
+            let id = Int(slots[i])
+            if tokens[id]! == spelling { return id }
+            i = (i + 1) & mask
+        }
+        return others.isEmpty ? nil : others[spelling]
+    }
+
+    /// Maps `spelling` to `id` when no token is spelled so.
+    mutating func add(_ spelling: String, _ id: Int) {
+        if self[spelling] == nil { others[spelling] = id }
     }
 }
 

@@ -102,7 +102,7 @@ extension BPETokenizer {
         guard let mergeList = model["merges"] as? [Any] else {
             throw ModelAssetsError.missingKey(path: path, key: "model.merges")
         }
-        var merges: [(left: String, right: String, item: String)] = []
+        var merges: [(left: String, right: String)] = []
         merges.reserveCapacity(mergeList.count)
         for (i, m) in mergeList.enumerated() {
             if let line = m as? String {
@@ -110,9 +110,9 @@ extension BPETokenizer {
                 guard halves.count == 2, !halves[0].isEmpty, !halves[1].isEmpty else {
                     throw ModelAssetsError.malformed(path: path, item: "model.merges[\(i)]", reason: "'\(line)' is not two tokens separated by one space")
                 }
-                merges.append((String(halves[0]), String(halves[1]), "model.merges[\(i)]"))
+                merges.append((String(halves[0]), String(halves[1])))
             } else if let pair = m as? [Any], pair.count == 2, let l = pair[0] as? String, let r = pair[1] as? String {
-                merges.append((l, r, "model.merges[\(i)]"))
+                merges.append((l, r))
             } else {
                 throw ModelAssetsError.malformed(path: path, item: "model.merges[\(i)]", reason: "expected \"left right\" or [left, right]")
             }
@@ -121,7 +121,7 @@ extension BPETokenizer {
         let nfc = try parseNormalizer(root["normalizer"], path: path)
         let pre = try parsePreTokenizer(root["pre_tokenizer"], path: path)
         return Parts(
-            source: path, tokens: tokens, merges: merges, addedTokens: added, specialIds: special,
+            source: path, tokens: tokens, merges: merges, mergesKey: "model.merges", addedTokens: added, specialIds: special,
             preTokenizer: pre, ignoreMerges: model["ignore_merges"] as? Bool ?? false, nfc: nfc,
             bos: nil, eos: nil, pad: nil, chatTemplate: nil)
     }

@@ -41,11 +41,11 @@ public struct BaseModel {
     /// reference path). The signature is computed from the float32 values either way (cached
     /// per file for big models, see SignatureCache).
     public static func load(path: String, storage: BaseWeightStorage = .float32) throws -> BaseModel {
-        let file = try ModelLoader.load(path: path, storage: storage)
+        let (file, ggufTokenizer) = try ModelLoader.loadWithTokenizerData(path: path, storage: storage)
         let tokenizer: BPETokenizer
         switch file.tokenizer {
-        case .gguf(let data):
-            tokenizer = try BPETokenizer(data: data)
+        case .gguf:
+            tokenizer = try BPETokenizer(data: ggufTokenizer!)
         case .huggingFace(let folder, let json):
             guard let json else {
                 throw ModelError.invalidConfig("\(folder) has no tokenizer.json; the toolkit needs the model's byte-level BPE tokenizer")

@@ -11,9 +11,18 @@ public enum BaseModelFormat: String, Sendable, Codable {
 
 /// Where the tokenizer comes from: GGUF metadata, or a Hugging Face folder's files.
 public enum TokenizerSource: Sendable, Equatable {
-    case gguf(TokenizerData)
+    /// The `tokenizer.ggml.*` metadata of the GGUF file at `path`, checked when it was loaded and
+    /// read again by `ggufData()` when needed (export): a loaded base holds its vocabulary and merges
+    /// once, in its BPETokenizer (~1.6 MB for SmolLM2 otherwise held twice for a whole run).
+    case gguf(path: String)
     /// `tokenizerJSON` is the folder's tokenizer.json path when the folder has one.
     case huggingFace(folder: String, tokenizerJSON: String?)
+
+    /// A GGUF base's tokenizer metadata, read from its file; nil for a Hugging Face folder.
+    public func ggufData() throws -> TokenizerData? {
+        guard case .gguf(let path) = self else { return nil }
+        return try TokenizerData(gguf: GGUFFile(path: path))
+    }
 }
 
 /// How the frozen base weights are held once loaded.
@@ -92,17 +101,31 @@ public enum ModelLoader {
     /// `.stored` keeps the matrices as the file stores them, memory-mapped: a GGUF's blocks, a
     /// safetensors file's F32, F16 and BF16 matrices.
     public static func load(path: String, storage: BaseWeightStorage = .float32) throws -> BaseModelFile {
+        try loadWithTokenizerData(path: path, storage: storage).file
+    }
+
+    /// `load`, and a GGUF file's tokenizer metadata from the same reading of its header (nil for a
+    /// Hugging Face folder, whose tokenizer is read from its tokenizer.json).
+    public static func loadWithTokenizerData(path: String, storage: BaseWeightStorage = .float32) throws -> (file: BaseModelFile, tokenizer: TokenizerData?) {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw ModelAssetsError.io(path: path, reason: "no such file or folder")
         }
-        return isDirectory.boolValue ? try loadHuggingFace(folder: path, storage: storage) : try loadGGUF(path: path, storage: storage)
+        if isDirectory.boolValue { return (try loadHuggingFace(folder: path, storage: storage), nil) }
+        let (file, tokenizer) = try loadGGUFWithTokenizerData(path: path, storage: storage)
+        return (file, tokenizer)
     }
 
     // MARK: GGUF
 
     public static func loadGGUF(path: String, storage: BaseWeightStorage = .float32) throws -> BaseModelFile {
+        try loadGGUFWithTokenizerData(path: path, storage: storage).file
+    }
+
+    /// The file and its tokenizer metadata, from one reading of the GGUF header.
+    static func loadGGUFWithTokenizerData(path: String, storage: BaseWeightStorage) throws -> (file: BaseModelFile, tokenizer: TokenizerData) {
         let file = try GGUFFile(path: path)
+        let tokenizer = try TokenizerData(gguf: file)
         var read = try ModelConfig.fromGGUF(file, hasOutputTensor: file.tensorInfo(named: "output.weight") != nil)
         var pairs: [(gguf: String, hf: String)] = []
         for info in file.tensors {
@@ -143,8 +166,8 @@ public enum ModelLoader {
                 let order = permuted ? TensorTable.ropeHeads(forHuggingFace: r.hf, config: config).map { RoPELayout.storedRows(rows: info.shape[0], heads: $0) } : nil
                 matrices[r.hf] = FrozenMatrix(stored: try file.stored(r.gguf), rowOrder: order)
             }
-            return BaseModelFile(path: path, format: .gguf, config: config, tensors: tensors, matrices: matrices,
-                                 tokenizer: .gguf(try TokenizerData(gguf: file)))
+            return (BaseModelFile(path: path, format: .gguf, config: config, tensors: tensors, matrices: matrices,
+                                  tokenizer: .gguf(path: path)), tokenizer)
         }
         let slots = ResultSlots<HostTensor>(count: renames.count)
         // Largest first, so the embedding does not start last on a busy core.
@@ -160,7 +183,7 @@ public enum ModelLoader {
         var tensors: [String: HostTensor] = [:]
         tensors.reserveCapacity(renames.count)
         for (i, r) in renames.enumerated() { tensors[r.hf] = try slots.get(i) }
-        return BaseModelFile(path: path, format: .gguf, config: config, tensors: tensors, tokenizer: .gguf(try TokenizerData(gguf: file)))
+        return (BaseModelFile(path: path, format: .gguf, config: config, tensors: tensors, tokenizer: .gguf(path: path)), tokenizer)
     }
 
     // MARK: Hugging Face folder

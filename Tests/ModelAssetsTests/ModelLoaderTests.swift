@@ -97,7 +97,8 @@ final class ModelLoaderTests: XCTestCase {
         XCTAssertTrue(model.config.tieWordEmbeddings)
         XCTAssertEqual(model.tensors, weights)
         XCTAssertNil(model.tensors["lm_head.weight"])
-        XCTAssertEqual(model.tokenizer, .gguf(TinyModels.tokenizer))
+        XCTAssertEqual(model.tokenizer, .gguf(path: path("tiny.gguf")))
+        XCTAssertEqual(try model.tokenizer.ggufData(), TinyModels.tokenizer)
         XCTAssertEqual(model.signature(), BaseModelSignature.compute(config: config, tensors: weights))
     }
 

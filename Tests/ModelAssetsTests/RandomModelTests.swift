@@ -185,7 +185,7 @@ final class RandomModelTests: XCTestCase {
         SeededNormal.fillRow(seed: 3, tensor: "blk.1.attn_k.bias", row: 0, std: RandomModel.weightStd, count: 64, into: &want)
         XCTAssertEqual(bias.data, want, "Qwen2 is not permuted")
         XCTAssertEqual(model.tensors["model.layers.0.input_layernorm.weight"]?.data, [Float](repeating: 1, count: 128))
-        guard case let .gguf(tokenizer) = model.tokenizer else { return XCTFail("tokenizer from GGUF expected") }
+        guard let tokenizer = try model.tokenizer.ggufData() else { return XCTFail("tokenizer from GGUF expected") }
         XCTAssertEqual(tokenizer, Self.tinyTokenizer())
     }
 

@@ -80,7 +80,7 @@ final class RealModelTests: XCTestCase {
             XCTAssertEqual(squares, t.sumSquares, accuracy: 1e-6 * t.sumSquares, "\(t.hf) sum of squares")
         }
 
-        guard case let .gguf(tok) = model.tokenizer else { return XCTFail("expected GGUF tokenizer data") }
+        guard let tok = try model.tokenizer.ggufData() else { return XCTFail("expected GGUF tokenizer data") }
         XCTAssertEqual(tok.tokens.count, 49152)
         XCTAssertEqual(tok.merges.count, 48900)
         XCTAssertEqual(tok.tokenTypes?.count, 49152)

