@@ -114,11 +114,10 @@ rows = [(f"prefill tokens/s (pp{prompt})", pp, "prefill_tokens_per_s", True),
         ("peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False),
         ("generate peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float32", False),
         ("  with --kv-cache float16", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float16", False)]
-for ctx, label in (("default", "its default context"), ("sized", "-c 166")):
+for ctx, label, short in (("default", "generate vs llama-completion, default context", "default"), ("sized", "generate vs llama-completion -c 166", "-c 166")):
     if ctx in completion:
-        for kv, indent in (("float32", ""), ("float16", "  ")):
-            rows.append((f"{indent}generate{' f16 KV' if indent else ''} vs llama-completion, {label}",
-                         {"tokens_per_s": completion[ctx], "stddev": None}, f"generate_peak_rss_mb_kv_{kv}", False))
+        for kv, name in (("float32", label), ("float16", f"  with --kv-cache float16 ({short})")):
+            rows.append((name, {"tokens_per_s": completion[ctx], "stddev": None}, f"generate_peak_rss_mb_kv_{kv}", False))
 print(f"\n{os.path.basename(model)}: {threads} threads, llama.cpp {llama['build']} ({llama['commit']}), {llama['cpu_info']}; load average {' '.join(loadavg)} at the start")
 print(f"{'':52} {'llama.cpp':>16} {'ours':>10} {'ours/llama.cpp':>15}")
 ratios, noisy = {}, []
