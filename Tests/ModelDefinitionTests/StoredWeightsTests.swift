@@ -123,6 +123,33 @@ final class StoredWeightsTests: XCTestCase {
     /// numbers (`.panels`, and the float32 model's sgemm) within 1e-5 relative; q8 activations
     /// in groups also give the bits of their own one-token steps. 150 rows: three groups of the
     /// tiny model's 64.
+    /// Panels sized to the activations they meet (here 2·m·k floats: more than the 1 MiB floor,
+    /// fewer rows than the matrix, so two panels) give the float32 matrix's numbers, forward and
+    /// input gradient (which accumulates over the panels).
+    func testPanelsSizedToTheActivationsMatchFloat32() throws {
+        let rows = 4096 + 48, k = 256, m = 1100
+        var rng = SeededRNG(seed: 5)
+        let w = (0..<rows * k).map { _ in Float.random(in: -1...1, using: &rng) }
+        let encoded = try Quantize.run(.q4_K, rows: rows, k: k, values: w, tensor: "w")
+        final class Bytes { let p: UnsafeMutableRawPointer; init(_ b: [UInt8]) { p = .allocate(byteCount: b.count, alignment: 64); p.copyMemory(from: b, byteCount: b.count) }; deinit { p.deallocate() } }
+        let bytes = Bytes(encoded)
+        let stored = FrozenMatrix(stored: StoredTensor(type: .q4_K, shape: [rows, k], bytes: bytes.p, byteCount: encoded.count, owner: bytes))
+        let p = stored.panelRows(m: m)
+        XCTAssertGreaterThan(p * k, 1 << 18, "more than the 1 MiB floor")
+        XCTAssertLessThan(p, rows, "several panels")
+        let dense = FrozenMatrix(rows: rows, columns: k, values: stored.values)
+        let x = (0..<m * k).map { _ in Float.random(in: -1...1, using: &rng) }
+        var ys = [Float](repeating: 0, count: m * rows), yd = ys
+        stored.multiply(x, m: m, into: &ys, ldy: rows, activations: .float32)
+        dense.multiply(x, m: m, into: &yd, ldy: rows, activations: .float32)
+        XCTAssertLessThan(relative(ys, yd), 1e-5, "forward")
+        let dy = (0..<m * rows).map { _ in Float.random(in: -1...1, using: &rng) }
+        var dxs = [Float](repeating: 0.5, count: m * k), dxd = dxs
+        stored.multiplyAccumulate(dy, m: m, ldDy: rows, into: &dxs, ldx: k)
+        dense.multiplyAccumulate(dy, m: m, ldDy: rows, into: &dxd, ldx: k)
+        XCTAssertLessThan(relative(dxs, dxd), 1e-5, "input gradient")
+    }
+
     func testGroupedPrefillEqualsSingleStepsAndPanels() throws {
         let dir = TinyAssets.tempDir()
         for type in Self.matrixTypes {
