@@ -73,6 +73,12 @@ for model in "${models[@]}"; do
     fi
   done
   for ctx in default sized; do
+    # a model's default context can be long (131,072 positions for the Llama-3.2 shapes: a 1B
+    # file's whole-context cache took 5.5 GB), so files over 1 GB get only the sized run
+    if [ "$ctx" = default ] && [ "$(stat -c %s "$model")" -gt 1000000000 ]; then
+      echo "== $name: llama-completion at its default context left out (a file over 1 GB: its KV cache for the model's whole context may not fit)" >&2
+      rm -f "$dir/$i.completion_default.json"; continue
+    fi
     echo "== $name: llama.cpp llama-completion ($ctx context)" >&2
     extra=(); [ "$ctx" = sized ] && extra=(-c $((38 + 128)))
     scripts/peers/peak_rss.py "$dir/$i.completion_$ctx.json" -- "$llama_completion" -m "$model" "${completion_args[@]}" "${extra[@]}" \
