@@ -117,8 +117,8 @@ llama = {"build": f"b{t0['build_number']}", "commit": t0["build_commit"], "cpu_i
 rows = [(f"prefill tokens/s (pp{prompt})", pp, "prefill_tokens_per_s", True),
         (f"decode tokens/s (tg{gen})", tg, "decode_tokens_per_s", True),
         (f"decode tokens/s (tg{gen} @ depth {prompt})", tgd, None, True),
-        ("peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False),
-        ("generate peak RSS MB", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float32", False),
+        ("peak RSS MB (llama-bench; bench-decode)", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False),
+        ("generate peak RSS MB vs llama-bench", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float32", False),
         ("  with --kv-cache float16", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float16", False)]
 for ctx, label, short in (("default", "generate vs llama-completion, default context", "default"), ("sized", "generate vs llama-completion -c 166", "-c 166")):
     if ctx in completion:
