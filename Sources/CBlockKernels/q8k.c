@@ -174,20 +174,26 @@ INLINE void steps1(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, 
     *macc = fmaf(bk_half_to_float(bk_u16(p + 2)) * dx, (float)summ, *macc);
 }
 
-// The same for rows r0..r0+3 in four lanes.
+// Four 32-bit lanes of rows r0.. from p (a row's pair of int16 sums, or its float), or with
+// rows == 2 the low two (the next rows' data may lie past the end).
+INLINE __m128i load_lanes(const void *p, int rows) {
+    return rows == 4 ? _mm_loadu_si128((const __m128i *)p) : _mm_loadl_epi64((const __m128i *)p);
+}
+
+// The same for rows r0..r0+rows-1 (rows 4 or 2, a constant at each call) in the low lanes.
 INLINE void steps4(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, const uint8_t mn[8], __m128i sumi,
-                   __m128 *acc, __m128 *macc) {
+                   __m128 *acc, __m128 *macc, int rows) {
     __m128i summ = _mm_setzero_si128();
     for (int g = 0; g < 4; g++)
-        summ = _mm_add_epi32(summ, _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum + bsum_index(m, r0, b, 2 * g))),
+        summ = _mm_add_epi32(summ, _mm_madd_epi16(load_lanes(x.bsum + bsum_index(m, r0, b, 2 * g), rows),
                                                   _mm_set1_epi32(min_pair(mn, g))));
-    const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
+    const __m128 dx = _mm_castsi128_ps(load_lanes(x.d + b * m + r0, rows));
     *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm_cvtepi32_ps(sumi), *acc);
     *macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm_cvtepi32_ps(summ), *macc);
 }
 
 // Q6_K's float steps: sumi = sums - 32·Σ_s sc_s·bsum16_s (exact), then acc = fma(d·dx, sumi, acc);
-// for one row, four rows (lanes) and eight.
+// for one row, four (or two) rows in lanes, and eight.
 INLINE int32_t sc_pair(const int8_t *sc, int j) { return (int32_t)((uint16_t)(int16_t)sc[2 * j] | (uint32_t)(uint16_t)(int16_t)sc[2 * j + 1] << 16); }
 
 INLINE void steps6_1(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, int32_t sums, float *acc) {
@@ -204,14 +210,14 @@ INLINE void steps6_1(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p
     *acc = fmaf(bk_half_to_float(bk_u16(p + 208)) * x.d[b * m + r0], (float)(sums - 32 * corr), *acc);
 }
 
-INLINE void steps6_4(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, __m128i sums, __m128 *acc) {
+INLINE void steps6_4(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, __m128i sums, __m128 *acc, int rows) {
     const int8_t *sc = (const int8_t *)(p + 192);
     __m128i corr = _mm_setzero_si128();
     for (int j = 0; j < 8; j++)
-        corr = _mm_add_epi32(corr, _mm_madd_epi16(_mm_loadu_si128((const __m128i *)(x.bsum16 + bsum16_index(m, r0, b, 2 * j))),
+        corr = _mm_add_epi32(corr, _mm_madd_epi16(load_lanes(x.bsum16 + bsum16_index(m, r0, b, 2 * j), rows),
                                                   _mm_set1_epi32(sc_pair(sc, j))));
     const __m128i sumi = _mm_sub_epi32(sums, _mm_slli_epi32(corr, 5));
-    const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
+    const __m128 dx = _mm_castsi128_ps(load_lanes(x.d + b * m + r0, rows));
     *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 208))), dx), _mm_cvtepi32_ps(sumi), *acc);
 }
 
@@ -224,29 +230,6 @@ INLINE void steps6_8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p
     const __m256i sumi = _mm256_sub_epi32(sums, _mm256_slli_epi32(corr, 5));
     const __m256 dx = _mm256_loadu_ps(x.d + b * m + r0);
     *acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p + 208))), dx), _mm256_cvtepi32_ps(sumi), *acc);
-}
-
-// The same for rows r0, r0 + 1 in the low two lanes (their sums adjacent in bsum and bsum16).
-INLINE void steps2(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, const uint8_t mn[8], __m128i sumi,
-                   __m128 *acc, __m128 *macc) {
-    __m128i summ = _mm_setzero_si128();
-    for (int g = 0; g < 4; g++)
-        summ = _mm_add_epi32(summ, _mm_madd_epi16(_mm_loadl_epi64((const __m128i *)(x.bsum + bsum_index(m, r0, b, 2 * g))),
-                                                  _mm_set1_epi32(min_pair(mn, g))));
-    const __m128 dx = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(x.d + b * m + r0)));
-    *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm_cvtepi32_ps(sumi), *acc);
-    *macc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm_cvtepi32_ps(summ), *macc);
-}
-
-INLINE void steps6_2(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, __m128i sums, __m128 *acc) {
-    const int8_t *sc = (const int8_t *)(p + 192);
-    __m128i corr = _mm_setzero_si128();
-    for (int j = 0; j < 8; j++)
-        corr = _mm_add_epi32(corr, _mm_madd_epi16(_mm_loadl_epi64((const __m128i *)(x.bsum16 + bsum16_index(m, r0, b, 2 * j))),
-                                                  _mm_set1_epi32(sc_pair(sc, j))));
-    const __m128i sumi = _mm_sub_epi32(sums, _mm_slli_epi32(corr, 5));
-    const __m128 dx = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(x.d + b * m + r0)));
-    *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 208))), dx), _mm_cvtepi32_ps(sumi), *acc);
 }
 
 // Output rows in groups of four; within a group, rows in tiles of `wide` (when given), four,
@@ -322,8 +305,8 @@ INLINE void avx2_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
         if (MR == 4) {
             const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
             const __m128i sums = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-            if (type == BK_Q6_K) steps6_4(x, m, r0, b, p, sums, &acc);
-            else steps4(x, m, r0, b, p, mn, sums, &acc, &macc);
+            if (type == BK_Q6_K) steps6_4(x, m, r0, b, p, sums, &acc, 4);
+            else steps4(x, m, r0, b, p, mn, sums, &acc, &macc, 4);
         } else {
             const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(a[0]), _mm256_extracti128_si256(a[0], 1));
             const int32_t sum = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(h, h), _mm_setzero_si128()));
@@ -472,8 +455,8 @@ INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
         if (type == BK_Q6_K) {
             superblock_sums6(x, k, r0, b, p, a, MR);
             if (MR == 8) steps6_8(x, m, r0, b, p, reduce8(a), &acc8);
-            else if (MR == 4) steps6_4(x, m, r0, b, p, reduce4(a), &acc4);
-            else if (MR == 2) steps6_2(x, m, r0, b, p, _mm_setr_epi32(_mm512_reduce_add_epi32(a[0]), _mm512_reduce_add_epi32(a[1]), 0, 0), &acc4);
+            else if (MR == 4) steps6_4(x, m, r0, b, p, reduce4(a), &acc4, 4);
+            else if (MR == 2) steps6_4(x, m, r0, b, p, _mm_setr_epi32(_mm512_reduce_add_epi32(a[0]), _mm512_reduce_add_epi32(a[1]), 0, 0), &acc4, 2);
             else steps6_1(x, m, r0, b, p, _mm512_reduce_add_epi32(a[0]), &acc1);
             continue;
         }
@@ -486,9 +469,9 @@ INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
             acc8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p))), dx), _mm256_cvtepi32_ps(reduce8(a)), acc8);
             macc8 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(bk_half_to_float(bk_u16(p + 2))), dx), _mm256_cvtepi32_ps(summ), macc8);
         } else if (MR == 4) {
-            steps4(x, m, r0, b, p, mn, reduce4(a), &acc4, &macc4);
+            steps4(x, m, r0, b, p, mn, reduce4(a), &acc4, &macc4, 4);
         } else if (MR == 2) {
-            steps2(x, m, r0, b, p, mn, _mm_setr_epi32(_mm512_reduce_add_epi32(a[0]), _mm512_reduce_add_epi32(a[1]), 0, 0), &acc4, &macc4);
+            steps4(x, m, r0, b, p, mn, _mm_setr_epi32(_mm512_reduce_add_epi32(a[0]), _mm512_reduce_add_epi32(a[1]), 0, 0), &acc4, &macc4, 2);
         } else {
             steps1(x, m, r0, b, p, mn, _mm512_reduce_add_epi32(a[0]), &acc1, &macc1);
         }
