@@ -1,11 +1,16 @@
 // Continuous batching: requests wait in a bounded queue; up to `maxActive` are in flight. One
-// decoding thread admits waiting requests (each prompt prefilled alone, with its own adapter),
-// then advances every request in flight by one token per pass — one weight stream for all rows,
-// each row adding its own adapter's low-rank term (InferenceModel.forward(batch:caches:adapters:)),
-// its own sampling options and its own constraint mask. A row ends at a stop token, at its token
-// budget, or when its consumer goes away (a client that disconnects), and frees its slot at once.
-// A prompt that begins like a recent one with the same adapter copies those positions' keys and
-// values (PromptCache). Leaves out: chunked prefill (a long prompt holds the batch for its prefill).
+// decoding thread admits waiting requests, prefills their prompts (each alone, with its own
+// adapter) and advances every request whose prompt is done by one token per pass — one weight
+// stream for all rows, each row adding its own adapter's low-rank term
+// (InferenceModel.forward(batch:caches:adapters:)), its own sampling options and its own
+// constraint mask. While replies are being decoded, prompts are prefilled in chunks of at most
+// `prefillChunk` tokens between two passes, so a long prompt delays them by one chunk's time per
+// token instead of its whole prefill; a prompt with no reply to delay is prefilled whole (every
+// chunk unpacks the stored weights again: on SmolLM2 a 1,300-token prompt took ~1.3x as long in
+// 128-token chunks). A row ends at a stop token, at its token budget, or when its consumer goes
+// away (a client that disconnects, also during its prefill), and frees its slot at once. A prompt
+// that begins like a recent one with the same adapter copies those positions' keys and values
+// (PromptCache).
 import Autograd
 import Foundation
 import Guidance
@@ -82,6 +87,8 @@ public final class Scheduler: @unchecked Sendable {
     public let maxActive: Int
     /// Requests waiting at most; more are refused (`ServerError.overloaded`).
     public let queueCapacity: Int
+    /// Prompt tokens prefilled at most between two decoding passes (0: every admitted prompt whole).
+    public let prefillChunk: Int
 
     private let condition = NSCondition()
     private var queue: [DecodeTicket] = []
@@ -99,15 +106,27 @@ public final class Scheduler: @unchecked Sendable {
 
     /// Prompts' keys and values kept for later prompts that begin alike (decoding thread only).
     private let promptCache: PromptCache
+    /// What the decoding thread did, in order (set before `start()`; the tests' view of the interleaving).
+    enum Step: Equatable {
+        /// A chunk of a prompt prefilled, while `decoding` rows had replies in flight.
+        case prefill(tokens: Int, decoding: Int)
+        /// A pass advancing `rows` replies while `prefilling` prompts waited for the rest of their prefill.
+        case pass(rows: Int, prefilling: Int)
+    }
+    var observer: ((Step) -> Void)?
 
     /// `promptCacheBytes`: keys and values of recent prompts kept at most, per adapter, for
-    /// later prompts that begin alike (0: every prompt is prefilled whole).
-    public init(model: InferenceModel, maxActive: Int, queueCapacity: Int, promptCacheBytes: Int = 128 << 20) {
-        precondition(maxActive >= 1 && queueCapacity >= 0 && promptCacheBytes >= 0,
-                     "[Scheduler] maxActive \(maxActive), queueCapacity \(queueCapacity), promptCacheBytes \(promptCacheBytes)")
+    /// later prompts that begin alike (0: every prompt is prefilled whole). `prefillChunk`:
+    /// prompt tokens prefilled at most between two decoding passes (0: every admitted prompt
+    /// whole before the next pass; a chunk's logits are a whole prefill's to float rounding).
+    public init(model: InferenceModel, maxActive: Int, queueCapacity: Int, promptCacheBytes: Int = 128 << 20,
+                prefillChunk: Int = Scheduler.defaultPrefillChunk) {
+        precondition(maxActive >= 1 && queueCapacity >= 0 && promptCacheBytes >= 0 && prefillChunk >= 0,
+                     "[Scheduler] maxActive \(maxActive), queueCapacity \(queueCapacity), promptCacheBytes \(promptCacheBytes), prefillChunk \(prefillChunk)")
         self.model = model
         self.maxActive = maxActive
         self.queueCapacity = queueCapacity
+        self.prefillChunk = prefillChunk
         promptCache = PromptCache(budget: promptCacheBytes)
     }
 
@@ -187,12 +206,17 @@ public final class Scheduler: @unchecked Sendable {
 
     // MARK: the decoding thread
 
+    /// Prompt tokens prefilled at most between two decoding passes, unless told otherwise.
+    public static let defaultPrefillChunk = 256
+
     /// A request in flight.
     struct Row {
         let ticket: DecodeTicket
         let cache: KVCache
         var rng: SeededRNG
         var state: ConstraintState?
+        /// Prompt tokens still to prefill (after a kept prefix); the row decodes once none are left.
+        var pending: ArraySlice<Int>
         /// Tokens to feed, one per pass (the last chosen one, then those forced after it).
         var feed: [Int] = []
         var generated = 0
@@ -231,59 +255,90 @@ public final class Scheduler: @unchecked Sendable {
                 }
                 let r = t.request
                 let t0 = monotonicSeconds()
-                var row = Row(ticket: t, cache: model.makeCache(capacity: r.prompt.count + r.maxTokens + 1), rng: SeededRNG(seed: r.seed),
-                              state: r.constraint?.start())
-                let rest = promptCache.seed(row.cache, for: r.prompt, adapter: r.adapter)
-                model.forward(Array(rest), cache: row.cache, adapter: r.adapter, into: &logits)  // [1, V]
-                promptCache.keep(r.prompt, adapter: r.adapter, from: row.cache, model: model)
-                if logits.withUnsafeMutableBufferPointer({ step(&row, logits: $0, row: 0) }) { rows.append(row) }
-                let seconds = monotonicSeconds() - t0
-                condition.lock()
-                prefills += 1
-                prefillTokens += r.prompt.count
-                prefillSeconds += seconds
-                promptCacheHits = promptCache.hits
-                reusedTokens = promptCache.reusedTokens
-                condition.unlock()
+                let cache = model.makeCache(capacity: r.prompt.count + r.maxTokens + 1)
+                let rest = promptCache.seed(cache, for: r.prompt, adapter: r.adapter)
+                rows.append(Row(ticket: t, cache: cache, rng: SeededRNG(seed: r.seed), state: r.constraint?.start(), pending: rest))
+                addPrefillSeconds(monotonicSeconds() - t0)
             }
-            // one pass for every row in flight
             rows.removeAll { r in
                 if r.ticket.isCancelled { finish(r.ticket, .cancelled, generated: r.generated, complete: false) }
                 return r.ticket.isCancelled
             }
-            if !rows.isEmpty {
+            // prompts in admission order: while replies are being decoded, `prefillChunk` tokens
+            // at most before their next pass; with none, the whole prompt
+            var used = 0
+            var ended: [Int] = []
+            for b in rows.indices where !rows[b].pending.isEmpty {
+                let decoding = rows.indices.count(where: { rows[$0].pending.isEmpty && !ended.contains($0) })
+                let take = prefillChunk == 0 || decoding == 0 ? rows[b].pending.count : min(rows[b].pending.count, prefillChunk - used)
+                if take <= 0 { break }
                 let t0 = monotonicSeconds()
-                model.forward(batch: rows.map { $0.feed[0] }, caches: rows.map(\.cache), adapters: rows.map(\.ticket.request.adapter), into: &logits)  // [B, V]
+                let r = rows[b].ticket.request
+                let chunk = rows[b].pending.prefix(take)
+                model.forward(Array(chunk), cache: rows[b].cache, adapter: r.adapter, into: &logits)  // [1, V]
+                observer?(.prefill(tokens: take, decoding: decoding))
+                rows[b].pending.removeFirst(take)
+                used += take
+                var done = false
+                if rows[b].pending.isEmpty {
+                    promptCache.keep(r.prompt, adapter: r.adapter, from: rows[b].cache, model: model)
+                    if !logits.withUnsafeMutableBufferPointer({ step(&rows[b], logits: $0, row: 0) }) { ended.append(b) }
+                    done = true
+                }
+                let seconds = monotonicSeconds() - t0
+                condition.lock()
+                prefillSeconds += seconds
+                if done {
+                    prefills += 1
+                    prefillTokens += r.prompt.count
+                    promptCacheHits = promptCache.hits
+                    reusedTokens = promptCache.reusedTokens
+                }
+                condition.unlock()
+            }
+            for b in ended.reversed() { rows.remove(at: b) }
+            // one pass for every row whose prompt is done
+            let decoding = rows.indices.filter { rows[$0].pending.isEmpty }
+            if !decoding.isEmpty {
+                let t0 = monotonicSeconds()
+                model.forward(batch: decoding.map { rows[$0].feed[0] }, caches: decoding.map { rows[$0].cache },
+                              adapters: decoding.map { rows[$0].ticket.request.adapter }, into: &logits)  // [B, V]
                 let t1 = monotonicSeconds()
                 // rows with forced tokens still to feed need no choice; the others choose on every
                 // core (each row's mask, sampler and stream are its own)
-                for b in rows.indices { rows[b].feed.removeFirst() }
-                let choosing = rows.indices.filter { rows[$0].feed.isEmpty }
+                for b in decoding { rows[b].feed.removeFirst() }
+                let choosing = decoding.indices.filter { rows[decoding[$0]].feed.isEmpty }  // logits rows
                 var going = [Bool](repeating: true, count: rows.count)
                 rows.withUnsafeMutableBufferPointer { rp in
                     going.withUnsafeMutableBufferPointer { gp in
                         logits.withUnsafeMutableBufferPointer { lp in
                             WorkerPool.forEach(choosing.count) { i in
-                                let b = choosing[i]
-                                gp[b] = self.step(&rp[b], logits: lp, row: b)
+                                let l = choosing[i], b = decoding[l]
+                                gp[b] = self.step(&rp[b], logits: lp, row: l)
                             }
                         }
                     }
                 }
-                let kept = rows.indices.filter { going[$0] }.map { rows[$0] }
                 let t2 = monotonicSeconds()
                 condition.lock()
                 passes += 1
-                rowSteps += rows.count
+                rowSteps += decoding.count
                 passSeconds += t1 - t0
                 chooseSeconds += t2 - t1
                 condition.unlock()
-                rows = kept
+                observer?(.pass(rows: decoding.count, prefilling: rows.count - decoding.count))
+                rows = rows.indices.filter { going[$0] }.map { rows[$0] }
             }
             condition.lock()
             active = rows.count
             condition.unlock()
         }
+    }
+
+    private func addPrefillSeconds(_ seconds: Double) {
+        condition.lock()
+        prefillSeconds += seconds
+        condition.unlock()
     }
 
     /// Chooses the row's next token from logits row `row` (masked by its constraint), hands it and

@@ -64,8 +64,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "MB of recent prompts' keys and values kept, per adapter, so that a prompt beginning like one of them (a shared system message, a conversation's earlier turns) copies those positions instead of computing them (0: every prompt is prefilled whole).")
     var promptCacheMb = 128
 
+    @Option(help: "Prompt tokens prefilled at most between two decoding passes: a long prompt then delays the replies in flight by one chunk per token instead of its whole prefill (0: every prompt whole at once).")
+    var prefillChunk = Scheduler.defaultPrefillChunk
+
     func validate() throws {
         guard promptCacheMb >= 0 else { throw ValidationError("--prompt-cache-mb must be 0 or more") }
+        guard prefillChunk >= 0 else { throw ValidationError("--prefill-chunk must be 0 or more") }
         guard (1...16).contains(maxActive) else { throw ValidationError("--max-active must be 1 to 16 (rows of one batched pass)") }
         guard queue >= 0 else { throw ValidationError("--queue must be 0 or more") }
         guard defaultMaxTokens >= 1 else { throw ValidationError("--default-max-tokens must be at least 1") }
@@ -80,7 +84,8 @@ struct Serve: AsyncParsableCommand {
         let catalog = try AdapterCatalog(base: base, baseID: name, folder: adapters, rescanInterval: rescanInterval,
                                          adapterPrecision: adapterPrecision)
         let scheduler = Scheduler(model: InferenceModel(base: base.weights, activations: decoding.activations, kvCache: decoding.kvCache),
-                                  maxActive: maxActive, queueCapacity: queue, promptCacheBytes: promptCacheMb << 20)
+                                  maxActive: maxActive, queueCapacity: queue, promptCacheBytes: promptCacheMb << 20,
+                                  prefillChunk: prefillChunk)
         scheduler.start()
         defer { scheduler.shutdown() }
         let service = try OpenAIService(catalog: catalog, scheduler: scheduler,

@@ -34,7 +34,17 @@ final class SchedulerTests: XCTestCase {
     }
 
     func testContinuousBatchingGivesEachRequestWhatItGetsAlone() async throws {
-        let base = try tinyBase()
+        try await continuousBatchingGivesEachRequestWhatItGetsAlone(prefillChunk: Scheduler.defaultPrefillChunk)
+    }
+
+    /// The same with prompts prefilled 3 tokens at a time between passes (every prompt in several
+    /// chunks, 1 to 2 tokens for a prompt that meets a spent budget).
+    func testChunkedPrefillGivesEachRequestWhatItGetsAlone() async throws {
+        try await continuousBatchingGivesEachRequestWhatItGetsAlone(prefillChunk: 3)
+    }
+
+    func continuousBatchingGivesEachRequestWhatItGetsAlone(prefillChunk: Int, name: String = #function) async throws {
+        let base = try tinyBase(name)
         let adapters: [Adapter?] = [Self.randomAdapter(base, seed: 1), nil, Self.randomAdapter(base, seed: 2), Self.randomAdapter(base, seed: 1),
                                     Self.randomAdapter(base, seed: 3, rank: 8), nil, Self.randomAdapter(base, seed: 2)]
         let rowAdapters = adapters.map { $0.map { RowAdapter($0, config: base.config) } }
@@ -48,7 +58,7 @@ final class SchedulerTests: XCTestCase {
             requests.append(DecodeRequest(prompt: prompt, adapter: rowAdapters[i], maxTokens: 6 + 5 * i,
                                           stopTokens: i % 2 == 0 ? base.stopTokenIds : [], sampling: sampling, seed: UInt64(40 + i)))
         }
-        let scheduler = Scheduler(model: InferenceModel(base: base.weights), maxActive: 3, queueCapacity: 16)
+        let scheduler = Scheduler(model: InferenceModel(base: base.weights), maxActive: 3, queueCapacity: 16, prefillChunk: prefillChunk)
         scheduler.start()
         defer { scheduler.shutdown() }
         let streams = try requests.map { try scheduler.submit($0).events }
@@ -133,6 +143,42 @@ final class SchedulerTests: XCTestCase {
         XCTAssertEqual(target.count, 0)
         XCTAssertEqual(Array(cache.seed(target, for: p1b + [9], adapter: nil)), [9])
         XCTAssertEqual(target.count, p1b.count)
+    }
+
+    /// While a reply is being decoded, a long prompt is prefilled a chunk between two of its passes
+    /// (with whole prompts it waits for the whole prefill); a prompt with no reply to delay is
+    /// prefilled whole; every request still gets what it gets alone.
+    func testALongPromptIsPrefilledBetweenPassesOfTheRepliesInFlight() async throws {
+        let base = try tinyBase()
+        let V = base.config.vocabSize
+        let short = DecodeRequest(prompt: [5, 6, 7], adapter: nil, maxTokens: 20, stopTokens: [])
+        let long = DecodeRequest(prompt: (0..<60).map { (11 * $0 + 4) % V }, adapter: nil, maxTokens: 5, stopTokens: [])
+        typealias Step = Scheduler.Step
+        // round 1: the short prompt whole (nothing is decoded yet), 1 token of the long one (the
+        // chunk's rest), a pass; then 4 tokens and a pass a round: the long prompt's last 3 in round 16
+        let chunked: [Step] = [.prefill(tokens: 3, decoding: 0), .prefill(tokens: 1, decoding: 1), .pass(rows: 1, prefilling: 1)]
+            + (0..<14).flatMap { _ in [Step.prefill(tokens: 4, decoding: 1), .pass(rows: 1, prefilling: 1)] }
+            + [.prefill(tokens: 3, decoding: 1)] + Array(repeating: .pass(rows: 2, prefilling: 0), count: 4)
+        let whole: [Step] = [.prefill(tokens: 3, decoding: 0), .prefill(tokens: 60, decoding: 1)]
+            + Array(repeating: .pass(rows: 2, prefilling: 0), count: 4) + Array(repeating: .pass(rows: 1, prefilling: 0), count: 15)
+        let alone: [Step] = [.prefill(tokens: 60, decoding: 0)] + Array(repeating: .pass(rows: 1, prefilling: 0), count: 4)
+        for (chunk, requests, expected) in [(4, [short, long], chunked), (0, [short, long], whole), (4, [long], alone)] {
+            let scheduler = Scheduler(model: InferenceModel(base: base.weights), maxActive: 2, queueCapacity: 0, prefillChunk: chunk)
+            let log = NSLock()
+            var steps: [Step] = []
+            scheduler.observer = { step in log.withLock { steps.append(step) } }
+            // submitted before the thread starts, so all are admitted in its first round
+            let streams = try requests.map { try scheduler.submit($0).events }
+            scheduler.start()
+            defer { scheduler.shutdown() }
+            for (request, events) in zip(requests, streams) {
+                let got = await Self.collect(events)
+                let alone = Generator.generate(InferenceModel(base: base.weights),
+                                               GenerationRequest(prompt: request.prompt, maxNewTokens: request.maxTokens, stopTokens: []))
+                XCTAssertEqual(got.tokens, alone.tokens, "prompt of \(request.prompt.count), chunk \(chunk)")
+            }
+            XCTAssertEqual(log.withLock { steps }, expected, "chunk \(chunk), \(requests.count) requests: the decoding thread's steps")
+        }
     }
 
     func testAFullQueueIsRefusedAndCancelledRequestsFreeTheirSlots() async throws {
