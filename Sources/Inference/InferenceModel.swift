@@ -247,6 +247,27 @@ public final class InferenceModel: @unchecked Sendable {
 
     /// Rows `firstRow ..< firstRow + rows` of a pass are new tokens of `cache`, appended after
     /// what it holds (positions cache.count ...).
+    /// How a segment's new rows attend to its cache: `auto` (blocked products from
+    /// `Attention.blockedRows` rows: a prompt's prefill), `rows` (one row at a time, SIMD over the
+    /// head dim: the bits of one-token steps whatever the rows), `blocked` (every segment).
+    public enum PromptAttention: String, Sendable, CaseIterable {
+        case auto, rows, blocked
+
+        func isBlocked(rows: Int) -> Bool {
+            switch self {
+            case .auto: rows >= Attention.blockedRows
+            case .rows: false
+            case .blocked: true
+            }
+        }
+    }
+
+    /// New rows of one segment from which `auto` runs its attention as blocked products.
+    public static let blockedAttentionRows = 32
+
+    /// The attention path of the passes run in this task (tests and `bench-decode` compare them).
+    @TaskLocal public static var promptAttention: PromptAttention = .auto
+
     struct Segment {
         let cache: KVCache
         let firstRow: Int
@@ -288,7 +309,8 @@ public final class InferenceModel: @unchecked Sendable {
             }
         }
         let attention = Attention(n: n, H: H, K: K, hd: hd, width: K * hd, Q: Q, maxLength: maxLength,
-                                  rowSegment: rowSegment, rowPosition: rowPosition, caches: segments.map(\.cache))
+                                  rowSegment: rowSegment, rowPosition: rowPosition, caches: segments.map(\.cache),
+                                  blocked: segments.filter { Self.promptAttention.isBlocked(rows: $0.rows) }.map { $0.firstRow..<($0.firstRow + $0.rows) })
         for (li, layer) in layers.enumerated() {
             rmsNormRows(x, layer.inputNorm, rows: n, eps: eps, into: h)
             layer.wqkv.matmulNT(h, m: n, n: Q, k: D, qkv, activations)  // [n, Q]
@@ -407,16 +429,31 @@ public final class InferenceModel: @unchecked Sendable {
     }
 
     /// Causal attention of each new row over its own cache (rows 0 ... its position), SIMD over
-    /// the head dim; (row, kv head) items run on every core when there is enough work.
+    /// the head dim; (row, kv head) items run on every core when there is enough work. The rows of
+    /// a segment with at least `blockedRows` new rows (a prompt's prefill) go as blocked products
+    /// instead: for each query head and block of `blockRows` rows, scores = scale·Q·Kᵀ over the keys
+    /// up to the block's last row and out = softmax(scores)·V, two sgemm calls (one row at a time
+    /// read every key and value again for each row: at 1,024 prompt tokens attention was a third
+    /// of SmolLM2's prefill). Same values to float rounding (another order of the sums).
     struct Attention {
         let n, H, K, hd, width, Q, maxLength: Int
         let rowSegment, rowPosition: [Int]
         let caches: [KVCache]
+        /// Rows of the segments whose attention runs as blocked products.
+        let blocked: [Range<Int>]
+
+        static let blockedRows = InferenceModel.blockedAttentionRows
+        /// Query rows per product.
+        static let blockRows = 64
 
         func run(layer li: Int, qkv: UnsafeMutablePointer<Float>, into att: UnsafeMutablePointer<Float>, ws: Workspace) {
-            let G = H / K, items = n * K
+            for rows in blocked { runBlocked(rows, layer: li, qkv: qkv, into: att) }
+            let G = H / K
+            let perRow = blocked.isEmpty ? Array(0..<n) : (0..<n).filter { r in !blocked.contains { $0.contains(r) } }
+            if perRow.isEmpty { return }
+            let items = perRow.count * K
             var work = 0
-            for r in 0..<n { work += (rowPosition[r] + 1) * H * hd }
+            for r in perRow { work += (rowPosition[r] + 1) * H * hd }
             let chunks = work >= 1 << 18 ? min(items, 4 * WorkerPool.threads) : 1
             let scores = ws.scores.ensure(chunks * G * maxLength)
             let keys = caches.map { UnsafeRawPointer($0.keys[li]) }, values = caches.map { UnsafeRawPointer($0.values[li]) }
@@ -427,7 +464,7 @@ public final class InferenceModel: @unchecked Sendable {
                 let sc = scores + ci * G * maxLength
                 var item = ci
                 while item < items {
-                    let r = item / K, kvh = item % K
+                    let r = perRow[item / K], kvh = item % K
                     let len = rowPosition[r] + 1
                     let kBase = keys[rowSegment[r]] + kvh * hd * size, vBase = values[rowSegment[r]] + kvh * hd * size
                     for g in 0..<G {
@@ -435,6 +472,53 @@ public final class InferenceModel: @unchecked Sendable {
                         bk_attend(qkv + r * Q + hh * hd, kBase, vBase, half, width, len, hd, scale, sc + g * maxLength, att + r * H * hd + hh * hd)
                     }
                     item += chunks
+                }
+            }
+        }
+
+        /// Attention of the consecutive new rows `rows` of one segment (positions p0 ..< p0 + rows.count
+        /// after the p0 its cache held), as blocked products on every core: (query head, block of
+        /// rows) tasks, the longest first; each writes its own rows of `att`.
+        func runBlocked(_ rows: Range<Int>, layer li: Int, qkv: UnsafeMutablePointer<Float>, into att: UnsafeMutablePointer<Float>) {
+            let cache = caches[rowSegment[rows.lowerBound]]
+            let length = rowPosition[rows.upperBound - 1] + 1  // keys the last row sees
+            let G = H / K, scale = 1 / Float(hd).squareRoot()
+            // float32 keys and values [length, width]: the cache's own, or widened from float16 once per layer
+            var widened: UnsafeMutablePointer<Float>? = nil
+            defer { widened?.deallocate() }
+            let keys: UnsafePointer<Float>, values: UnsafePointer<Float>
+            if cache.precision == .float32 {
+                keys = UnsafePointer(cache.keys[li].assumingMemoryBound(to: Float.self))
+                values = UnsafePointer(cache.values[li].assumingMemoryBound(to: Float.self))
+            } else {
+                let w = UnsafeMutablePointer<Float>.allocate(capacity: 2 * length * width)
+                widened = w
+                let k16 = cache.keys[li].assumingMemoryBound(to: Float16.self), v16 = cache.values[li].assumingMemoryBound(to: Float16.self)
+                WorkerPool.forEach(2) { half in
+                    let src = half == 0 ? k16 : v16, dst = w + half * length * width
+                    for i in 0..<(length * width) { dst[i] = Float(src[i]) }
+                }
+                keys = UnsafePointer(w)
+                values = UnsafePointer(w + length * width)
+            }
+            let blocks = (rows.count + Self.blockRows - 1) / Self.blockRows
+            WorkerPool.forEach(H * blocks) { task in
+                let b = blocks - 1 - task % blocks, h = task / blocks, kvh = h / G  // later blocks see more keys: first
+                let r0 = rows.lowerBound + b * Self.blockRows, bq = Swift.min(Self.blockRows, rows.upperBound - r0)
+                let seen = rowPosition[r0 + bq - 1] + 1
+                withUnsafeTemporaryAllocation(of: Float.self, capacity: bq * seen) { buffer in
+                    let p = buffer.baseAddress!
+                    Float.gemmOnThisThread(transA: false, transB: true, m: bq, n: seen, k: hd, alpha: scale,
+                                           a: qkv + r0 * Q + h * hd, lda: Q, b: keys + kvh * hd, ldb: width,
+                                           beta: 0, c: p, ldc: seen)  // [bq, seen]
+                    for i in 0..<bq {
+                        let row = p + i * seen, visible = rowPosition[r0 + i] + 1
+                        _ = Kernels.softmaxRow(row, row, count: visible)
+                        (row + visible).update(repeating: 0, count: seen - visible)
+                    }
+                    Float.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: seen, alpha: 1,
+                                           a: p, lda: seen, b: values + kvh * hd, ldb: width,
+                                           beta: 0, c: att + r0 * H * hd + h * hd, ldc: H * hd)  // [bq, hd]
                 }
             }
         }

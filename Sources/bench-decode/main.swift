@@ -32,6 +32,9 @@ struct BenchDecode: ParsableCommand {
     @Option(help: "How stored matrices meet more than \(FrozenMatrix.streamingRows) rows (the prefill): auto (whichever measured faster), blocks (the block kernels, a group of rows at a time) or panels (float32 panels and sgemm).")
     var manyRows: ManyRowsPath = .auto
 
+    @Option(help: "How a prompt's rows attend to the cache: auto (blocked products from \(InferenceModel.blockedAttentionRows) rows), rows (one row at a time, the bits of one-token steps) or blocked.")
+    var promptAttention: InferenceModel.PromptAttention = .auto
+
     @Option(help: "Threads (cores) to use.")
     var threads: Int = ProcessInfo.processInfo.activeProcessorCount
 
@@ -59,7 +62,7 @@ struct BenchDecode: ParsableCommand {
     }
 
     func run() throws {
-        try withThreads(threads) { try FrozenMatrix.$manyRows.withValue(manyRows) { try measure() } }
+        try withThreads(threads) { try FrozenMatrix.$manyRows.withValue(manyRows) { try InferenceModel.$promptAttention.withValue(promptAttention) { try measure() } } }
     }
 
     func measure() throws {
@@ -98,7 +101,7 @@ struct BenchDecode: ParsableCommand {
         let meanDecode = decode.reduce(0, +) / Double(decode.count)
         let streamed = Double(bytes) * meanDecode / 1e9
         let result: [String: Any] = [
-            "model": base.path, "base_weights": model.baseWeights.rawValue, "activations": decoding.activations.rawValue, "kv_cache": decoding.kvCache.rawValue, "many_rows": manyRows.rawValue, "threads": threads,
+            "model": base.path, "base_weights": model.baseWeights.rawValue, "activations": decoding.activations.rawValue, "kv_cache": decoding.kvCache.rawValue, "many_rows": manyRows.rawValue, "prompt_attention": promptAttention.rawValue, "threads": threads,
             "prompt_tokens": promptTokens, "gen_tokens": genTokens,
             "prefill_tokens_per_s": prefill.reduce(0, +) / Double(prefill.count), "prefill_tokens_per_s_best": prefill.max()!,
             "decode_tokens_per_s": meanDecode, "decode_tokens_per_s_best": decode.max()!,
@@ -182,6 +185,7 @@ struct BenchDecode: ParsableCommand {
 }
 
 extension ManyRowsPath: ExpressibleByArgument {}
+extension InferenceModel.PromptAttention: ExpressibleByArgument {}
 extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
 
 BenchDecode.main()

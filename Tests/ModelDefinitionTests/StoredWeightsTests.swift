@@ -163,7 +163,10 @@ final class StoredWeightsTests: XCTestCase {
                 let expected = reference.forward(ids, cache: reference.makeCache(), allLogits: true)
                 for activations in ActivationPrecision.allCases {
                     let model = InferenceModel(base: stored.weights, adapter: adapter, activations: activations)
-                    let grouped = FrozenMatrix.$manyRows.withValue(.blocks) { model.forward(ids, cache: model.makeCache(), allLogits: true) }
+                    // one row's attention at a time, as in a one-token step (prompts' blocked attention: InferenceAttentionTests)
+                    let grouped = InferenceModel.$promptAttention.withValue(.rows) {
+                        FrozenMatrix.$manyRows.withValue(.blocks) { model.forward(ids, cache: model.makeCache(), allLogits: true) }
+                    }
                     let steps = model.makeCache()
                     let single = ids.flatMap { model.forward([$0], cache: steps) }
                     XCTAssertTrue(grouped == single, "\(type) \(activations), adapter \(adapter != nil): grouped rows give one-token steps' bits")
