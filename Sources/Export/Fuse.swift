@@ -43,7 +43,7 @@ public enum Fuse {
         let tensors = mergedSources(base: base.weights, adapter: adapter)
         switch format {
         case .ggufF32, .ggufF16:
-            guard let tokenizer = try base.file.tokenizer.ggufData() else {
+            guard let tokenizer = try base.ggufTokenizerData() else {
                 throw ExportError.unsupported("\(base.path) is a Hugging Face folder; fusing it into GGUF would need its tokenizer converted, which is not implemented — use --format safetensors, or fuse onto the GGUF base")
             }
             try ModelExport.streamGGUF(config: base.config, tensors: tensors, tokenizer: tokenizer, to: path,
@@ -67,7 +67,7 @@ public enum Fuse {
                 try AtomicFile.write(data, to: dir + "/" + name)
             }
         case .gguf:
-            let files = try TokenizerFiles.make(from: try base.file.tokenizer.ggufData()!, preTokenizer: base.tokenizer.preTokenizer)
+            let files = try TokenizerFiles.make(from: try base.ggufTokenizerData()!, preTokenizer: base.tokenizer.preTokenizer)
             try AtomicFile.write(files.tokenizerJSON, to: dir + "/tokenizer.json")
             try AtomicFile.write(files.tokenizerConfigJSON, to: dir + "/tokenizer_config.json")
         }

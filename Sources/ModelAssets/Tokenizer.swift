@@ -55,6 +55,14 @@ public final class BPETokenizer: TextTokenizer {
         var chatTemplate: String?
     }
 
+    /// Whether `data` (a GGUF's tokenizer metadata, read again at export) spells the vocabulary
+    /// this tokenizer was built from: the same tokens by id, special ids and chat template.
+    public func isBuilt(from data: TokenizerData) -> Bool {
+        guard data.tokens.count == tokens.count, data.bosTokenId == bosTokenId, data.eosTokenId == eosTokenId,
+              data.padTokenId == padTokenId, data.chatTemplate == chatTemplate else { return false }
+        return zip(data.tokens, tokens).allSatisfy { $0 == $1 }
+    }
+
     /// From GGUF metadata (`tokenizer.ggml.*`). Control and user-defined tokens (types 3, 4) are
     /// matched whole in text and are special; without token types, bos/eos/pad are.
     public convenience init(data: TokenizerData) throws {

@@ -59,6 +59,18 @@ public struct BaseModel {
                          template: ChatTemplate.detect(from: tokenizer.chatTemplate))
     }
 
+    /// A GGUF base's tokenizer metadata read again from its file (export writes it out; a loaded
+    /// base does not hold it twice), nil for a Hugging Face folder. Throws when the file's tokenizer
+    /// is no longer the one loaded: the file was replaced on disk since, and its metadata would
+    /// not belong with the weights in use.
+    public func ggufTokenizerData() throws -> TokenizerData? {
+        guard let data = try file.tokenizer.ggufData() else { return nil }
+        guard tokenizer.isBuilt(from: data) else {
+            throw ModelError.invalidConfig("\(path) changed on disk after it was loaded: its tokenizer is no longer the one in use, so its metadata cannot be written beside the loaded weights; run the command again")
+        }
+        return data
+    }
+
     /// The default model's path: $ADAPTER_BASE_MODEL, else assets/<default> in the current folder
     /// or in a parent of the executable's folder (a checkout's .build/release/..). Nil when absent.
     public static func defaultPath() -> String? {

@@ -56,6 +56,29 @@ final class StreamedFuseTests: XCTestCase {
         }
     }
 
+    /// A GGUF base's tokenizer is read again from its file when the fused output is written: a file
+    /// replaced on disk since loading (another tokenizer) is refused, not mixed with the loaded weights.
+    func testFusingRefusesABaseFileReplacedWithAnotherTokenizer() throws {
+        let dir = TinyAssets.tempDir()
+        let path = try TinyAssets.writeBlockModel(.q8_0, in: dir, tied: true)
+        let base = try BaseModel.load(path: path, storage: .stored)
+        let adapter = randomAdapter(base, targets: [.q])
+        try Fuse.write(base: base, adapter: adapter, format: .ggufF16, to: dir + "/before.gguf")
+        guard var other = try base.ggufTokenizerData() else { return XCTFail("a GGUF base") }
+        other.tokens[other.tokens.count - 1] += "x"
+        // the same weights under another tokenizer, put in the base's place (a new file, as a download would)
+        let replacement = dir + "/replacement.gguf"
+        let f32 = try BaseModel.load(path: path, storage: .float32)
+        try ModelExport.ggufWriter(config: f32.config, tensors: f32.file.tensors, tokenizer: other).serialized()
+            .write(to: URL(fileURLWithPath: replacement))
+        XCTAssertEqual(rename(replacement, path), 0)
+        for format in FusedFormat.allCases {
+            XCTAssertThrowsError(try Fuse.write(base: base, adapter: adapter, format: format, to: dir + "/after-" + format.rawValue)) { error in
+                XCTAssertTrue("\(error)".contains("changed on disk after it was loaded"), "\(format.rawValue): \(error)")
+            }
+        }
+    }
+
     func testStreamedWeightsContainerEqualsTheSerializerWithoutAFullCopy() throws {
         let dir = TinyAssets.tempDir()
         for (type, tied) in [(GGMLType.q4_K, true), (.q8_0, false)] {
