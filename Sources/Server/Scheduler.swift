@@ -3,11 +3,11 @@
 // adapter) and advances every request whose prompt is done by one token per pass — one weight
 // stream for all rows, each row adding its own adapter's low-rank term
 // (InferenceModel.forward(batch:caches:adapters:)), its own sampling options and its own
-// constraint mask. While replies are being decoded, prompts are prefilled in chunks of at most
-// `prefillChunk` tokens between two passes, so a long prompt delays them by one chunk's time per
-// token instead of its whole prefill; a prompt with no reply to delay is prefilled whole (every
-// chunk unpacks the stored weights again: on SmolLM2 a 1,300-token prompt took ~1.3x as long in
-// 128-token chunks). A row ends at a stop token, at its token budget, or when its consumer goes
+// constraint mask. While replies are being decoded, prompts are prefilled in chunks between two
+// passes (`PrefillChunk`: by default as many tokens as take about half a second at the rate
+// measured so far), so a long prompt delays them by one chunk's time per token instead of its
+// whole prefill; a prompt with no reply to delay is prefilled whole (every chunk unpacks the
+// stored weights again: on SmolLM2 a 1,300-token prompt took ~1.3x as long in 128-token chunks). A row ends at a stop token, at its token budget, or when its consumer goes
 // away (a client that disconnects, also during its prefill), and frees its slot at once. A prompt
 // that begins like a recent one with the same adapter copies those positions' keys and values
 // (PromptCache).
@@ -87,8 +87,10 @@ public final class Scheduler: @unchecked Sendable {
     public let maxActive: Int
     /// Requests waiting at most; more are refused (`ServerError.overloaded`).
     public let queueCapacity: Int
-    /// Prompt tokens prefilled at most between two decoding passes (0: every admitted prompt whole).
-    public let prefillChunk: Int
+    /// How much of the prompts is prefilled between two decoding passes while replies are in flight.
+    public let prefillChunk: PrefillChunk
+    /// Seconds per prompt token of the prefills so far (a moving average; decoding thread only).
+    private var prefillRate: Double?
 
     private let condition = NSCondition()
     private var queue: [DecodeTicket] = []
@@ -116,12 +118,12 @@ public final class Scheduler: @unchecked Sendable {
     var observer: ((Step) -> Void)?
 
     /// `promptCacheBytes`: keys and values of recent prompts kept at most, per adapter, for
-    /// later prompts that begin alike (0: every prompt is prefilled whole). `prefillChunk`:
-    /// prompt tokens prefilled at most between two decoding passes (0: every admitted prompt
-    /// whole before the next pass; a chunk's logits are a whole prefill's to float rounding).
+    /// later prompts that begin alike (0: every prompt is prefilled whole). `prefillChunk`: how
+    /// much of the prompts is prefilled between two passes while replies are in flight (a
+    /// chunk's logits are a whole prefill's to float rounding).
     public init(model: InferenceModel, maxActive: Int, queueCapacity: Int, promptCacheBytes: Int = 128 << 20,
-                prefillChunk: Int = Scheduler.defaultPrefillChunk) {
-        precondition(maxActive >= 1 && queueCapacity >= 0 && promptCacheBytes >= 0 && prefillChunk >= 0,
+                prefillChunk: PrefillChunk = .seconds(0.5)) {
+        precondition(maxActive >= 1 && queueCapacity >= 0 && promptCacheBytes >= 0 && prefillChunk.isValid,
                      "[Scheduler] maxActive \(maxActive), queueCapacity \(queueCapacity), promptCacheBytes \(promptCacheBytes), prefillChunk \(prefillChunk)")
         self.model = model
         self.maxActive = maxActive
@@ -206,8 +208,35 @@ public final class Scheduler: @unchecked Sendable {
 
     // MARK: the decoding thread
 
-    /// Prompt tokens prefilled at most between two decoding passes, unless told otherwise.
-    public static let defaultPrefillChunk = 256
+    /// Prompt tokens prefilled between two passes while replies are in flight.
+    public enum PrefillChunk: Sendable, Equatable {
+        /// Every admitted prompt whole before the next pass.
+        case whole
+        /// At most this many tokens.
+        case tokens(Int)
+        /// As many tokens as take about this long at the rate measured so far (`minimumTokens` at
+        /// least, so that a chunk keeps the products' efficiency; `firstTokens` before any measure).
+        case seconds(Double)
+
+        static let minimumTokens = 32, firstTokens = 64
+
+        var isValid: Bool {
+            switch self {
+            case .whole: true
+            case .tokens(let n): n >= 1
+            case .seconds(let t): t > 0 && t.isFinite
+            }
+        }
+
+        /// Tokens of the next chunk, given the seconds per token measured so far.
+        func tokens(rate: Double?) -> Int {
+            switch self {
+            case .whole: Int.max
+            case .tokens(let n): n
+            case .seconds(let t): rate.map { Swift.max(Self.minimumTokens, Int((t / Swift.max($0, 1e-9)).rounded(.down))) } ?? Self.firstTokens
+            }
+        }
+    }
 
     /// A request in flight.
     struct Row {
@@ -268,9 +297,10 @@ public final class Scheduler: @unchecked Sendable {
             // at most before their next pass; with none, the whole prompt
             var used = 0
             var ended: [Int] = []
+            let budget = prefillChunk.tokens(rate: prefillRate)
             for b in rows.indices where !rows[b].pending.isEmpty {
                 let decoding = rows.indices.count(where: { rows[$0].pending.isEmpty && !ended.contains($0) })
-                let take = prefillChunk == 0 || decoding == 0 ? rows[b].pending.count : min(rows[b].pending.count, prefillChunk - used)
+                let take = decoding == 0 ? rows[b].pending.count : min(rows[b].pending.count, budget - used)
                 if take <= 0 { break }
                 let t0 = monotonicSeconds()
                 let r = rows[b].ticket.request
@@ -286,6 +316,8 @@ public final class Scheduler: @unchecked Sendable {
                     done = true
                 }
                 let seconds = monotonicSeconds() - t0
+                let rate = seconds / Double(take)
+                prefillRate = prefillRate.map { 0.5 * $0 + 0.5 * rate } ?? rate
                 condition.lock()
                 prefillSeconds += seconds
                 if done {

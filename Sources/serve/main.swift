@@ -64,12 +64,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "MB of recent prompts' keys and values kept, per adapter, so that a prompt beginning like one of them (a shared system message, a conversation's earlier turns) copies those positions instead of computing them (0: every prompt is prefilled whole).")
     var promptCacheMb = 128
 
-    @Option(help: "Prompt tokens prefilled at most between two decoding passes: a long prompt then delays the replies in flight by one chunk per token instead of its whole prefill (0: every prompt whole at once).")
-    var prefillChunk = Scheduler.defaultPrefillChunk
+    @Option(help: "Milliseconds of prompt prefill between two decoding passes while replies are in flight (as many tokens as take about that long at the rate measured so far, 32 at least): a long prompt then delays those replies by about this much per token instead of its whole prefill. 0: every prompt whole at once.")
+    var prefillChunkMs = 500
 
     func validate() throws {
         guard promptCacheMb >= 0 else { throw ValidationError("--prompt-cache-mb must be 0 or more") }
-        guard prefillChunk >= 0 else { throw ValidationError("--prefill-chunk must be 0 or more") }
+        guard prefillChunkMs >= 0 else { throw ValidationError("--prefill-chunk-ms must be 0 or more") }
         guard (1...16).contains(maxActive) else { throw ValidationError("--max-active must be 1 to 16 (rows of one batched pass)") }
         guard queue >= 0 else { throw ValidationError("--queue must be 0 or more") }
         guard defaultMaxTokens >= 1 else { throw ValidationError("--default-max-tokens must be at least 1") }
@@ -85,7 +85,7 @@ struct Serve: AsyncParsableCommand {
                                          adapterPrecision: adapterPrecision)
         let scheduler = Scheduler(model: InferenceModel(base: base.weights, activations: decoding.activations, kvCache: decoding.kvCache),
                                   maxActive: maxActive, queueCapacity: queue, promptCacheBytes: promptCacheMb << 20,
-                                  prefillChunk: prefillChunk)
+                                  prefillChunk: prefillChunkMs == 0 ? .whole : .seconds(Double(prefillChunkMs) / 1000))
         scheduler.start()
         defer { scheduler.shutdown() }
         let service = try OpenAIService(catalog: catalog, scheduler: scheduler,

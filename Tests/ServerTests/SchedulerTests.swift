@@ -34,16 +34,16 @@ final class SchedulerTests: XCTestCase {
     }
 
     func testContinuousBatchingGivesEachRequestWhatItGetsAlone() async throws {
-        try await continuousBatchingGivesEachRequestWhatItGetsAlone(prefillChunk: Scheduler.defaultPrefillChunk)
+        try await continuousBatchingGivesEachRequestWhatItGetsAlone(prefillChunk: .seconds(0.5))
     }
 
     /// The same with prompts prefilled 3 tokens at a time between passes (every prompt in several
     /// chunks, 1 to 2 tokens for a prompt that meets a spent budget).
     func testChunkedPrefillGivesEachRequestWhatItGetsAlone() async throws {
-        try await continuousBatchingGivesEachRequestWhatItGetsAlone(prefillChunk: 3)
+        try await continuousBatchingGivesEachRequestWhatItGetsAlone(prefillChunk: .tokens(3))
     }
 
-    func continuousBatchingGivesEachRequestWhatItGetsAlone(prefillChunk: Int, name: String = #function) async throws {
+    func continuousBatchingGivesEachRequestWhatItGetsAlone(prefillChunk: Scheduler.PrefillChunk, name: String = #function) async throws {
         let base = try tinyBase(name)
         let adapters: [Adapter?] = [Self.randomAdapter(base, seed: 1), nil, Self.randomAdapter(base, seed: 2), Self.randomAdapter(base, seed: 1),
                                     Self.randomAdapter(base, seed: 3, rank: 8), nil, Self.randomAdapter(base, seed: 2)]
@@ -162,7 +162,7 @@ final class SchedulerTests: XCTestCase {
         let whole: [Step] = [.prefill(tokens: 3, decoding: 0), .prefill(tokens: 60, decoding: 1)]
             + Array(repeating: .pass(rows: 2, prefilling: 0), count: 4) + Array(repeating: .pass(rows: 1, prefilling: 0), count: 15)
         let alone: [Step] = [.prefill(tokens: 60, decoding: 0)] + Array(repeating: .pass(rows: 1, prefilling: 0), count: 4)
-        for (chunk, requests, expected) in [(4, [short, long], chunked), (0, [short, long], whole), (4, [long], alone)] {
+        for (chunk, requests, expected) in [(Scheduler.PrefillChunk.tokens(4), [short, long], chunked), (.whole, [short, long], whole), (.tokens(4), [long], alone)] {
             let scheduler = Scheduler(model: InferenceModel(base: base.weights), maxActive: 2, queueCapacity: 0, prefillChunk: chunk)
             let log = NSLock()
             var steps: [Step] = []
@@ -179,6 +179,20 @@ final class SchedulerTests: XCTestCase {
             }
             XCTAssertEqual(log.withLock { steps }, expected, "chunk \(chunk), \(requests.count) requests: the decoding thread's steps")
         }
+    }
+
+    /// A time-bounded chunk takes as many tokens as the measured rate allows in that time, never
+    /// fewer than the products need to stay efficient; a first guess before any measure.
+    func testTimedChunksFollowTheMeasuredRate() {
+        typealias Chunk = Scheduler.PrefillChunk
+        XCTAssertEqual(Chunk.seconds(0.5).tokens(rate: nil), Chunk.firstTokens)
+        XCTAssertEqual(Chunk.seconds(0.5).tokens(rate: 0.002), 250, "500 tokens/s: 250 in half a second")
+        XCTAssertEqual(Chunk.seconds(0.25).tokens(rate: 0.0001), 2500)
+        XCTAssertEqual(Chunk.seconds(0.5).tokens(rate: 0.1), Chunk.minimumTokens, "10 tokens/s: still the minimum")
+        XCTAssertEqual(Chunk.tokens(7).tokens(rate: 0.1), 7)
+        XCTAssertEqual(Chunk.whole.tokens(rate: 0.1), Int.max)
+        XCTAssertFalse(Chunk.seconds(0).isValid)
+        XCTAssertFalse(Chunk.tokens(0).isValid)
     }
 
     func testAFullQueueIsRefusedAndCancelledRequestsFreeTheirSlots() async throws {
