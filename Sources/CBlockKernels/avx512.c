@@ -126,6 +126,15 @@ INLINE void q6k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
     *hi = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble), hB), bias);
 }
 
+// The 5-bit values of a Q5_0 block as int32 lanes: i0 values 0..15 (low nibbles of qs), i1
+// values 16..31 (high nibbles), bit 4 set from qh through a mask register (bit i for value i).
+INLINE void q5_indexes(const uint8_t *qs, uint32_t qh, __m512i *i0, __m512i *i1) {
+    const __m512i low = _mm512_set1_epi32(15), bit4 = _mm512_set1_epi32(16);
+    const __m512i v = u8x16(qs), a = _mm512_and_si512(v, low), b = _mm512_srli_epi32(v, 4);
+    *i0 = _mm512_mask_or_epi32(a, (__mmask16)(qh & 0xFFFF), a, bit4);
+    *i1 = _mm512_mask_or_epi32(b, (__mmask16)(qh >> 16), b, bit4);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Products. A tile is MR activation rows x NR weight rows (compile-time constants once inlined);
 // every (row, output) pair owns one accumulator and sees the same operations in the same order
@@ -150,8 +159,9 @@ INLINE void q6k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
 // of a one-row pass, for a quarter or an eighth of the instructions.
 INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t stride,
                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
-    const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+    const size_t bytes = bk_bytes32(type);
     const __m512 iota = iota16f(), minus8 = _mm512_sub_ps(iota, _mm512_set1_ps(8));
+    const __m512 minus16 = _mm512_sub_ps(iota, _mm512_set1_ps(16));
     const int lanes = type == BK_Q4_1 && MR >= 4;  // min terms in vector lanes (MR 4 or 8)
     __m512 acc[MAXROWS][4];
     float add[MAXROWS][4];
@@ -176,6 +186,14 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
                 const __m512 d = half16(p);
                 q0 = _mm512_mul_ps(d, f32(i8x16(p + 2)));
                 q1 = _mm512_mul_ps(d, f32(i8x16(p + 18)));
+            } else if (type == BK_Q5_0) {
+                // 32-entry table d·(-16..15) through vpermt2ps: an index's bit 4 (the fifth bit)
+                // picks the second half
+                const __m512 d = half16(p), lowT = _mm512_mul_ps(d, minus16), highT = _mm512_mul_ps(d, iota);
+                __m512i i0, i1;
+                q5_indexes(p + 6, bk_u32(p + 2), &i0, &i1);
+                q0 = _mm512_permutex2var_ps(lowT, i0, highT);
+                q1 = _mm512_permutex2var_ps(lowT, i1, highT);
             } else {
                 const __m512 table = _mm512_mul_ps(half16(p), type == BK_Q4_0 ? minus8 : iota);
                 __m512i v = u8x16(p + (type == BK_Q4_0 ? 2 : 4));
@@ -353,7 +371,7 @@ INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *
 INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
                  size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
@@ -382,7 +400,7 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
     const size_t sums = k / 32;
     const int pairs = type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
     const size_t unit = type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
-                        : type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 ? 32 : 16;
+                        : bk_is32(type) ? 32 : 16;
     const size_t tiles = m / 8 + 3;  // row tiles of 8, then at most one of 4, 2 and 1
     size_t kc = bk_chunk_values(m, k, unit, XBUDGET), groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
     tile_state *st = kc < k ? bk_tile_scratch(4 * tiles * sizeof(tile_state)) : NULL;
@@ -457,6 +475,7 @@ PRODUCT(product_bf16, BK_BF16)
 PRODUCT(product_q8_0, BK_Q8_0)
 PRODUCT(product_q4_0, BK_Q4_0)
 PRODUCT(product_q4_1, BK_Q4_1)
+PRODUCT(product_q5_0, BK_Q5_0)
 PRODUCT(product_q4_k, BK_Q4_K)
 PRODUCT(product_q5_k, BK_Q5_K)
 PRODUCT(product_q6_k, BK_Q6_K)
@@ -471,6 +490,7 @@ void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const u
     case BK_Q8_0: product_q8_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_0: product_q4_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_0: product_q5_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: product_q5_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q6_K: product_q6_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -516,6 +536,16 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
             __m512i v = u8x16(p + 4);
             store2(y, _mm512_add_ps(_mm512_mul_ps(d, f32(_mm512_and_si512(v, low))), mn),
                    _mm512_add_ps(_mm512_mul_ps(d, f32(_mm512_srli_epi32(v, 4))), mn));
+        }
+        break;
+    case BK_Q5_0:
+        for (size_t b = 0; b < k / 32; b++, y += 32) {
+            const uint8_t *p = row + b * BK_Q5_0_BYTES;
+            const __m512 d = half16(p);
+            const __m512i sixteen = _mm512_set1_epi32(16);
+            __m512i i0, i1;
+            q5_indexes(p + 6, bk_u32(p + 2), &i0, &i1);
+            store2(y, _mm512_mul_ps(d, f32(_mm512_sub_epi32(i0, sixteen))), _mm512_mul_ps(d, f32(_mm512_sub_epi32(i1, sixteen))));
         }
         break;
     case BK_Q4_K:

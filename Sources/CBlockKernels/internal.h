@@ -9,7 +9,7 @@
 #include <string.h>
 
 enum {
-    BK_F32 = 0, BK_F16 = 1, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q8_0 = 8,
+    BK_F32 = 0, BK_F16 = 1, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q5_0 = 6, BK_Q8_0 = 8,
     BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14, BK_BF16 = 30
 };
 
@@ -18,10 +18,26 @@ enum {
     BK_Q8_0_BYTES = 34,   // fp16 d, 32 int8
     BK_Q4_0_BYTES = 18,   // fp16 d, 16 bytes of nibbles
     BK_Q4_1_BYTES = 20,   // fp16 d, fp16 m, 16 bytes of nibbles
+    BK_Q5_0_BYTES = 22,   // fp16 d, 32 fifth bits (uint32 qh, bit i for value i), nibbles as Q4_0
     BK_Q4_K_BYTES = 144,  // fp16 d, fp16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
     BK_Q5_K_BYTES = 176,  // as Q4_K plus 32 bytes of fifth bits (qh) before the nibbles
     BK_Q6_K_BYTES = 210   // 128 bytes ql, 64 bytes qh, 16 int8 scales, fp16 d (last)
 };
+
+// Bytes of one block of a 32-value type (Q8_0, Q4_0, Q4_1, Q5_0).
+static inline size_t bk_bytes32(uint32_t type) {
+    switch (type) {
+    case BK_Q8_0: return BK_Q8_0_BYTES;
+    case BK_Q4_0: return BK_Q4_0_BYTES;
+    case BK_Q4_1: return BK_Q4_1_BYTES;
+    default: return BK_Q5_0_BYTES;
+    }
+}
+
+// 1 for the 32-value types (Q8_0, Q4_0, Q4_1, Q5_0).
+static inline int bk_is32(uint32_t type) {
+    return type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 || type == BK_Q5_0;
+}
 
 // Block products of several rows cut k into chunks when the rows' activations outgrow `budget`
 // bytes of L1 (avx512.c's product says why): values per chunk, about equal and a multiple of
@@ -43,6 +59,13 @@ enum { BK_XSUM_STACK = 4096 };
 
 static inline uint16_t bk_u16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static inline uint32_t bk_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+// Value i (0..31) of a Q5_0 block with its fifth bit: byte i % 16 of the nibbles (low nibble for
+// i < 16, high for i >= 16) and bit i of the little-endian word qh.
+static inline int bk_q5_value(const uint8_t *qs, uint32_t qh, int i) {
+    int nibble = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
+    return nibble | (int)((qh >> i) & 1) << 4;
+}
 
 // IEEE half -> float, exact for every input (subnormals included). A NaN keeps its payload and
 // comes out quiet, as F16C's vcvtph2ps makes it, so every level gives the same bits.

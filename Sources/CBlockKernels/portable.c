@@ -56,6 +56,13 @@ static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
         }
         break;
     }
+    case BK_Q5_0: {
+        o->subs = 1; o->subLength = 32; o->hasAdd = 0;
+        o->scale[0] = bk_half_to_float(bk_u16(p));
+        uint32_t qh = bk_u32(p + 2);
+        for (int i = 0; i < 32; i++) o->q[i] = (float)(bk_q5_value(p + 6, qh, i) - 16);
+        break;
+    }
     case BK_Q4_K:
     case BK_Q5_K: {
         o->subs = 8; o->subLength = 32; o->hasAdd = 1;
@@ -101,8 +108,8 @@ static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
 
 static void block_product(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                           size_t n0, size_t n1, float *y, size_t ldy, const float *xsum) {
-    size_t values = type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 ? 32 : 256;
-    size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : type == BK_Q4_1 ? BK_Q4_1_BYTES
+    size_t values = bk_is32(type) ? 32 : 256;
+    size_t bytes = bk_is32(type) ? bk_bytes32(type)
                  : type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
     size_t blocks = k / values, sums = k / 32;
     Decoded dec;
@@ -256,6 +263,14 @@ void bk_portable_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, si
                     y[j] = d * (float)(p[4 + j] & 15) + mn;
                     y[j + 16] = d * (float)(p[4 + j] >> 4) + mn;
                 }
+            }
+            break;
+        case BK_Q5_0:
+            for (size_t b = 0; b < k / 32; b++, y += 32) {
+                const uint8_t *p = row + b * BK_Q5_0_BYTES;
+                float d = bk_half_to_float(bk_u16(p));
+                uint32_t qh = bk_u32(p + 2);
+                for (int i = 0; i < 32; i++) y[i] = d * (float)(bk_q5_value(p + 6, qh, i) - 16);
             }
             break;
         case BK_Q4_K:

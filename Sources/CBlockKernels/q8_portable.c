@@ -1,5 +1,5 @@
 // The q8 activation mode in plain C: activation quantization and integer block dot products
-// for Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
+// for Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
 // reproduce bit for bit: 8 integer lanes of 4 products each per 32 values, then per lane
 // t = lane * d_x and acc = fma(t, d_w, acc), summed as hsum256 sums. Follows the structure of
 // llama.cpp's ggml_vec_dot_q*_q8_* with per-32 activation scales (q8_1-like) for every type.
@@ -53,6 +53,11 @@ static void block_bytes(uint32_t type, const uint8_t *p, int sub, int16_t *out) 
         for (int j = 0; j < 16; j++) { out[j] = qs[j] & 15; out[j + 16] = qs[j] >> 4; }
         break;
     }
+    case BK_Q5_0: {
+        uint32_t qh = bk_u32(p + 2);
+        for (int i = 0; i < 32; i++) out[i] = (int16_t)bk_q5_value(p + 6, qh, i);
+        break;
+    }
     case BK_Q4_K:
     case BK_Q5_K: {  // sub-block `sub` (0..7)
         const uint8_t *qs = (type == BK_Q4_K ? p + 16 : p + 48) + 32 * (sub / 2), *qh = p + 16;
@@ -88,14 +93,15 @@ static void lanes(const int16_t *u, const int8_t *x, const int *laneScale, float
 static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) {
     float acc[8] = {0}, macc[8] = {0}, add = 0;
     int16_t u[32];
-    if (type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1) {
-        size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+    if (bk_is32(type)) {
+        size_t bytes = bk_bytes32(type);
         for (size_t b = 0; b < k / 32; b++) {
             const uint8_t *p = row + b * bytes;
             float dw = bk_half_to_float(bk_u16(p));
             block_bytes(type, p, 0, u);
             lanes(u, x.q + 32 * b, NULL, x.d[b], dw, acc);
             if (type == BK_Q4_0) add = fmaf(-8.0f * dw, x.s32[b], add);
+            if (type == BK_Q5_0) add = fmaf(-16.0f * dw, x.s32[b], add);
             if (type == BK_Q4_1) add = fmaf(bk_half_to_float(bk_u16(p + 2)), x.s32[b], add);
         }
         return hsum8(acc) + add;

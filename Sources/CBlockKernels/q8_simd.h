@@ -3,6 +3,16 @@
 // u (unsigned bytes) * x (signed bytes) each. Leaves out the activation quantization (q8.c).
 // The arithmetic is q8_portable.c's, lane for lane.
 
+// 0x10 in byte i where bit i of qh is set: byte i takes qh's byte i / 8 (a shuffle within each
+// 128-bit half), then the byte's own bit is tested.
+static inline __attribute__((always_inline)) __m256i Q8_FN(fifth_bits)(uint32_t qh) {
+    const __m256i which = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                           2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), which), bits);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(b, bits), _mm256_set1_epi8(0x10));
+}
+
 // The 32 weight bytes of block `sub` in value order (see block_bytes in q8_portable.c), and for
 // Q8_0 the signs moved onto the activations: |w| * sign(x, w) = w * x.
 static inline __attribute__((always_inline)) __m256i Q8_FN(weight_bytes)(const uint32_t type, const uint8_t *p, int sub) {
@@ -15,6 +25,11 @@ static inline __attribute__((always_inline)) __m256i Q8_FN(weight_bytes)(const u
         __m128i qs = _mm_loadu_si128((const __m128i *)(p + (type == BK_Q4_0 ? 2 : 4)));
         __m256i both = _mm256_set_m128i(_mm_srli_epi16(qs, 4), qs);  // [values 0..15 | 16..31] before masking
         return _mm256_and_si256(both, nibble);
+    }
+    case BK_Q5_0: {  // as Q4_0, then bit i of qh into bit 4 of byte i
+        __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
+        __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), nibble);
+        return _mm256_or_si256(v, Q8_FN(fifth_bits)(bk_u32(p + 2)));
     }
     case BK_Q4_K:
     case BK_Q5_K: {
@@ -70,14 +85,17 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
     float add[4][4];
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) { acc[r][j] = _mm256_setzero_ps(); macc[r][j] = _mm256_setzero_ps(); add[r][j] = 0; }
-    if (type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1) {
-        const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+    if (bk_is32(type)) {
+        const size_t bytes = bk_bytes32(type);
         for (size_t b = 0; b < blocks; b++) {
             for (int j = 0; j < NR; j++) {
                 const uint8_t *p = w + j * rowBytes + b * bytes;
                 _mm_prefetch((const char *)p + 8 * rowBytes, _MM_HINT_T1);  // as prefetch_ahead in avx2.c
                 const __m256 dwv = Q8_FN(half8)(p);
-                const float mw = type == BK_Q4_0 ? -8.0f * _mm256_cvtss_f32(dwv) : type == BK_Q4_1 ? Q8_FN(half)(p + 2) : 0;
+                const float mw = type == BK_Q4_0   ? -8.0f * _mm256_cvtss_f32(dwv)
+                                 : type == BK_Q5_0 ? -16.0f * _mm256_cvtss_f32(dwv)
+                                 : type == BK_Q4_1 ? Q8_FN(half)(p + 2)
+                                                   : 0;
                 __m256i u = Q8_FN(weight_bytes)(type, p, 0);
                 const __m256i signs = u;
                 if (type == BK_Q8_0) u = _mm256_abs_epi8(u);
@@ -183,6 +201,7 @@ static inline __attribute__((always_inline)) void Q8_FN(product)(const uint32_t 
 Q8_PRODUCT(q8_0, BK_Q8_0)
 Q8_PRODUCT(q4_0, BK_Q4_0)
 Q8_PRODUCT(q4_1, BK_Q4_1)
+Q8_PRODUCT(q5_0, BK_Q5_0)
 Q8_PRODUCT(q4_k, BK_Q4_K)
 Q8_PRODUCT(q5_k, BK_Q5_K)
 Q8_PRODUCT(q6_k, BK_Q6_K)
@@ -195,6 +214,7 @@ static void Q8_FN(matmul)(uint32_t type, const void *xq, size_t m, size_t k, con
     case BK_Q8_0: Q8_FN(q8_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_0: Q8_FN(q4_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_1: Q8_FN(q4_1)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_0: Q8_FN(q5_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: Q8_FN(q4_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: Q8_FN(q5_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q6_K: Q8_FN(q6_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;

@@ -28,6 +28,14 @@ struct BlockQ4_1 {
     var qs: Bytes16
 }
 
+/// Q5_0, 32 values in 22 bytes: `x[i] = d * (q[i] - 16)` with 5-bit q: the low 4 bits as Q4_0's
+/// nibbles, the fifth bit of value i is bit i of the little-endian word `qh`.
+struct BlockQ5_0 {
+    var d: UInt16  // fp16 scale
+    var qh: Bytes4  // fifth bits, value i at bit i
+    var qs: Bytes16  // low 4 bits, nibbles as in Q4_0
+}
+
 /// Q4_K, 256 values in 144 bytes: 8 sub-blocks of 32, each with a 6-bit scale and 6-bit min
 /// packed in `scales`; `x = d * sc[s] * q - dmin * m[s]`. The 32-byte group g of `qs` holds
 /// sub-block 2g in its low nibbles and sub-block 2g+1 in its high nibbles.
@@ -64,6 +72,9 @@ enum BlockLayout {
     static let q4_1 = (
         d: MemoryLayout<BlockQ4_1>.offset(of: \.d)!, m: MemoryLayout<BlockQ4_1>.offset(of: \.m)!,
         qs: MemoryLayout<BlockQ4_1>.offset(of: \.qs)!)
+    static let q5_0 = (
+        d: MemoryLayout<BlockQ5_0>.offset(of: \.d)!, qh: MemoryLayout<BlockQ5_0>.offset(of: \.qh)!,
+        qs: MemoryLayout<BlockQ5_0>.offset(of: \.qs)!)
     static let q4_K = (
         d: MemoryLayout<BlockQ4_K>.offset(of: \.d)!, dmin: MemoryLayout<BlockQ4_K>.offset(of: \.dmin)!,
         scales: MemoryLayout<BlockQ4_K>.offset(of: \.scales)!, qs: MemoryLayout<BlockQ4_K>.offset(of: \.qs)!)
@@ -98,6 +109,8 @@ enum Dequantize {
             for b in 0..<blocks { q4_0(base + b * typeSize, out + b * blockSize) }
         case .q4_1:
             for b in 0..<blocks { q4_1(base + b * typeSize, out + b * blockSize) }
+        case .q5_0:
+            for b in 0..<blocks { q5_0(base + b * typeSize, out + b * blockSize) }
         case .q4_K:
             for b in 0..<blocks { q4_K(base + b * typeSize, out + b * blockSize) }
         case .q5_K:
@@ -141,6 +154,24 @@ enum Dequantize {
         for j in 0..<16 {
             y[j] = d * Float(qs[j] & 0x0F) + m
             y[j + 16] = d * Float(qs[j] >> 4) + m
+        }
+    }
+
+    /// The 32 fifth bits of a Q5_0/Q5_1 block: bit i belongs to value i.
+    @inline(__always)
+    private static func fifthBits(_ p: UnsafeRawPointer, _ offset: Int) -> UInt32 {
+        UInt32(littleEndian: p.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
+
+    private static func q5_0(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q5_0.d)
+        let qh = fifthBits(p, BlockLayout.q5_0.qh)
+        let qs = (p + BlockLayout.q5_0.qs).assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 {
+            let lo = Int(qs[j] & 0x0F) | Int((qh >> j) & 1) << 4
+            let hi = Int(qs[j] >> 4) | Int((qh >> (j + 16)) & 1) << 4
+            y[j] = d * Float(lo - 16)
+            y[j + 16] = d * Float(hi - 16)
         }
     }
 

@@ -1,13 +1,13 @@
-// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K),
-// laid out as the structs in GGUFQuantBlocks.swift state, rows spread over threads. Importance
-// matrices and the other ggml types (Q5_0, Q2_K, IQ*, ...) are left out. The choice of scales
+// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K,
+// Q6_K), laid out as the structs in GGUFQuantBlocks.swift state, rows spread over threads.
+// Importance matrices and the other ggml types (Q2_K, IQ*, ...) are left out. The choice of scales
 // follows the design of ggml-quants.c's reference quantizers (K-quants: a search over sub-block
 // steps with a least-squares refit, then 6- or 8-bit sub-block scales); the code is our own.
 import Foundation
 
 public enum Quantize {
     /// The types `run` writes: exactly the ones `Dequantize` reads back.
-    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K]
+    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q4_K, .q5_K, .q6_K]
 
     /// Bytes that `rows` rows of `k` values take as `type`; throws if `type` cannot hold such rows.
     public static func byteCount(_ type: GGMLType, rows: Int, k: Int, tensor: String) throws -> Int {
@@ -29,7 +29,7 @@ public enum Quantize {
         guard k % blockSize == 0 else {
             throw ModelAssetsError.cannotQuantize(
                 tensor: tensor, type: type.name,
-                reason: "its rows of \(k) values are not a whole number of \(type.name)'s \(blockSize)-value blocks; pick a type whose block size divides \(k) (Q8_0, Q4_0, Q4_1: 32; F32, F16, BF16: any)")
+                reason: "its rows of \(k) values are not a whole number of \(type.name)'s \(blockSize)-value blocks; pick a type whose block size divides \(k) (Q8_0, Q4_0, Q4_1, Q5_0: 32; F32, F16, BF16: any)")
         }
     }
 
@@ -108,6 +108,7 @@ public enum Quantize {
             case .q8_0: ok = q8_0(xb, pb)
             case .q4_0: ok = q4_0(xb, pb)
             case .q4_1: ok = q4_1(xb, pb)
+            case .q5_0: ok = q5_0(xb, pb)
             case .q4_K: ok = kAsymmetric(xb, pb, bits: 4)
             case .q5_K: ok = kAsymmetric(xb, pb, bits: 5)
             case .q6_K: ok = q6_K(xb, pb)
@@ -188,6 +189,29 @@ public enum Quantize {
             qs[j] = a | b << 4
         }
         return true
+    }
+
+    /// Q4_0's convention with 5 bits: the value of largest magnitude maps to code -16 exactly
+    /// (d = it / -16), codes -16...15 stored as q = code + 16, the fifth bits gathered into `qh`.
+    private static func q5_0(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+        let d16 = HalfFloat.f16(from: signedMax(x, 32) / -16)
+        let d = HalfFloat.float(fromF16: d16)
+        guard d.isFinite else { return false }
+        store16(p, BlockLayout.q5_0.d, d16)
+        var q = SIMD32<UInt8>(repeating: 16)
+        if d != 0 { for i in 0..<32 { q[i] = UInt8(nearest(x[i] / d, -16, 15) + 16) } }
+        packFiveBits(q, qh: p + BlockLayout.q5_0.qh, qs: p + BlockLayout.q5_0.qs)
+        return true
+    }
+
+    /// 32 five-bit codes into Q5_0/Q5_1's halves: low nibbles as Q4_0 (byte j holds codes j and
+    /// j + 16), and the fifth bit of code i as bit i of the little-endian word at `qh`.
+    private static func packFiveBits(_ q: SIMD32<UInt8>, qh: UnsafeMutableRawPointer, qs: UnsafeMutableRawPointer) {
+        var high: UInt32 = 0
+        for i in 0..<32 { high |= UInt32(q[i] >> 4) << i }
+        qh.storeBytes(of: high.littleEndian, as: UInt32.self)
+        let nibbles = qs.assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 { nibbles[j] = (q[j] & 0x0F) | (q[j + 16] & 0x0F) << 4 }
     }
 
     // MARK: K-quants (super-blocks of 256)

@@ -10,12 +10,14 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<BlockQ8_0>.size, 34)
         XCTAssertEqual(MemoryLayout<BlockQ4_0>.size, 18)
         XCTAssertEqual(MemoryLayout<BlockQ4_1>.size, 20)
+        XCTAssertEqual(MemoryLayout<BlockQ5_0>.size, 22)
         XCTAssertEqual(MemoryLayout<BlockQ4_K>.size, 144)
         XCTAssertEqual(MemoryLayout<BlockQ5_K>.size, 176)
         XCTAssertEqual(MemoryLayout<BlockQ6_K>.size, 210)
         XCTAssertEqual(GGMLType.q8_0.blockGeometry.typeSize, MemoryLayout<BlockQ8_0>.size)
         XCTAssertEqual(GGMLType.q4_0.blockGeometry.typeSize, MemoryLayout<BlockQ4_0>.size)
         XCTAssertEqual(GGMLType.q4_1.blockGeometry.typeSize, MemoryLayout<BlockQ4_1>.size)
+        XCTAssertEqual(GGMLType.q5_0.blockGeometry.typeSize, MemoryLayout<BlockQ5_0>.size)
         XCTAssertEqual(GGMLType.q4_K.blockGeometry.typeSize, MemoryLayout<BlockQ4_K>.size)
         XCTAssertEqual(GGMLType.q5_K.blockGeometry.typeSize, MemoryLayout<BlockQ5_K>.size)
         XCTAssertEqual(GGMLType.q6_K.blockGeometry.typeSize, MemoryLayout<BlockQ6_K>.size)
@@ -25,6 +27,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(BlockLayout.q8_0.qs, 2)
         XCTAssertEqual(BlockLayout.q4_1.m, 2)
         XCTAssertEqual(BlockLayout.q4_1.qs, 4)
+        XCTAssertEqual([BlockLayout.q5_0.d, BlockLayout.q5_0.qh, BlockLayout.q5_0.qs], [0, 2, 6])
         XCTAssertEqual([BlockLayout.q4_K.d, BlockLayout.q4_K.dmin, BlockLayout.q4_K.scales, BlockLayout.q4_K.qs], [0, 2, 4, 16])
         XCTAssertEqual([BlockLayout.q5_K.scales, BlockLayout.q5_K.qh, BlockLayout.q5_K.qs], [4, 16, 48])
         XCTAssertEqual([BlockLayout.q6_K.ql, BlockLayout.q6_K.qh, BlockLayout.q6_K.scales, BlockLayout.q6_K.d], [0, 128, 192, 208])
@@ -84,6 +87,23 @@ final class GGUFQuantBlockTests: XCTestCase {
         let high: [Float] = (0..<16).map { (j: Int) -> Float in 0.25 * Float((j * 7) % 16) - 1 }
         let expected = low + high
         XCTAssertEqual(dequantize(.q4_1, bytes, count: 32), expected)
+    }
+
+    /// The 22 bytes of a Q5_0 block with scale `d` (fp16 bits) holding 5-bit codes q[0..<32]:
+    /// low nibbles as Q4_0, the fifth bit of q[i] as bit i of the little-endian word after d.
+    private func q5Block(d: UInt16, _ q: [Int]) -> [UInt8] {
+        var qh: UInt32 = 0
+        for i in 0..<32 where q[i] & 16 != 0 { qh |= 1 << i }
+        let nibbles = (0..<16).map { UInt8(q[$0] & 15) | UInt8(q[$0 + 16] & 15) << 4 }
+        return le16(d) + (0..<4).map { UInt8((qh >> (8 * $0)) & 0xFF) } + nibbles
+    }
+
+    func testQ5_0HandBuilt() {
+        // d = 0.5; q[i] = (7 i + 3) % 32 puts fifth bits on both halves in an irregular pattern
+        let q = (0..<32).map { (7 * $0 + 3) % 32 }
+        let bytes = q5Block(d: 0x3800, q)
+        XCTAssertEqual(bytes.count, 22)
+        XCTAssertEqual(dequantize(.q5_0, bytes, count: 32), q.map { 0.5 * Float($0 - 16) })
     }
 
     /// Packs 8 six-bit scales and mins the way ggml's `get_scale_min_k4` unpacks them.

@@ -197,7 +197,7 @@ final class RandomModelTests: XCTestCase {
         XCTAssertEqual(RandomModel.storedType(for: .q4_K, rowLength: 48), .f16)  // not even a multiple of 32
         XCTAssertEqual(RandomModel.storedType(for: .q4_0, rowLength: 96), .q4_0)
         XCTAssertEqual(RandomModel.storedType(for: .bf16, rowLength: 7), .bf16)
-        XCTAssertThrowsError(try RandomModel.plan(config: try Self.tinyLlama(), type: .q5_0))
+        XCTAssertThrowsError(try RandomModel.plan(config: try Self.tinyLlama(), type: .iq2_XXS))
     }
 
     // MARK: determinism, progress, generator
