@@ -63,21 +63,23 @@ INLINE __m256 f32(__m256i v) { return _mm256_cvtepi32_ps(v); }
 // Products; tiles as in avx512.c: one accumulator per (activation row, weight row), the same
 // operations for it whatever the tile.
 
-// The 32 values of a Q8_0/Q4_0/Q4_1/Q5_0 block as four 8-lane float vectors, in value order.
+// The 32 values of a Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 block as four 8-lane float vectors, in value order
+// (Q5_0's with its -16, Q4_0's with its -8).
 INLINE void decode32(const uint32_t type, const uint8_t *p, __m256 q[4]) {
     const __m256i low = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
     if (type == BK_Q8_0) {
         for (int c = 0; c < 4; c++) q[c] = f32(i8x8(p + 2 + 8 * c));
         return;
     }
-    if (type == BK_Q5_0) {  // piece c: values 8c..8c+7, nibbles of bytes 8(c%2)..., fifth bits 8c... of qh
-        const __m256i qh = _mm256_set1_epi32((int)bk_u32(p + 2)), one = _mm256_set1_epi32(1);
-        const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), sixteen = _mm256_set1_epi32(16);
+    if (type == BK_Q5_0 || type == BK_Q5_1) {  // piece c: values 8c..8c+7, nibbles of bytes 8(c%2)..., fifth bits 8c... of qh
+        const __m256i qh = _mm256_set1_epi32((int)bk_u32(p + bk_q5_qh(type))), one = _mm256_set1_epi32(1);
+        const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i offset = _mm256_set1_epi32(type == BK_Q5_0 ? 16 : 0);
         for (int c = 0; c < 4; c++) {
-            __m256i v = u8x8(p + 6 + 8 * (c % 2));
+            __m256i v = u8x8(p + bk_q5_qs(type) + 8 * (c % 2));
             v = c < 2 ? _mm256_and_si256(v, low) : _mm256_srli_epi32(v, 4);
             __m256i bit = _mm256_and_si256(_mm256_srlv_epi32(qh, _mm256_add_epi32(lanes, _mm256_set1_epi32(8 * c))), one);
-            q[c] = f32(_mm256_sub_epi32(_mm256_or_si256(v, _mm256_slli_epi32(bit, 4)), sixteen));
+            q[c] = f32(_mm256_sub_epi32(_mm256_or_si256(v, _mm256_slli_epi32(bit, 4)), offset));
         }
         return;
     }
@@ -117,10 +119,10 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
             __m256 q[4];
             decode32(type, p, q);
             const __m256 d = half8(p);
-            const float mn = type == BK_Q4_1 ? half(p + 2) : 0;
+            const float mn = bk_has_min32(type) ? half(p + 2) : 0;
             for (int r = 0; r < MR; r++) {
                 acc[r][j] = _mm256_fmadd_ps(d, dot32(q, x + r * k + b * 32), acc[r][j]);
-                if (type == BK_Q4_1) add[r][j] = fmaf(mn, xs[r * sums + b], add[r][j]);
+                if (bk_has_min32(type)) add[r][j] = fmaf(mn, xs[r * sums + b], add[r][j]);
             }
         }
     }
@@ -309,7 +311,7 @@ INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *
 INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
                  size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
@@ -390,13 +392,14 @@ PRODUCT(product_q8_0, BK_Q8_0)
 PRODUCT(product_q4_0, BK_Q4_0)
 PRODUCT(product_q4_1, BK_Q4_1)
 PRODUCT(product_q5_0, BK_Q5_0)
+PRODUCT(product_q5_1, BK_Q5_1)
 PRODUCT(product_q4_k, BK_Q4_K)
 PRODUCT(product_q5_k, BK_Q5_K)
 PRODUCT(product_q6_k, BK_Q6_K)
 
 void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                     size_t n0, size_t n1, float *y, size_t ldy, float *xsum) {
-    if (type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum);
+    if (bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum);
     switch (type) {
     case BK_F32: product_f32(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_F16: product_f16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -405,6 +408,7 @@ void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uin
     case BK_Q4_0: product_q4_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_0: product_q5_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_1: product_q5_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: product_q5_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q6_K: product_q6_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -427,16 +431,17 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
     case BK_Q8_0:
     case BK_Q4_0:
     case BK_Q4_1:
-    case BK_Q5_0: {
+    case BK_Q5_0:
+    case BK_Q5_1: {
         const size_t bytes = bk_bytes32(type);
         for (size_t b = 0; b < k / 32; b++, y += 32) {
             const uint8_t *p = row + b * bytes;
             __m256 q[4];
             decode32(type, p, q);
-            const __m256 d = half8(p), mn = type == BK_Q4_1 ? half8(p + 2) : _mm256_setzero_ps();
+            const __m256 d = half8(p), mn = bk_has_min32(type) ? half8(p + 2) : _mm256_setzero_ps();
             for (int c = 0; c < 4; c++) {
                 __m256 v = _mm256_mul_ps(d, q[c]);
-                if (type == BK_Q4_1) v = _mm256_add_ps(v, mn);
+                if (bk_has_min32(type)) v = _mm256_add_ps(v, mn);
                 _mm256_storeu_ps(y + 8 * c, v);
             }
         }

@@ -126,7 +126,7 @@ INLINE void q6k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
     *hi = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble), hB), bias);
 }
 
-// The 5-bit values of a Q5_0 block as int32 lanes: i0 values 0..15 (low nibbles of qs), i1
+// The 5-bit values of a Q5_0/Q5_1 block as int32 lanes: i0 values 0..15 (low nibbles of qs), i1
 // values 16..31 (high nibbles), bit 4 set from qh through a mask register (bit i for value i).
 INLINE void q5_indexes(const uint8_t *qs, uint32_t qh, __m512i *i0, __m512i *i1) {
     const __m512i low = _mm512_set1_epi32(15), bit4 = _mm512_set1_epi32(16);
@@ -151,8 +151,9 @@ INLINE void q5_indexes(const uint8_t *qs, uint32_t qh, __m512i *i0, __m512i *i1)
 // 3.4 -> 2.8, Q4_K 2048x8192 4.4 -> 3.7 with one row 19% faster, Q6_K 3.1 -> 2.7; one row of
 // Q8_0 costs ~6% more (its conversion is not a table), Q4_1's and Q4_0's the same or less.
 //
-// Q8_0, Q4_0, Q4_1: per 32-value block, acc = fma(d·q[0:16], x[0:16], acc), then the same for
-// [16:32]; Q4_1 adds m·sum(x_block) to a scalar beside it: add = fma(m, xs, add), block by
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: per 32-value block, acc = fma(d·q[0:16], x[0:16], acc), then the
+// same for [16:32] (the 5-bit types' d·q from a 32-entry table, exact as well: 11 + 5 bits);
+// Q4_1 and Q5_1 add m·sum(x_block) to a scalar beside it: add = fma(m, xs, add), block by
 // block. For 4 or 8 rows those scalars ride in the lanes of one vector per weight row (the sums
 // laid out block-major, xs[b·stride + row], so a block's sums for the tile's rows are adjacent):
 // each lane does the scalar's fused multiply-adds in the scalar's order, so the bits are those
@@ -161,8 +162,8 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     const size_t bytes = bk_bytes32(type);
     const __m512 iota = iota16f(), minus8 = _mm512_sub_ps(iota, _mm512_set1_ps(8));
-    const __m512 minus16 = _mm512_sub_ps(iota, _mm512_set1_ps(16));
-    const int lanes = type == BK_Q4_1 && MR >= 4;  // min terms in vector lanes (MR 4 or 8)
+    const __m512 minus16 = _mm512_sub_ps(iota, _mm512_set1_ps(16)), iota16 = _mm512_add_ps(iota, _mm512_set1_ps(16));
+    const int minimum = bk_has_min32(type), lanes = minimum && MR >= 4;  // min terms in vector lanes (MR 4 or 8)
     __m512 acc[MAXROWS][4];
     float add[MAXROWS][4];
     __m256 add8[4];
@@ -186,14 +187,17 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
                 const __m512 d = half16(p);
                 q0 = _mm512_mul_ps(d, f32(i8x16(p + 2)));
                 q1 = _mm512_mul_ps(d, f32(i8x16(p + 18)));
-            } else if (type == BK_Q5_0) {
-                // 32-entry table d·(-16..15) through vpermt2ps: an index's bit 4 (the fifth bit)
-                // picks the second half
-                const __m512 d = half16(p), lowT = _mm512_mul_ps(d, minus16), highT = _mm512_mul_ps(d, iota);
+            } else if (type == BK_Q5_0 || type == BK_Q5_1) {
+                // 32-entry table d·(-16..15) (Q5_0) or d·(0..31) (Q5_1) through vpermt2ps: an
+                // index's bit 4 (the fifth bit) picks the second half
+                const __m512 d = half16(p);
+                const __m512 lowT = _mm512_mul_ps(d, type == BK_Q5_0 ? minus16 : iota);
+                const __m512 highT = _mm512_mul_ps(d, type == BK_Q5_0 ? iota : iota16);
                 __m512i i0, i1;
-                q5_indexes(p + 6, bk_u32(p + 2), &i0, &i1);
+                q5_indexes(p + bk_q5_qs(type), bk_u32(p + bk_q5_qh(type)), &i0, &i1);
                 q0 = _mm512_permutex2var_ps(lowT, i0, highT);
                 q1 = _mm512_permutex2var_ps(lowT, i1, highT);
+                if (type == BK_Q5_1) mn = half(p + 2);
             } else {
                 const __m512 table = _mm512_mul_ps(half16(p), type == BK_Q4_0 ? minus8 : iota);
                 __m512i v = u8x16(p + (type == BK_Q4_0 ? 2 : 4));
@@ -205,9 +209,9 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
                 const float *xr = x + r * k + b * 32;
                 acc[r][j] = _mm512_fmadd_ps(q0, _mm512_loadu_ps(xr), acc[r][j]);
                 acc[r][j] = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xr + 16), acc[r][j]);
-                if (type == BK_Q4_1 && !lanes) add[r][j] = fmaf(mn, xs[b * stride + r], add[r][j]);
+                if (minimum && !lanes) add[r][j] = fmaf(mn, xs[b * stride + r], add[r][j]);
             }
-            if (type == BK_Q4_1 && lanes) {
+            if (minimum && lanes) {
                 if (MR == 8) add8[j] = _mm256_fmadd_ps(_mm256_set1_ps(mn), _mm256_loadu_ps(xs + b * stride), add8[j]);
                 else add4[j] = _mm_fmadd_ps(_mm_set1_ps(mn), _mm_loadu_ps(xs + b * stride), add4[j]);
             }
@@ -219,7 +223,7 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
             for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->add[r][c.j0 + j] = add[r][j]; }
         return;
     }
-    if (type == BK_Q4_1 && lanes) {
+    if (minimum && lanes) {
         for (int j = 0; j < NR; j++) {
             float a[8];
             if (MR == 8) _mm256_storeu_ps(a, add8[j]);
@@ -371,7 +375,7 @@ INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *
 INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
                  size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
@@ -415,9 +419,9 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
                 const uint8_t *wo = w + o * rowBytes;
                 for (size_t r = 0, t = 0; r < m; t++) {
                     if (st) c.st = st + ((o - ob) / 4) * tiles + t;
-                    // Q4_1's sums are block-major (stride m between blocks), the K-quants' row-major
-                    const float *xr = x + r * k, *xsr = type == BK_Q4_1 ? xs + r : xs + r * sums;
-                    const size_t stride = type == BK_Q4_1 ? m : sums;
+                    // Q4_1's and Q5_1's sums are block-major (stride m between blocks), the K-quants' row-major
+                    const float *xr = x + r * k, *xsr = bk_has_min32(type) ? xs + r : xs + r * sums;
+                    const size_t stride = bk_has_min32(type) ? m : sums;
                     float *yr = y + r * ldy + o;
                     size_t left = m - r;
 #define TILE(mr, nr) (c.j0 = (int)j, tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, mr, nr, c))
@@ -452,8 +456,8 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
     }
 }
 
-// Sums of each 32 activations (the Q4_1 and K-quant min terms): row-major [m, k/32], or
-// block-major [k/32, m] when `blockMajor` (Q4_1's tiles read one block's sums for all rows).
+// Sums of each 32 activations (the Q4_1/Q5_1 and K-quant min terms): row-major [m, k/32], or
+// block-major [k/32, m] when `blockMajor` (Q4_1's and Q5_1's tiles read one block's sums for all rows).
 static void activation_sums(const float *x, size_t m, size_t k, float *xs, int blockMajor) {
     for (size_t r = 0; r < m; r++) {
         for (size_t j = 0; j < k / 32; j++) {
@@ -476,13 +480,14 @@ PRODUCT(product_q8_0, BK_Q8_0)
 PRODUCT(product_q4_0, BK_Q4_0)
 PRODUCT(product_q4_1, BK_Q4_1)
 PRODUCT(product_q5_0, BK_Q5_0)
+PRODUCT(product_q5_1, BK_Q5_1)
 PRODUCT(product_q4_k, BK_Q4_K)
 PRODUCT(product_q5_k, BK_Q5_K)
 PRODUCT(product_q6_k, BK_Q6_K)
 
 void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                       size_t n0, size_t n1, float *y, size_t ldy, float *xsum) {
-    if (type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum, type == BK_Q4_1);
+    if (bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum, bk_has_min32(type));
     switch (type) {
     case BK_F32: product_f32(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_F16: product_f16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -491,6 +496,7 @@ void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const u
     case BK_Q4_0: product_q4_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_0: product_q5_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_1: product_q5_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: product_q5_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q6_K: product_q6_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -546,6 +552,15 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
             __m512i i0, i1;
             q5_indexes(p + 6, bk_u32(p + 2), &i0, &i1);
             store2(y, _mm512_mul_ps(d, f32(_mm512_sub_epi32(i0, sixteen))), _mm512_mul_ps(d, f32(_mm512_sub_epi32(i1, sixteen))));
+        }
+        break;
+    case BK_Q5_1:
+        for (size_t b = 0; b < k / 32; b++, y += 32) {
+            const uint8_t *p = row + b * BK_Q5_1_BYTES;
+            const __m512 d = half16(p), mn = half16(p + 2);
+            __m512i i0, i1;
+            q5_indexes(p + 8, bk_u32(p + 4), &i0, &i1);
+            store2(y, _mm512_add_ps(_mm512_mul_ps(d, f32(i0)), mn), _mm512_add_ps(_mm512_mul_ps(d, f32(i1)), mn));
         }
         break;
     case BK_Q4_K:

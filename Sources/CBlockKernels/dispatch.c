@@ -62,7 +62,7 @@ const char *bk_level_name(int level) {
 
 int bk_type_supported(uint32_t type) {
     switch (type) {
-    case BK_F32: case BK_F16: case BK_BF16: case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0:
+    case BK_F32: case BK_F16: case BK_BF16: case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1:
     case BK_Q4_K: case BK_Q5_K: case BK_Q6_K:
         return 1;
     default:
@@ -73,13 +73,13 @@ int bk_type_supported(uint32_t type) {
 static size_t block_values(uint32_t type) {
     switch (type) {
     case BK_F32: case BK_F16: case BK_BF16: return 1;
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: return 32;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: return 32;
     default: return 256;
     }
 }
 
-// Only Q4_1 and the K-quants with a min use the per-32 activation sums.
-static int needs_xsum(uint32_t type) { return type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K; }
+// Only Q4_1, Q5_1 and the K-quants with a min use the per-32 activation sums.
+static int needs_xsum(uint32_t type) { return bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K; }
 
 int bk_matmul_nt_at(int level, uint32_t type, const float *x, size_t m, size_t k, const void *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {

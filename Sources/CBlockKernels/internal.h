@@ -9,7 +9,7 @@
 #include <string.h>
 
 enum {
-    BK_F32 = 0, BK_F16 = 1, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q5_0 = 6, BK_Q8_0 = 8,
+    BK_F32 = 0, BK_F16 = 1, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q5_0 = 6, BK_Q5_1 = 7, BK_Q8_0 = 8,
     BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14, BK_BF16 = 30
 };
 
@@ -19,25 +19,34 @@ enum {
     BK_Q4_0_BYTES = 18,   // fp16 d, 16 bytes of nibbles
     BK_Q4_1_BYTES = 20,   // fp16 d, fp16 m, 16 bytes of nibbles
     BK_Q5_0_BYTES = 22,   // fp16 d, 32 fifth bits (uint32 qh, bit i for value i), nibbles as Q4_0
+    BK_Q5_1_BYTES = 24,   // fp16 d, fp16 m, then as Q5_0: qh, nibbles
     BK_Q4_K_BYTES = 144,  // fp16 d, fp16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
     BK_Q5_K_BYTES = 176,  // as Q4_K plus 32 bytes of fifth bits (qh) before the nibbles
     BK_Q6_K_BYTES = 210   // 128 bytes ql, 64 bytes qh, 16 int8 scales, fp16 d (last)
 };
 
-// Bytes of one block of a 32-value type (Q8_0, Q4_0, Q4_1, Q5_0).
+// Bytes of one block of a 32-value type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1).
 static inline size_t bk_bytes32(uint32_t type) {
     switch (type) {
     case BK_Q8_0: return BK_Q8_0_BYTES;
     case BK_Q4_0: return BK_Q4_0_BYTES;
     case BK_Q4_1: return BK_Q4_1_BYTES;
-    default: return BK_Q5_0_BYTES;
+    case BK_Q5_0: return BK_Q5_0_BYTES;
+    default: return BK_Q5_1_BYTES;
     }
 }
 
-// 1 for the 32-value types (Q8_0, Q4_0, Q4_1, Q5_0).
+// 1 for the 32-value types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1).
 static inline int bk_is32(uint32_t type) {
-    return type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 || type == BK_Q5_0;
+    return type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 || type == BK_Q5_0 || type == BK_Q5_1;
 }
+
+// 1 for the 32-value types with a minimum m (x = d·q + m): Q4_1, Q5_1.
+static inline int bk_has_min32(uint32_t type) { return type == BK_Q4_1 || type == BK_Q5_1; }
+
+// Where a Q5_0/Q5_1 block keeps its fifth bits (qh) and nibbles (qs): after d, or after d and m.
+static inline size_t bk_q5_qh(uint32_t type) { return type == BK_Q5_0 ? 2 : 4; }
+static inline size_t bk_q5_qs(uint32_t type) { return type == BK_Q5_0 ? 6 : 8; }
 
 // Block products of several rows cut k into chunks when the rows' activations outgrow `budget`
 // bytes of L1 (avx512.c's product says why): values per chunk, about equal and a multiple of
@@ -53,14 +62,14 @@ static inline size_t bk_chunk_values(size_t m, size_t k, size_t unit, size_t bud
 // when memory runs out (the product then takes k whole).
 void *bk_tile_scratch(size_t bytes);
 
-// Activation sums per 32 values (the Q4_1 and K-quant min terms) live in a stack buffer of
+// Activation sums per 32 values (the Q4_1/Q5_1 and K-quant min terms) live in a stack buffer of
 // this many floats when m * k / 32 fits, else in one malloc per call.
 enum { BK_XSUM_STACK = 4096 };
 
 static inline uint16_t bk_u16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static inline uint32_t bk_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 
-// Value i (0..31) of a Q5_0 block with its fifth bit: byte i % 16 of the nibbles (low nibble for
+// Value i (0..31) of a Q5_0/Q5_1 block with its fifth bit: byte i % 16 of the nibbles (low nibble for
 // i < 16, high for i >= 16) and bit i of the little-endian word qh.
 static inline int bk_q5_value(const uint8_t *qs, uint32_t qh, int i) {
     int nibble = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;

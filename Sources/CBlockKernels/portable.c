@@ -56,11 +56,14 @@ static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
         }
         break;
     }
-    case BK_Q5_0: {
-        o->subs = 1; o->subLength = 32; o->hasAdd = 0;
+    case BK_Q5_0:
+    case BK_Q5_1: {
+        const int offset = type == BK_Q5_0 ? 16 : 0;
+        o->subs = 1; o->subLength = 32; o->hasAdd = type == BK_Q5_1;
         o->scale[0] = bk_half_to_float(bk_u16(p));
-        uint32_t qh = bk_u32(p + 2);
-        for (int i = 0; i < 32; i++) o->q[i] = (float)(bk_q5_value(p + 6, qh, i) - 16);
+        if (type == BK_Q5_1) o->add[0] = bk_half_to_float(bk_u16(p + 2));
+        uint32_t qh = bk_u32(p + bk_q5_qh(type));
+        for (int i = 0; i < 32; i++) o->q[i] = (float)(bk_q5_value(p + bk_q5_qs(type), qh, i) - offset);
         break;
     }
     case BK_Q4_K:
@@ -204,7 +207,7 @@ void bk_portable_matmul(uint32_t type, const float *x, size_t m, size_t k, const
         float_product(type, x, m, k, w, rowBytes, n0, n1, y, ldy);
         return;
     }
-    if (type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K) {
+    if (bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K) {
         size_t sums = k / 32;
         for (size_t r = 0; r < m; r++) {
             for (size_t j = 0; j < sums; j++) {
@@ -271,6 +274,14 @@ void bk_portable_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, si
                 float d = bk_half_to_float(bk_u16(p));
                 uint32_t qh = bk_u32(p + 2);
                 for (int i = 0; i < 32; i++) y[i] = d * (float)(bk_q5_value(p + 6, qh, i) - 16);
+            }
+            break;
+        case BK_Q5_1:
+            for (size_t b = 0; b < k / 32; b++, y += 32) {
+                const uint8_t *p = row + b * BK_Q5_1_BYTES;
+                float d = bk_half_to_float(bk_u16(p)), mn = bk_half_to_float(bk_u16(p + 2));
+                uint32_t qh = bk_u32(p + 4);
+                for (int i = 0; i < 32; i++) y[i] = d * (float)bk_q5_value(p + 8, qh, i) + mn;
             }
             break;
         case BK_Q4_K:

@@ -1,5 +1,5 @@
 // The q8 activation mode in plain C: activation quantization and integer block dot products
-// for Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
+// for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
 // reproduce bit for bit: 8 integer lanes of 4 products each per 32 values, then per lane
 // t = lane * d_x and acc = fma(t, d_w, acc), summed as hsum256 sums. Follows the structure of
 // llama.cpp's ggml_vec_dot_q*_q8_* with per-32 activation scales (q8_1-like) for every type.
@@ -53,9 +53,10 @@ static void block_bytes(uint32_t type, const uint8_t *p, int sub, int16_t *out) 
         for (int j = 0; j < 16; j++) { out[j] = qs[j] & 15; out[j + 16] = qs[j] >> 4; }
         break;
     }
-    case BK_Q5_0: {
-        uint32_t qh = bk_u32(p + 2);
-        for (int i = 0; i < 32; i++) out[i] = (int16_t)bk_q5_value(p + 6, qh, i);
+    case BK_Q5_0:
+    case BK_Q5_1: {
+        uint32_t qh = bk_u32(p + bk_q5_qh(type));
+        for (int i = 0; i < 32; i++) out[i] = (int16_t)bk_q5_value(p + bk_q5_qs(type), qh, i);
         break;
     }
     case BK_Q4_K:
@@ -102,7 +103,7 @@ static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) 
             lanes(u, x.q + 32 * b, NULL, x.d[b], dw, acc);
             if (type == BK_Q4_0) add = fmaf(-8.0f * dw, x.s32[b], add);
             if (type == BK_Q5_0) add = fmaf(-16.0f * dw, x.s32[b], add);
-            if (type == BK_Q4_1) add = fmaf(bk_half_to_float(bk_u16(p + 2)), x.s32[b], add);
+            if (bk_has_min32(type)) add = fmaf(bk_half_to_float(bk_u16(p + 2)), x.s32[b], add);
         }
         return hsum8(acc) + add;
     }

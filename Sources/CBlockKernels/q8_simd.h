@@ -26,10 +26,11 @@ static inline __attribute__((always_inline)) __m256i Q8_FN(weight_bytes)(const u
         __m256i both = _mm256_set_m128i(_mm_srli_epi16(qs, 4), qs);  // [values 0..15 | 16..31] before masking
         return _mm256_and_si256(both, nibble);
     }
-    case BK_Q5_0: {  // as Q4_0, then bit i of qh into bit 4 of byte i
-        __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
+    case BK_Q5_0:
+    case BK_Q5_1: {  // as Q4_0, then bit i of qh into bit 4 of byte i
+        __m128i qs = _mm_loadu_si128((const __m128i *)(p + bk_q5_qs(type)));
         __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), nibble);
-        return _mm256_or_si256(v, Q8_FN(fifth_bits)(bk_u32(p + 2)));
+        return _mm256_or_si256(v, Q8_FN(fifth_bits)(bk_u32(p + bk_q5_qh(type))));
     }
     case BK_Q4_K:
     case BK_Q5_K: {
@@ -94,7 +95,7 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
                 const __m256 dwv = Q8_FN(half8)(p);
                 const float mw = type == BK_Q4_0   ? -8.0f * _mm256_cvtss_f32(dwv)
                                  : type == BK_Q5_0 ? -16.0f * _mm256_cvtss_f32(dwv)
-                                 : type == BK_Q4_1 ? Q8_FN(half)(p + 2)
+                                 : bk_has_min32(type) ? Q8_FN(half)(p + 2)
                                                    : 0;
                 __m256i u = Q8_FN(weight_bytes)(type, p, 0);
                 const __m256i signs = u;
@@ -202,6 +203,7 @@ Q8_PRODUCT(q8_0, BK_Q8_0)
 Q8_PRODUCT(q4_0, BK_Q4_0)
 Q8_PRODUCT(q4_1, BK_Q4_1)
 Q8_PRODUCT(q5_0, BK_Q5_0)
+Q8_PRODUCT(q5_1, BK_Q5_1)
 Q8_PRODUCT(q4_k, BK_Q4_K)
 Q8_PRODUCT(q5_k, BK_Q5_K)
 Q8_PRODUCT(q6_k, BK_Q6_K)
@@ -215,6 +217,7 @@ static void Q8_FN(matmul)(uint32_t type, const void *xq, size_t m, size_t k, con
     case BK_Q4_0: Q8_FN(q4_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_1: Q8_FN(q4_1)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_0: Q8_FN(q5_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_1: Q8_FN(q5_1)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: Q8_FN(q4_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: Q8_FN(q5_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q6_K: Q8_FN(q6_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;

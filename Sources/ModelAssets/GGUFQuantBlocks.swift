@@ -36,6 +36,14 @@ struct BlockQ5_0 {
     var qs: Bytes16  // low 4 bits, nibbles as in Q4_0
 }
 
+/// Q5_1, 32 values in 24 bytes: `x[i] = d * q[i] + m` with 5-bit q laid out as in Q5_0.
+struct BlockQ5_1 {
+    var d: UInt16  // fp16 scale
+    var m: UInt16  // fp16 minimum
+    var qh: Bytes4  // fifth bits, value i at bit i
+    var qs: Bytes16  // low 4 bits, nibbles as in Q4_0
+}
+
 /// Q4_K, 256 values in 144 bytes: 8 sub-blocks of 32, each with a 6-bit scale and 6-bit min
 /// packed in `scales`; `x = d * sc[s] * q - dmin * m[s]`. The 32-byte group g of `qs` holds
 /// sub-block 2g in its low nibbles and sub-block 2g+1 in its high nibbles.
@@ -75,6 +83,9 @@ enum BlockLayout {
     static let q5_0 = (
         d: MemoryLayout<BlockQ5_0>.offset(of: \.d)!, qh: MemoryLayout<BlockQ5_0>.offset(of: \.qh)!,
         qs: MemoryLayout<BlockQ5_0>.offset(of: \.qs)!)
+    static let q5_1 = (
+        d: MemoryLayout<BlockQ5_1>.offset(of: \.d)!, m: MemoryLayout<BlockQ5_1>.offset(of: \.m)!,
+        qh: MemoryLayout<BlockQ5_1>.offset(of: \.qh)!, qs: MemoryLayout<BlockQ5_1>.offset(of: \.qs)!)
     static let q4_K = (
         d: MemoryLayout<BlockQ4_K>.offset(of: \.d)!, dmin: MemoryLayout<BlockQ4_K>.offset(of: \.dmin)!,
         scales: MemoryLayout<BlockQ4_K>.offset(of: \.scales)!, qs: MemoryLayout<BlockQ4_K>.offset(of: \.qs)!)
@@ -111,6 +122,8 @@ enum Dequantize {
             for b in 0..<blocks { q4_1(base + b * typeSize, out + b * blockSize) }
         case .q5_0:
             for b in 0..<blocks { q5_0(base + b * typeSize, out + b * blockSize) }
+        case .q5_1:
+            for b in 0..<blocks { q5_1(base + b * typeSize, out + b * blockSize) }
         case .q4_K:
             for b in 0..<blocks { q4_K(base + b * typeSize, out + b * blockSize) }
         case .q5_K:
@@ -172,6 +185,19 @@ enum Dequantize {
             let hi = Int(qs[j] >> 4) | Int((qh >> (j + 16)) & 1) << 4
             y[j] = d * Float(lo - 16)
             y[j + 16] = d * Float(hi - 16)
+        }
+    }
+
+    private static func q5_1(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q5_1.d)
+        let m = half(p, BlockLayout.q5_1.m)
+        let qh = fifthBits(p, BlockLayout.q5_1.qh)
+        let qs = (p + BlockLayout.q5_1.qs).assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 {
+            let lo = qs[j] & 0x0F | UInt8((qh >> j) & 1) << 4
+            let hi = qs[j] >> 4 | UInt8((qh >> (j + 16)) & 1) << 4
+            y[j] = d * Float(lo) + m
+            y[j + 16] = d * Float(hi) + m
         }
     }
 

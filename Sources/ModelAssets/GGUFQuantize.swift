@@ -1,5 +1,5 @@
-// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q5_K,
-// Q6_K), laid out as the structs in GGUFQuantBlocks.swift state, rows spread over threads.
+// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+// Q5_K, Q6_K), laid out as the structs in GGUFQuantBlocks.swift state, rows spread over threads.
 // Importance matrices and the other ggml types (Q2_K, IQ*, ...) are left out. The choice of scales
 // follows the design of ggml-quants.c's reference quantizers (K-quants: a search over sub-block
 // steps with a least-squares refit, then 6- or 8-bit sub-block scales); the code is our own.
@@ -7,7 +7,7 @@ import Foundation
 
 public enum Quantize {
     /// The types `run` writes: exactly the ones `Dequantize` reads back.
-    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q4_K, .q5_K, .q6_K]
+    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q4_K, .q5_K, .q6_K]
 
     /// Bytes that `rows` rows of `k` values take as `type`; throws if `type` cannot hold such rows.
     public static func byteCount(_ type: GGMLType, rows: Int, k: Int, tensor: String) throws -> Int {
@@ -29,7 +29,7 @@ public enum Quantize {
         guard k % blockSize == 0 else {
             throw ModelAssetsError.cannotQuantize(
                 tensor: tensor, type: type.name,
-                reason: "its rows of \(k) values are not a whole number of \(type.name)'s \(blockSize)-value blocks; pick a type whose block size divides \(k) (Q8_0, Q4_0, Q4_1, Q5_0: 32; F32, F16, BF16: any)")
+                reason: "its rows of \(k) values are not a whole number of \(type.name)'s \(blockSize)-value blocks; pick a type whose block size divides \(k) (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: 32; F32, F16, BF16: any)")
         }
     }
 
@@ -109,6 +109,7 @@ public enum Quantize {
             case .q4_0: ok = q4_0(xb, pb)
             case .q4_1: ok = q4_1(xb, pb)
             case .q5_0: ok = q5_0(xb, pb)
+            case .q5_1: ok = q5_1(xb, pb)
             case .q4_K: ok = kAsymmetric(xb, pb, bits: 4)
             case .q5_K: ok = kAsymmetric(xb, pb, bits: 5)
             case .q6_K: ok = q6_K(xb, pb)
@@ -201,6 +202,21 @@ public enum Quantize {
         var q = SIMD32<UInt8>(repeating: 16)
         if d != 0 { for i in 0..<32 { q[i] = UInt8(nearest(x[i] / d, -16, 15) + 16) } }
         packFiveBits(q, qh: p + BlockLayout.q5_0.qh, qs: p + BlockLayout.q5_0.qs)
+        return true
+    }
+
+    /// Q4_1's with 5 bits: m = min in fp16, d = (max - min) / 31 in fp16, q = (x - m) / d rounded.
+    private static func q5_1(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+        var lo = x[0], hi = x[0]
+        for i in 1..<32 { lo = min(lo, x[i]); hi = max(hi, x[i]) }
+        let d16 = HalfFloat.f16(from: (hi - lo) / 31), m16 = HalfFloat.f16(from: lo)
+        let d = HalfFloat.float(fromF16: d16), m = HalfFloat.float(fromF16: m16)
+        guard d.isFinite, m.isFinite else { return false }
+        store16(p, BlockLayout.q5_1.d, d16)
+        store16(p, BlockLayout.q5_1.m, m16)
+        var q = SIMD32<UInt8>(repeating: 0)
+        if d != 0 { for i in 0..<32 { q[i] = UInt8(nearest((x[i] - m) / d, 0, 31)) } }
+        packFiveBits(q, qh: p + BlockLayout.q5_1.qh, qs: p + BlockLayout.q5_1.qs)
         return true
     }
 

@@ -129,6 +129,7 @@ public enum RandomModel {
         case .q4_1: 3
         case .q8_0: 7
         case .q5_0: 8
+        case .q5_1: 9
         case .q4_K: 14  // MOSTLY_Q4_K_S
         case .q5_K: 16  // MOSTLY_Q5_K_S
         case .q6_K: 18

@@ -22,7 +22,7 @@ enum Shape: String, CaseIterable, ExpressibleByArgument {
 }
 
 enum TypeName: String, CaseIterable, ExpressibleByArgument {
-    case f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q4_K, q5_K, q6_K
+    case f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K
     var type: GGMLType {
         switch self {
         case .f32: .f32
@@ -32,6 +32,7 @@ enum TypeName: String, CaseIterable, ExpressibleByArgument {
         case .q4_0: .q4_0
         case .q4_1: .q4_1
         case .q5_0: .q5_0
+        case .q5_1: .q5_1
         case .q4_K: .q4_K
         case .q5_K: .q5_K
         case .q6_K: .q6_K
@@ -271,7 +272,7 @@ final class WeightPool {
         let (_, typeSize) = type.blockGeometry
         let halfAt: [Int] = switch type {
         case .q8_0, .q4_0, .q5_0: [0]
-        case .q4_1, .q4_K, .q5_K: [0, 2]
+        case .q4_1, .q5_1, .q4_K, .q5_K: [0, 2]
         case .q6_K: [208]
         case .f16, .bf16: [0]
         default: []

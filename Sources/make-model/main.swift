@@ -13,7 +13,7 @@ import Glibc
 extension PublishedShape: ExpressibleByArgument {}
 
 enum BlockType: String, CaseIterable, ExpressibleByArgument {
-    case q4_K, q4_0, q4_1, q5_0, q5_K, q6_K, q8_0, f16, bf16, f32
+    case q4_K, q4_0, q4_1, q5_0, q5_1, q5_K, q6_K, q8_0, f16, bf16, f32
 
     var ggml: GGMLType {
         switch self {
@@ -21,6 +21,7 @@ enum BlockType: String, CaseIterable, ExpressibleByArgument {
         case .q4_0: .q4_0
         case .q4_1: .q4_1
         case .q5_0: .q5_0
+        case .q5_1: .q5_1
         case .q5_K: .q5_K
         case .q6_K: .q6_K
         case .q8_0: .q8_0

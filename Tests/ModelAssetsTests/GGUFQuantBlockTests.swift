@@ -11,6 +11,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<BlockQ4_0>.size, 18)
         XCTAssertEqual(MemoryLayout<BlockQ4_1>.size, 20)
         XCTAssertEqual(MemoryLayout<BlockQ5_0>.size, 22)
+        XCTAssertEqual(MemoryLayout<BlockQ5_1>.size, 24)
         XCTAssertEqual(MemoryLayout<BlockQ4_K>.size, 144)
         XCTAssertEqual(MemoryLayout<BlockQ5_K>.size, 176)
         XCTAssertEqual(MemoryLayout<BlockQ6_K>.size, 210)
@@ -18,6 +19,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(GGMLType.q4_0.blockGeometry.typeSize, MemoryLayout<BlockQ4_0>.size)
         XCTAssertEqual(GGMLType.q4_1.blockGeometry.typeSize, MemoryLayout<BlockQ4_1>.size)
         XCTAssertEqual(GGMLType.q5_0.blockGeometry.typeSize, MemoryLayout<BlockQ5_0>.size)
+        XCTAssertEqual(GGMLType.q5_1.blockGeometry.typeSize, MemoryLayout<BlockQ5_1>.size)
         XCTAssertEqual(GGMLType.q4_K.blockGeometry.typeSize, MemoryLayout<BlockQ4_K>.size)
         XCTAssertEqual(GGMLType.q5_K.blockGeometry.typeSize, MemoryLayout<BlockQ5_K>.size)
         XCTAssertEqual(GGMLType.q6_K.blockGeometry.typeSize, MemoryLayout<BlockQ6_K>.size)
@@ -28,6 +30,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(BlockLayout.q4_1.m, 2)
         XCTAssertEqual(BlockLayout.q4_1.qs, 4)
         XCTAssertEqual([BlockLayout.q5_0.d, BlockLayout.q5_0.qh, BlockLayout.q5_0.qs], [0, 2, 6])
+        XCTAssertEqual([BlockLayout.q5_1.d, BlockLayout.q5_1.m, BlockLayout.q5_1.qh, BlockLayout.q5_1.qs], [0, 2, 4, 8])
         XCTAssertEqual([BlockLayout.q4_K.d, BlockLayout.q4_K.dmin, BlockLayout.q4_K.scales, BlockLayout.q4_K.qs], [0, 2, 4, 16])
         XCTAssertEqual([BlockLayout.q5_K.scales, BlockLayout.q5_K.qh, BlockLayout.q5_K.qs], [4, 16, 48])
         XCTAssertEqual([BlockLayout.q6_K.ql, BlockLayout.q6_K.qh, BlockLayout.q6_K.scales, BlockLayout.q6_K.d], [0, 128, 192, 208])
@@ -89,13 +92,23 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(dequantize(.q4_1, bytes, count: 32), expected)
     }
 
-    /// The 22 bytes of a Q5_0 block with scale `d` (fp16 bits) holding 5-bit codes q[0..<32]:
-    /// low nibbles as Q4_0, the fifth bit of q[i] as bit i of the little-endian word after d.
-    private func q5Block(d: UInt16, _ q: [Int]) -> [UInt8] {
+    /// The fifth bits and nibbles of a Q5_0/Q5_1 block holding 5-bit codes q[0..<32] (20 bytes):
+    /// the fifth bit of q[i] as bit i of a little-endian word, then low nibbles as Q4_0.
+    private func q5Bits(_ q: [Int]) -> [UInt8] {
         var qh: UInt32 = 0
         for i in 0..<32 where q[i] & 16 != 0 { qh |= 1 << i }
         let nibbles = (0..<16).map { UInt8(q[$0] & 15) | UInt8(q[$0 + 16] & 15) << 4 }
-        return le16(d) + (0..<4).map { UInt8((qh >> (8 * $0)) & 0xFF) } + nibbles
+        return (0..<4).map { UInt8((qh >> (8 * $0)) & 0xFF) } + nibbles
+    }
+
+    private func q5Block(d: UInt16, _ q: [Int]) -> [UInt8] { le16(d) + q5Bits(q) }
+
+    func testQ5_1HandBuilt() {
+        // d = 0.25, m = -2; q[i] = (11 i + 5) % 32
+        let q = (0..<32).map { (11 * $0 + 5) % 32 }
+        let bytes = le16(0x3400) + le16(0xC000) + q5Bits(q)
+        XCTAssertEqual(bytes.count, 24)
+        XCTAssertEqual(dequantize(.q5_1, bytes, count: 32), q.map { 0.25 * Float($0) - 2 })
     }
 
     func testQ5_0HandBuilt() {
