@@ -110,13 +110,19 @@ public enum RandomModel {
     }
 
     /// The type a matrix with rows of `rowLength` values is stored as when `requested` is asked
-    /// for. llama-quantize (`tensor_type_fallback`) turns Q4_K into Q5_0, Q5_K into Q5_1 and Q6_K
-    /// into Q8_0 when the rows are not a whole number of 256-value super-blocks; this package reads
-    /// neither Q5_0 nor Q5_1, so all three become Q8_0 here. Rows that are not even a multiple of
-    /// 32 get F16, llama.cpp's last resort.
+    /// for, as llama-quantize (`tensor_type_fallback`) picks it when the rows are not a whole
+    /// number of 256-value super-blocks: Q4_K becomes Q5_0, Q5_K Q5_1 and Q6_K Q8_0 (its Q2_K/Q3_K
+    /// -> IQ4_NL does not arise: this package does not write those types). Rows that are not even
+    /// a multiple of 32 get F16, llama.cpp's last resort (and so does any other type whose block
+    /// does not divide the rows).
     public static func storedType(for requested: GGMLType, rowLength: Int) -> GGMLType {
         if rowLength % requested.blockGeometry.blockSize == 0 { return requested }
-        return rowLength % GGMLType.q8_0.blockGeometry.blockSize == 0 ? .q8_0 : .f16
+        let fallback: GGMLType = switch requested {
+        case .q4_K: .q5_0
+        case .q5_K: .q5_1
+        default: .q8_0
+        }
+        return rowLength % fallback.blockGeometry.blockSize == 0 ? fallback : .f16
     }
 
     /// llama.cpp's `general.file_type` (LLAMA_FTYPE_*) for a file whose matrices are `type`;
