@@ -219,6 +219,32 @@ INLINE __m256i q6k_quarter(const uint8_t *p, int hf, int e) {
     return _mm256_sub_epi8(_mm256_or_si256(ql, _mm256_and_si256(qh, top2)), bias);
 }
 
+// Q3_K quarter e (0..3) of half hf as 32 signed bytes q (-4..3; values 128hf + 32e ...): bits 2e,
+// 2e+1 of qs bytes 32hf..., and bit 4hf + e of the hmask bytes as bit 2, less 4.
+INLINE __m256i q3k_quarter(const uint8_t *p, int hf, int e) {
+    __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * hf));
+    __m256i hm = _mm256_loadu_si256((const __m256i *)p);
+    __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * e), _mm256_set1_epi8(3));  // 16-bit shifts; the masks keep each byte's own bits
+    __m256i bit = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * hf + e), _mm256_set1_epi8(1));
+    return _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(bit, 2)), _mm256_set1_epi8(4));
+}
+
+// d·sc for the 16 sub-blocks of a Q6_K or Q3_K super-block, rounded as the reference rounds it.
+INLINE void k16_scales(const uint32_t type, const uint8_t *p, float scales[16]) {
+    int8_t sc3[16];
+    const uint8_t *sc = p + 192;
+    __m256 d;
+    if (type == BK_Q3_K) {
+        bk_q3k_scales(p + 96, sc3);
+        sc = (const uint8_t *)sc3;
+        d = half8(p + 108);
+    } else {
+        d = half8(p + 208);
+    }
+    _mm256_storeu_ps(scales, _mm256_mul_ps(d, f32(i8x8(sc))));
+    _mm256_storeu_ps(scales + 8, _mm256_mul_ps(d, f32(i8x8(sc + 8))));
+}
+
 // 8-byte piece c (0..3) of 32 signed bytes, widened to 8 floats.
 INLINE __m256 piece_i8(__m256i v, int c) {
     __m128i h = c < 2 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1);
@@ -226,22 +252,22 @@ INLINE __m256 piece_i8(__m256i v, int c) {
     return f32(_mm256_cvtepi8_epi32(h));
 }
 
-INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
-                   const int MR, const int NR, chunk c) {
+// Q6_K and Q3_K: 16-value sub-blocks with a signed scale each, acc = fma(d·sc_s, q_s·x_s, acc).
+INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y,
+                    size_t ldy, const int MR, const int NR, chunk c) {
+    const size_t bytes = bk_bytes256(type);
     __m256 acc[MAXROWS][4];
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm256_setzero_ps() : c.st->acc[r][c.j0 + j];
     for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
-            const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
-            prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
-            const __m256 d = half8(p + 208);
+            const uint8_t *p = w + j * rowBytes + b * bytes;
+            prefetch_ahead(p, rowBytes, bytes);
             float scales[16];  // d · sc_0..15
-            _mm256_storeu_ps(scales, _mm256_mul_ps(d, f32(i8x8(p + 192))));
-            _mm256_storeu_ps(scales + 8, _mm256_mul_ps(d, f32(i8x8(p + 200))));
+            k16_scales(type, p, scales);
             for (int hf = 0; hf < 2; hf++) {
                 for (int e = 0; e < 4; e++) {
-                    const __m256i v = q6k_quarter(p, hf, e);
+                    const __m256i v = type == BK_Q3_K ? q3k_quarter(p, hf, e) : q6k_quarter(p, hf, e);
                     for (int cc = 0; cc < 2; cc++) {  // the 16-value sub-block 8hf + 2e + cc
                         const __m256 q0 = piece_i8(v, 2 * cc), q1 = piece_i8(v, 2 * cc + 1);
                         const __m256 ds = _mm256_set1_ps(scales[8 * hf + 2 * e + cc]);
@@ -313,7 +339,7 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
     switch (type) {
     case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
-    case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     }
 }
@@ -328,7 +354,7 @@ enum { XBUDGET = 32768 };
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     const size_t sums = k / 32;
-    const size_t unit = type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
+    const size_t unit = type == BK_Q3_K || type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
                         : bk_is32(type) ? 32 : 8;
     const size_t tiles = m / 4 + 2;  // row tiles of 4, then at most one of 2 and 1
     size_t kc = bk_chunk_values(m, k, unit, XBUDGET), groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
@@ -393,6 +419,7 @@ PRODUCT(product_q4_0, BK_Q4_0)
 PRODUCT(product_q4_1, BK_Q4_1)
 PRODUCT(product_q5_0, BK_Q5_0)
 PRODUCT(product_q5_1, BK_Q5_1)
+PRODUCT(product_q3_k, BK_Q3_K)
 PRODUCT(product_q4_k, BK_Q4_K)
 PRODUCT(product_q5_k, BK_Q5_K)
 PRODUCT(product_q6_k, BK_Q6_K)
@@ -409,6 +436,7 @@ void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uin
     case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_0: product_q5_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_1: product_q5_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q3_K: product_q3_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: product_q5_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q6_K: product_q6_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -464,16 +492,15 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
         }
         break;
     }
+    case BK_Q3_K:
     case BK_Q6_K:
         for (size_t b = 0; b < k / 256; b++, y += 256) {
-            const uint8_t *p = row + b * BK_Q6_K_BYTES;
-            const __m256 d = half8(p + 208);
+            const uint8_t *p = row + b * bk_bytes256(type);
             float scales[16];  // d · sc, rounded as the reference rounds it
-            _mm256_storeu_ps(scales, _mm256_mul_ps(d, f32(i8x8(p + 192))));
-            _mm256_storeu_ps(scales + 8, _mm256_mul_ps(d, f32(i8x8(p + 200))));
+            k16_scales(type, p, scales);
             for (int hf = 0; hf < 2; hf++)
                 for (int e = 0; e < 4; e++) {
-                    const __m256i v = q6k_quarter(p, hf, e);
+                    const __m256i v = type == BK_Q3_K ? q3k_quarter(p, hf, e) : q6k_quarter(p, hf, e);
                     for (int c = 0; c < 4; c++) {
                         const __m256 ds = _mm256_set1_ps(scales[8 * hf + 2 * e + c / 2]);
                         _mm256_storeu_ps(y + 128 * hf + 32 * e + 8 * c, _mm256_mul_ps(ds, piece_i8(v, c)));

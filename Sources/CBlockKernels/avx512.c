@@ -135,6 +135,32 @@ INLINE void q5_indexes(const uint8_t *qs, uint32_t qh, __m512i *i0, __m512i *i1)
     *i1 = _mm512_mask_or_epi32(b, (__mmask16)(qh >> 16), b, bit4);
 }
 
+// Q3_K half hf (128 values) as signed bytes q (-4..3), arranged as q6k_half's: lo = [values 0..31 |
+// 32..63], hi = [64..95 | 96..127]. Quarter e takes bits 2e, 2e+1 of the half's 32 qs bytes and
+// bit 4hf + e of the 32 hmask bytes (as bit 2), less 4.
+INLINE void q3k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
+    const __m512i two = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1), four = _mm512_set1_epi8(4);
+    __m512i qs = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 32 + 32 * hf)));
+    __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+    const short h = (short)(4 * hf);
+    __m512i l0 = _mm512_and_si512(_mm512_srlv_epi16(qs, counts(0, 2)), two), l1 = _mm512_and_si512(_mm512_srlv_epi16(qs, counts(4, 6)), two);
+    __m512i b0 = _mm512_and_si512(_mm512_srlv_epi16(hm, counts(h, (short)(h + 1))), one);
+    __m512i b1 = _mm512_and_si512(_mm512_srlv_epi16(hm, counts((short)(h + 2), (short)(h + 3))), one);
+    *lo = _mm512_sub_epi8(_mm512_or_si512(l0, _mm512_slli_epi16(b0, 2)), four);
+    *hi = _mm512_sub_epi8(_mm512_or_si512(l1, _mm512_slli_epi16(b1, 2)), four);
+}
+
+// d·sc for the 16 sub-blocks of a Q6_K or Q3_K super-block, rounded as the reference rounds it.
+INLINE void k16_scales(const uint32_t type, const uint8_t *p, float scales[16]) {
+    if (type == BK_Q3_K) {
+        int8_t sc[16];
+        bk_q3k_scales(p + 96, sc);
+        _mm512_storeu_ps(scales, _mm512_mul_ps(half16(p + 108), f32(i8x16((const uint8_t *)sc))));
+    } else {
+        _mm512_storeu_ps(scales, _mm512_mul_ps(half16(p + 208), f32(i8x16(p + 192))));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Products. A tile is MR activation rows x NR weight rows (compile-time constants once inlined);
 // every (row, output) pair owns one accumulator and sees the same operations in the same order
@@ -294,24 +320,26 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
 }
 
-// Q6_K: per 16-value sub-block s, acc = fma(d·sc_s·(q_s - 32), x_s, acc).
-INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
-                   const int MR, const int NR, chunk c) {
+// Q6_K, Q3_K: per 16-value sub-block s, acc = fma(d·sc_s·q_s, x_s, acc) (Q6_K's q less 32, Q3_K's
+// -4..3).
+INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y,
+                    size_t ldy, const int MR, const int NR, chunk c) {
+    const size_t bytes = bk_bytes256(type);
     __m512 acc[MAXROWS][4];
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
     for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
-            const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
-            prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
-            const __m512 scale = _mm512_mul_ps(half16(p + 208), f32(i8x16(p + 192)));
+            const uint8_t *p = w + j * rowBytes + b * bytes;
+            prefetch_ahead(p, rowBytes, bytes);
             float scales[16];  // d · sc_0..15
-            _mm512_storeu_ps(scales, scale);
+            k16_scales(type, p, scales);
             for (int hf = 0; hf < 2; hf++) {
                 __m512i v[2];
-                q6k_half(p, hf, &v[0], &v[1]);
+                if (type == BK_Q3_K) q3k_half(p, hf, &v[0], &v[1]);
+                else q6k_half(p, hf, &v[0], &v[1]);
                 for (int c = 0; c < 8; c++) {  // sub-block 8hf + c: values 128hf + 16c ...
-                    // d·sc·(q - 32), exact: 11 + 7 + 6 significant bits
+                    // d·sc·(q - 32), exact: 11 + 7 + 6 significant bits (Q3_K: 11 + 6 + 3)
                     const __m512 q = _mm512_mul_ps(_mm512_set1_ps(scales[8 * hf + c]), lane_i8(v[c / 4], c % 4));
                     for (int r = 0; r < MR; r++)
                         acc[r][j] = _mm512_fmadd_ps(q, _mm512_loadu_ps(x + r * k + b * 256 + 128 * hf + 16 * c), acc[r][j]);
@@ -377,7 +405,7 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
     switch (type) {
     case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
-    case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     }
 }
@@ -402,8 +430,8 @@ enum { XBUDGET = 16384 };
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     const size_t sums = k / 32;
-    const int pairs = type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
-    const size_t unit = type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
+    const int pairs = type != BK_Q3_K && type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
+    const size_t unit = !pairs ? 256
                         : bk_is32(type) ? 32 : 16;
     const size_t tiles = m / 8 + 3;  // row tiles of 8, then at most one of 4, 2 and 1
     size_t kc = bk_chunk_values(m, k, unit, XBUDGET), groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
@@ -481,6 +509,7 @@ PRODUCT(product_q4_0, BK_Q4_0)
 PRODUCT(product_q4_1, BK_Q4_1)
 PRODUCT(product_q5_0, BK_Q5_0)
 PRODUCT(product_q5_1, BK_Q5_1)
+PRODUCT(product_q3_k, BK_Q3_K)
 PRODUCT(product_q4_k, BK_Q4_K)
 PRODUCT(product_q5_k, BK_Q5_K)
 PRODUCT(product_q6_k, BK_Q6_K)
@@ -497,6 +526,7 @@ void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const u
     case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_0: product_q5_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_1: product_q5_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q3_K: product_q3_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: product_q5_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q6_K: product_q6_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -582,15 +612,16 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
         }
         break;
     }
+    case BK_Q3_K:
     case BK_Q6_K:
         for (size_t b = 0; b < k / 256; b++, y += 256) {
-            const uint8_t *p = row + b * BK_Q6_K_BYTES;
-            const __m512 scale = _mm512_mul_ps(half16(p + 208), f32(i8x16(p + 192)));
+            const uint8_t *p = row + b * bk_bytes256(type);
             float scales[16];  // d · sc, rounded as the reference rounds it
-            _mm512_storeu_ps(scales, scale);
+            k16_scales(type, p, scales);
             for (int hf = 0; hf < 2; hf++) {
                 __m512i v[2];
-                q6k_half(p, hf, &v[0], &v[1]);
+                if (type == BK_Q3_K) q3k_half(p, hf, &v[0], &v[1]);
+                else q6k_half(p, hf, &v[0], &v[1]);
                 for (int c = 0; c < 8; c++)
                     _mm512_storeu_ps(y + 128 * hf + 16 * c, _mm512_mul_ps(_mm512_set1_ps(scales[8 * hf + c]), lane_i8(v[c / 4], c % 4)));
             }

@@ -63,7 +63,7 @@ const char *bk_level_name(int level) {
 int bk_type_supported(uint32_t type) {
     switch (type) {
     case BK_F32: case BK_F16: case BK_BF16: case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1:
-    case BK_Q4_K: case BK_Q5_K: case BK_Q6_K:
+    case BK_Q3_K: case BK_Q4_K: case BK_Q5_K: case BK_Q6_K:
         return 1;
     default:
         return 0;

@@ -90,6 +90,15 @@ static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
         }
         break;
     }
+    case BK_Q3_K: {
+        o->subs = 16; o->subLength = 16; o->hasAdd = 0;
+        float d = bk_half_to_float(bk_u16(p + 108));
+        int8_t sc[16];
+        bk_q3k_scales(p + 96, sc);
+        for (int s = 0; s < 16; s++) o->scale[s] = d * (float)sc[s];
+        for (int i = 0; i < 256; i++) o->q[i] = (float)bk_q3k_value(p, i);
+        break;
+    }
     case BK_Q6_K: {
         o->subs = 16; o->subLength = 16; o->hasAdd = 0;
         float d = bk_half_to_float(bk_u16(p + 208));
@@ -112,8 +121,7 @@ static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
 static void block_product(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                           size_t n0, size_t n1, float *y, size_t ldy, const float *xsum) {
     size_t values = bk_is32(type) ? 32 : 256;
-    size_t bytes = bk_is32(type) ? bk_bytes32(type)
-                 : type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
+    size_t bytes = bk_is32(type) ? bk_bytes32(type) : bk_bytes256(type);
     size_t blocks = k / values, sums = k / 32;
     Decoded dec;
     for (size_t o = n0; o < n1; o++) {
@@ -309,6 +317,15 @@ void bk_portable_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, si
             }
             break;
         }
+        case BK_Q3_K:
+            for (size_t b = 0; b < k / 256; b++, y += 256) {
+                const uint8_t *p = row + b * BK_Q3_K_BYTES;
+                float d = bk_half_to_float(bk_u16(p + 108));
+                int8_t sc[16];
+                bk_q3k_scales(p + 96, sc);
+                for (int i = 0; i < 256; i++) y[i] = d * (float)sc[i / 16] * (float)bk_q3k_value(p, i);
+            }
+            break;
         case BK_Q6_K:
             for (size_t b = 0; b < k / 256; b++, y += 256) {
                 const uint8_t *p = row + b * BK_Q6_K_BYTES;

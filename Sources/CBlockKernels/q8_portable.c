@@ -1,5 +1,5 @@
 // The q8 activation mode in plain C: activation quantization and integer block dot products
-// for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
+// for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
 // reproduce bit for bit: 8 integer lanes of 4 products each per 32 values, then per lane
 // t = lane * d_x and acc = fma(t, d_w, acc), summed as hsum256 sums. Follows the structure of
 // llama.cpp's ggml_vec_dot_q*_q8_* with per-32 activation scales (q8_1-like) for every type.
@@ -69,6 +69,9 @@ static void block_bytes(uint32_t type, const uint8_t *p, int sub, int16_t *out) 
         }
         break;
     }
+    case BK_Q3_K:  // 32-value block `sub` (0..7), unsigned 0..7 (q + 4)
+        for (int l = 0; l < 32; l++) out[l] = (int16_t)(bk_q3k_value(p, 32 * sub + l) + 4);
+        break;
     case BK_Q6_K: {  // 32-value block `sub` (0..7): half sub / 4, quarter sub % 4, unsigned 0..63
         int hf = sub / 4, e = sub % 4;
         const uint8_t *ql = p + 64 * hf + (e & 1 ? 32 : 0), *qh = p + 128 + 32 * hf;
@@ -122,13 +125,21 @@ static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) 
         }
         return hsum8(acc) - hsum8(macc);
     }
-    // Q6_K: lanes carry sc * (4 products of q in 0..63); the -32 comes back through s16.
+    // Q6_K: lanes carry sc * (4 products of q in 0..63); the -32 comes back through s16. Q3_K
+    // the same with q + 4 in 0..7 and its -4.
+    const size_t bytes = bk_bytes256(type);
+    const float bias = type == BK_Q3_K ? 4.0f : 32.0f;
     for (size_t b = 0; b < k / 256; b++) {
-        const uint8_t *p = row + b * BK_Q6_K_BYTES;
+        const uint8_t *p = row + b * bytes;
+        int8_t sc3[16];
         const int8_t *sc = (const int8_t *)(p + 192);
-        float d = bk_half_to_float(bk_u16(p + 208));
+        if (type == BK_Q3_K) {
+            bk_q3k_scales(p + 96, sc3);
+            sc = sc3;
+        }
+        float d = bk_half_to_float(bk_u16(p + (type == BK_Q3_K ? 108 : 208)));
         for (int h = 0; h < 2; h++)
-            for (int j = 0; j < 8; j++) macc[j] = fmaf(d * (float)sc[8 * h + j] * 32.0f, x.s16[16 * b + 8 * h + j], macc[j]);
+            for (int j = 0; j < 8; j++) macc[j] = fmaf(d * (float)sc[8 * h + j] * bias, x.s16[16 * b + 8 * h + j], macc[j]);
         for (int e = 0; e < 8; e++) {
             int laneScale[8];
             for (int j = 0; j < 8; j++) laneScale[j] = sc[2 * e + j / 4];

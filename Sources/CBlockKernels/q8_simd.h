@@ -43,6 +43,14 @@ static inline __attribute__((always_inline)) __m256i Q8_FN(weight_bytes)(const u
         }
         return v;
     }
+    case BK_Q3_K: {  // unsigned 0..7 (q + 4; the -4 comes back through the activation sums), as q3k_quarter in avx2.c
+        const int hf = sub / 4, e = sub % 4;
+        __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * hf));
+        __m256i hm = _mm256_loadu_si256((const __m256i *)p);
+        __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * e), _mm256_set1_epi8(3));
+        __m256i bit = _mm256_and_si256(_mm256_srli_epi16(hm, sub), _mm256_set1_epi8(1));
+        return _mm256_or_si256(low, _mm256_slli_epi16(bit, 2));
+    }
     default: {  // Q6_K, unsigned 0..63 (the -32 comes back through the activation sums)
         int hf = sub / 4, e = sub % 4;
         __m256i ql = _mm256_loadu_si256((const __m256i *)(p + 64 * hf + (e & 1 ? 32 : 0)));
@@ -112,17 +120,23 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
             for (int j = 0; j < NR; j++) y[r * ldy + j] = Q8_FN(hsum)(acc[r][j]) + add[r][j];
         return;
     }
-    const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
+    const size_t bytes = bk_bytes256(type);
     for (size_t b = 0; b < k / 256; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * bytes;
             for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char *)p + 8 * rowBytes + off, _MM_HINT_T1);
-            if (type == BK_Q6_K) {
-                const __m256 d = Q8_FN(half8)(p + 208);
-                const __m128i sc = _mm_loadu_si128((const __m128i *)(p + 192));
-                const __m256 c0 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))), _mm256_set1_ps(32.0f));
-                const __m256 c1 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))),
-                                                _mm256_set1_ps(32.0f));
+            if (type == BK_Q6_K || type == BK_Q3_K) {  // Q3_K as Q6_K with its bias 4
+                int8_t sc3[16];
+                const int8_t *scp = (const int8_t *)(p + 192);
+                if (type == BK_Q3_K) {
+                    bk_q3k_scales(p + 96, sc3);
+                    scp = sc3;
+                }
+                const __m256 bias = _mm256_set1_ps(type == BK_Q3_K ? 4.0f : 32.0f);
+                const __m256 d = Q8_FN(half8)(p + (type == BK_Q3_K ? 108 : 208));
+                const __m128i sc = _mm_loadu_si128((const __m128i *)scp);
+                const __m256 c0 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))), bias);
+                const __m256 c1 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))), bias);
                 for (int r = 0; r < MR; r++) {
                     const float *s16 = x.s16 + r * (k / 16) + 16 * b;
                     macc[r][j] = _mm256_fmadd_ps(c0, _mm256_loadu_ps(s16), macc[r][j]);
@@ -131,8 +145,8 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
                 for (int e = 0; e < 8; e++) {
                     const __m256i u = Q8_FN(weight_bytes)(type, p, e);
                     // int16 words [sc_2e x 8 | sc_2e+1 x 8]: lanes 0-3 hold values 0..15, lanes 4-7 values 16..31
-                    const __m256i lo = _mm256_set1_epi16((short)((const int8_t *)p)[192 + 2 * e]);
-                    const __m256i hi = _mm256_set1_epi16((short)((const int8_t *)p)[192 + 2 * e + 1]);
+                    const __m256i lo = _mm256_set1_epi16((short)scp[2 * e]);
+                    const __m256i hi = _mm256_set1_epi16((short)scp[2 * e + 1]);
                     const __m256i scw = _mm256_blend_epi32(lo, hi, 0xF0);
                     for (int r = 0; r < MR; r++) {
                         const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + r * k + 256 * b + 32 * e));
@@ -204,6 +218,7 @@ Q8_PRODUCT(q4_0, BK_Q4_0)
 Q8_PRODUCT(q4_1, BK_Q4_1)
 Q8_PRODUCT(q5_0, BK_Q5_0)
 Q8_PRODUCT(q5_1, BK_Q5_1)
+Q8_PRODUCT(q3_k, BK_Q3_K)
 Q8_PRODUCT(q4_k, BK_Q4_K)
 Q8_PRODUCT(q5_k, BK_Q5_K)
 Q8_PRODUCT(q6_k, BK_Q6_K)
@@ -218,6 +233,7 @@ static void Q8_FN(matmul)(uint32_t type, const void *xq, size_t m, size_t k, con
     case BK_Q4_1: Q8_FN(q4_1)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_0: Q8_FN(q5_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_1: Q8_FN(q5_1)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q3_K: Q8_FN(q3_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: Q8_FN(q4_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: Q8_FN(q5_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q6_K: Q8_FN(q6_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;

@@ -44,6 +44,16 @@ struct BlockQ5_1 {
     var qs: Bytes16  // low 4 bits, nibbles as in Q4_0
 }
 
+/// Q3_K, 256 values in 110 bytes: 16 sub-blocks of 16 with signed 6-bit scales;
+/// `x = d * (sc[i/16] - 32) * q` with q in -4...3: 2 bits from `qs`, and q - 4 unless the value's
+/// bit in `hmask` is set (layout in `dequantizeQ3_K`, scales packed as in `q3Scale`).
+struct BlockQ3_K {
+    var hmask: Bytes32  // high bits: bit i/32 of hmask[i % 32] for value i
+    var qs: Bytes64  // low 2 bits, four values per byte
+    var scales: Bytes12  // 16 six-bit scales
+    var d: UInt16  // fp16 super-block scale
+}
+
 /// Q4_K, 256 values in 144 bytes: 8 sub-blocks of 32, each with a 6-bit scale and 6-bit min
 /// packed in `scales`; `x = d * sc[s] * q - dmin * m[s]`. The 32-byte group g of `qs` holds
 /// sub-block 2g in its low nibbles and sub-block 2g+1 in its high nibbles.
@@ -86,6 +96,9 @@ enum BlockLayout {
     static let q5_1 = (
         d: MemoryLayout<BlockQ5_1>.offset(of: \.d)!, m: MemoryLayout<BlockQ5_1>.offset(of: \.m)!,
         qh: MemoryLayout<BlockQ5_1>.offset(of: \.qh)!, qs: MemoryLayout<BlockQ5_1>.offset(of: \.qs)!)
+    static let q3_K = (
+        hmask: MemoryLayout<BlockQ3_K>.offset(of: \.hmask)!, qs: MemoryLayout<BlockQ3_K>.offset(of: \.qs)!,
+        scales: MemoryLayout<BlockQ3_K>.offset(of: \.scales)!, d: MemoryLayout<BlockQ3_K>.offset(of: \.d)!)
     static let q4_K = (
         d: MemoryLayout<BlockQ4_K>.offset(of: \.d)!, dmin: MemoryLayout<BlockQ4_K>.offset(of: \.dmin)!,
         scales: MemoryLayout<BlockQ4_K>.offset(of: \.scales)!, qs: MemoryLayout<BlockQ4_K>.offset(of: \.qs)!)
@@ -124,6 +137,8 @@ enum Dequantize {
             for b in 0..<blocks { q5_0(base + b * typeSize, out + b * blockSize) }
         case .q5_1:
             for b in 0..<blocks { q5_1(base + b * typeSize, out + b * blockSize) }
+        case .q3_K:
+            for b in 0..<blocks { q3_K(base + b * typeSize, out + b * blockSize) }
         case .q4_K:
             for b in 0..<blocks { q4_K(base + b * typeSize, out + b * blockSize) }
         case .q5_K:
@@ -198,6 +213,32 @@ enum Dequantize {
             let hi = qs[j] >> 4 | UInt8((qh >> (j + 16)) & 1) << 4
             y[j] = d * Float(lo) + m
             y[j + 16] = d * Float(hi) + m
+        }
+    }
+
+    /// The signed scale of Q3_K sub-block i (0..<16) from its 12 packed bytes: the low 4 bits are
+    /// the low (i < 8) or high (i >= 8) nibble of byte i % 8, the top 2 bits are bits 2(i/4),
+    /// 2(i/4)+1 of byte 8 + i % 4; stored with an offset of 32.
+    @inline(__always)
+    static func q3Scale(_ i: Int, _ q: UnsafePointer<UInt8>) -> Int {
+        let low = i < 8 ? q[i] & 0x0F : q[i - 8] >> 4
+        let high = (q[8 + i % 4] >> (2 * (i / 4))) & 3
+        return Int(low | high << 4) - 32
+    }
+
+    /// Value i = 128h + 32j + l takes bits 2j, 2j+1 of qs[32h + l] and bit 4h + j (= i / 32) of
+    /// hmask[l]; sub-block i / 16.
+    private static func q3_K(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q3_K.d)
+        let hmask = (p + BlockLayout.q3_K.hmask).assumingMemoryBound(to: UInt8.self)
+        let qs = (p + BlockLayout.q3_K.qs).assumingMemoryBound(to: UInt8.self)
+        let scales = (p + BlockLayout.q3_K.scales).assumingMemoryBound(to: UInt8.self)
+        for i in 0..<256 {
+            let h = i / 128, j = (i % 128) / 32, l = i % 32
+            let low = Int((qs[32 * h + l] >> (2 * j)) & 3)
+            let q = (hmask[l] >> (i / 32)) & 1 != 0 ? low : low - 4
+            let dl = d * Float(q3Scale(i / 16, scales))
+            y[i] = dl * Float(q)
         }
     }
 

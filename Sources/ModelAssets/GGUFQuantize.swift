@@ -1,5 +1,5 @@
-// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
-// Q5_K, Q6_K), laid out as the structs in GGUFQuantBlocks.swift state, rows spread over threads.
+// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K,
+// Q4_K, Q5_K, Q6_K), laid out as the structs in GGUFQuantBlocks.swift state, rows spread over threads.
 // Importance matrices and the other ggml types (Q2_K, IQ*, ...) are left out. The choice of scales
 // follows the design of ggml-quants.c's reference quantizers (K-quants: a search over sub-block
 // steps with a least-squares refit, then 6- or 8-bit sub-block scales); the code is our own.
@@ -7,7 +7,7 @@ import Foundation
 
 public enum Quantize {
     /// The types `run` writes: exactly the ones `Dequantize` reads back.
-    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q4_K, .q5_K, .q6_K]
+    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q3_K, .q4_K, .q5_K, .q6_K]
 
     /// Bytes that `rows` rows of `k` values take as `type`; throws if `type` cannot hold such rows.
     public static func byteCount(_ type: GGMLType, rows: Int, k: Int, tensor: String) throws -> Int {
@@ -110,6 +110,7 @@ public enum Quantize {
             case .q4_1: ok = q4_1(xb, pb)
             case .q5_0: ok = q5_0(xb, pb)
             case .q5_1: ok = q5_1(xb, pb)
+            case .q3_K: ok = q3_K(xb, pb)
             case .q4_K: ok = kAsymmetric(xb, pb, bits: 4)
             case .q5_K: ok = kAsymmetric(xb, pb, bits: 5)
             case .q6_K: ok = q6_K(xb, pb)
@@ -360,19 +361,20 @@ public enum Quantize {
         }
     }
 
-    /// Best signed scale with x ≈ scale·c, c in -32...31, for 16 values: the value of largest
-    /// magnitude maps near code -32 (the side with one more level); trial steps around that,
-    /// each refit by least squares (scale = Σxc / Σc²), keeping the largest (Σxc)² / Σc².
-    private static func fitSymmetric16(_ x: UnsafePointer<Float>) -> Float {
+    /// Best signed scale with x ≈ scale·c, c in -half...half-1 (Q6_K: 32, Q3_K: 4), for 16
+    /// values: the value of largest magnitude maps near code -half (the side with one more level);
+    /// trial steps around that, each refit by least squares (scale = Σxc / Σc²), keeping the
+    /// largest (Σxc)² / Σc².
+    private static func fitSymmetric16(_ x: UnsafePointer<Float>, half: Float) -> Float {
         let extreme = signedMax(x, 16)
         guard extreme != 0 else { return 0 }
         let raw = UnsafeRawPointer(x)
         let v0 = raw.loadUnaligned(fromByteOffset: 0, as: SIMD8<Float>.self)
         let v1 = raw.loadUnaligned(fromByteOffset: 32, as: SIMD8<Float>.self)
-        let low = SIMD8<Float>(repeating: -32), high = SIMD8<Float>(repeating: 31)
-        var bestScale: Float = extreme / -32, bestGain: Float = -1
+        let low = SIMD8<Float>(repeating: -half), high = SIMD8<Float>(repeating: half - 1)
+        var bestScale: Float = extreme / -half, bestGain: Float = -1
         for delta in symmetricSteps {
-            let iscale = -(32 + delta) / extreme
+            let iscale = -(half + delta) / extreme
             let c0 = lanesMax(lanesMin((v0 * iscale).rounded(.toNearestOrEven), high), low)
             let c1 = lanesMax(lanesMin((v1 * iscale).rounded(.toNearestOrEven), high), low)
             let sxc = (v0 * c0 + v1 * c1).sum(), scc = (c0 * c0 + c1 * c1).sum()
@@ -390,7 +392,7 @@ public enum Quantize {
     /// 6-bit codes q = c + 32 rounded against the stored scales.
     private static func q6_K(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
         var scales = SIMD16<Float>()
-        for j in 0..<16 { scales[j] = fitSymmetric16(x + 16 * j) }
+        for j in 0..<16 { scales[j] = fitSymmetric16(x + 16 * j, half: 32) }
         var extreme: Float = 0
         for j in 0..<16 where abs(scales[j]) > abs(extreme) { extreme = scales[j] }
         let d16 = HalfFloat.f16(from: extreme / -128)
@@ -415,6 +417,44 @@ public enum Quantize {
                     qh[l] = (q1 >> 4) | (q2 >> 4) << 2 | (q3 >> 4) << 4 | (q4 >> 4) << 6
                 }
             }
+        }
+        return true
+    }
+}
+
+extension Quantize {
+    /// Q3_K: 16 signed sub-block scales (codes -4...3 each, the largest magnitude near -4) stored
+    /// as 6-bit values against one fp16 d (the largest scale maps to -32), then codes rounded
+    /// against the stored scales: c + 4 in 0...7, its low 2 bits in `qs`, its third in `hmask`.
+    static func q3_K(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+        var scales = SIMD16<Float>()
+        for j in 0..<16 { scales[j] = fitSymmetric16(x + 16 * j, half: 4) }
+        var extreme: Float = 0
+        for j in 0..<16 where abs(scales[j]) > abs(extreme) { extreme = scales[j] }
+        let d16 = HalfFloat.f16(from: extreme / -32)
+        let d = HalfFloat.float(fromF16: d16)
+        guard d.isFinite else { return false }
+        var sc = SIMD16<Int8>()
+        for j in 0..<16 { sc[j] = d == 0 ? 0 : Int8(nearest(scales[j] / d, -32, 31)) }
+        store16(p, BlockLayout.q3_K.d, d16)
+        let packed = (p + BlockLayout.q3_K.scales).assumingMemoryBound(to: UInt8.self)
+        for i in 0..<12 { packed[i] = 0 }
+        for i in 0..<16 {  // the inverse of `Dequantize.q3Scale`
+            let u = UInt8(Int(sc[i]) + 32)
+            packed[i % 8] |= (u & 0x0F) << (i < 8 ? 0 : 4)
+            packed[8 + i % 4] |= (u >> 4) << (2 * (i / 4))
+        }
+        let hmask = (p + BlockLayout.q3_K.hmask).assumingMemoryBound(to: UInt8.self)
+        let qs = (p + BlockLayout.q3_K.qs).assumingMemoryBound(to: UInt8.self)
+        for i in 0..<32 { hmask[i] = 0 }
+        for i in 0..<64 { qs[i] = 0 }
+        for i in 0..<256 {
+            // the dequantizer's own step, so each code is the nearest level it will compute
+            let step = d * Float(sc[i / 16])
+            let c = step == 0 ? 4 : UInt8(nearest(x[i] / step, -4, 3) + 4)
+            let h = i / 128, j = (i % 128) / 32, l = i % 32
+            qs[32 * h + l] |= (c & 3) << (2 * j)
+            hmask[l] |= (c >> 2) << (i / 32)
         }
         return true
     }

@@ -12,6 +12,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<BlockQ4_1>.size, 20)
         XCTAssertEqual(MemoryLayout<BlockQ5_0>.size, 22)
         XCTAssertEqual(MemoryLayout<BlockQ5_1>.size, 24)
+        XCTAssertEqual(MemoryLayout<BlockQ3_K>.size, 110)
         XCTAssertEqual(MemoryLayout<BlockQ4_K>.size, 144)
         XCTAssertEqual(MemoryLayout<BlockQ5_K>.size, 176)
         XCTAssertEqual(MemoryLayout<BlockQ6_K>.size, 210)
@@ -20,6 +21,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(GGMLType.q4_1.blockGeometry.typeSize, MemoryLayout<BlockQ4_1>.size)
         XCTAssertEqual(GGMLType.q5_0.blockGeometry.typeSize, MemoryLayout<BlockQ5_0>.size)
         XCTAssertEqual(GGMLType.q5_1.blockGeometry.typeSize, MemoryLayout<BlockQ5_1>.size)
+        XCTAssertEqual(GGMLType.q3_K.blockGeometry.typeSize, MemoryLayout<BlockQ3_K>.size)
         XCTAssertEqual(GGMLType.q4_K.blockGeometry.typeSize, MemoryLayout<BlockQ4_K>.size)
         XCTAssertEqual(GGMLType.q5_K.blockGeometry.typeSize, MemoryLayout<BlockQ5_K>.size)
         XCTAssertEqual(GGMLType.q6_K.blockGeometry.typeSize, MemoryLayout<BlockQ6_K>.size)
@@ -31,6 +33,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(BlockLayout.q4_1.qs, 4)
         XCTAssertEqual([BlockLayout.q5_0.d, BlockLayout.q5_0.qh, BlockLayout.q5_0.qs], [0, 2, 6])
         XCTAssertEqual([BlockLayout.q5_1.d, BlockLayout.q5_1.m, BlockLayout.q5_1.qh, BlockLayout.q5_1.qs], [0, 2, 4, 8])
+        XCTAssertEqual([BlockLayout.q3_K.hmask, BlockLayout.q3_K.qs, BlockLayout.q3_K.scales, BlockLayout.q3_K.d], [0, 32, 96, 108])
         XCTAssertEqual([BlockLayout.q4_K.d, BlockLayout.q4_K.dmin, BlockLayout.q4_K.scales, BlockLayout.q4_K.qs], [0, 2, 4, 16])
         XCTAssertEqual([BlockLayout.q5_K.scales, BlockLayout.q5_K.qh, BlockLayout.q5_K.qs], [4, 16, 48])
         XCTAssertEqual([BlockLayout.q6_K.ql, BlockLayout.q6_K.qh, BlockLayout.q6_K.scales, BlockLayout.q6_K.d], [0, 128, 192, 208])
@@ -161,6 +164,28 @@ final class GGUFQuantBlockTests: XCTestCase {
         var expected: [Float] = []
         for s in 0..<8 { for l in 0..<32 { expected.append(0.5 * Float(kScales[s]) * Float(q(s, l)) - 0.25 * Float(kMins[s])) } }
         XCTAssertEqual(dequantize(.q5_K, bytes, count: 256), expected)
+    }
+
+    func testQ3_KHandBuilt() {
+        // d = 0.5; sub-block s has the scale s·3 - 24 (6-bit code s·3 + 8); value i the code
+        // c(i) = (5 i + i / 7) % 8, q = c - 4: low 2 bits in qs, the third in hmask.
+        let c = { (i: Int) in (5 * i + i / 7) % 8 }
+        var hmask = [UInt8](repeating: 0, count: 32), qs = [UInt8](repeating: 0, count: 64)
+        for i in 0..<256 {
+            let h = i / 128, j = (i % 128) / 32, l = i % 32
+            qs[32 * h + l] |= UInt8(c(i) & 3) << (2 * j)
+            hmask[l] |= UInt8(c(i) >> 2) << (i / 32)
+        }
+        let codes = (0..<16).map { UInt8($0 * 3 + 8) }  // scale + 32
+        var scales = [UInt8](repeating: 0, count: 12)
+        for i in 0..<16 {  // low nibbles: bytes 0-7 for 0-7, their high nibbles for 8-15; top bits in 8-11
+            scales[i % 8] |= (codes[i] & 15) << (i < 8 ? 0 : 4)
+            scales[8 + i % 4] |= (codes[i] >> 4) << (2 * (i / 4))
+        }
+        let bytes = hmask + qs + scales + le16(0x3800)
+        XCTAssertEqual(bytes.count, 110)
+        let expected = (0..<256).map { i in 0.5 * Float(3 * (i / 16) - 24) * Float(c(i) - 4) }
+        XCTAssertEqual(dequantize(.q3_K, bytes, count: 256), expected)
     }
 
     func testQ6_KHandBuilt() {
