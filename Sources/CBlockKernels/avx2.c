@@ -291,6 +291,60 @@ INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]);
 }
 
+// Q2_K's 256 weights as the reference computes them (dl·q - ml with dl = d·sc, ml = dmin·m; mul
+// then sub, no fma): bits 2j, 2j+1 of the half's 32 qs bytes for values 128h + 32j ...
+INLINE void q2k_weights(const uint8_t *p, float *w) {
+    const __m256i low = _mm256_set1_epi32(15);
+    const __m256 d = half8(p + 80), dmin = half8(p + 82);
+    float dl[16], ml[16];
+    for (int g = 0; g < 2; g++) {
+        const __m256i s = u8x8(p + 8 * g);
+        _mm256_storeu_ps(dl + 8 * g, _mm256_mul_ps(d, f32(_mm256_and_si256(s, low))));
+        _mm256_storeu_ps(ml + 8 * g, _mm256_mul_ps(dmin, f32(_mm256_srli_epi32(s, 4))));
+    }
+    for (int h = 0; h < 2; h++) {
+        const __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h));
+        for (int j = 0; j < 4; j++) {
+            const __m256i v = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * j), _mm256_set1_epi8(3));
+            for (int c = 0; c < 4; c++) {
+                const int s = 8 * h + 2 * j + c / 2;
+                _mm256_storeu_ps(w + 128 * h + 32 * j + 8 * c,
+                                 _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(dl[s]), piece_i8(v, c)), _mm256_set1_ps(ml[s])));
+            }
+        }
+    }
+}
+
+// Q2_K: each weight row's block dequantized once (the reference's values) for the tile's rows,
+// then acc = fma(w, x, acc) per 8 values.
+INLINE void tileQ2K(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
+                    const int MR, const int NR, chunk c) {
+    __m256 acc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm256_setzero_ps() : c.st->acc[r][c.j0 + j];
+    float wq[256] __attribute__((aligned(32)));
+    for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * BK_Q2_K_BYTES;
+            prefetch_ahead(p, rowBytes, BK_Q2_K_BYTES);
+            q2k_weights(p, wq);
+            for (int r = 0; r < MR; r++) {
+                const float *xr = x + r * k + b * 256;
+                __m256 a = acc[r][j];
+                for (int i = 0; i < 256; i += 8) a = _mm256_fmadd_ps(_mm256_load_ps(wq + i), _mm256_loadu_ps(xr + i), a);
+                acc[r][j] = a;
+            }
+        }
+    }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
+        return;
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]);
+}
+
 INLINE __m256 wide8(const uint32_t type, const uint8_t *row, size_t i) {
     if (type == BK_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * i)));
     if (type == BK_BF16)
@@ -340,6 +394,7 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
     case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q2_K: tileQ2K(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     }
 }
@@ -354,7 +409,7 @@ enum { XBUDGET = 32768 };
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     const size_t sums = k / 32;
-    const size_t unit = type == BK_Q3_K || type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
+    const size_t unit = type == BK_Q2_K || type == BK_Q3_K || type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
                         : bk_is32(type) ? 32 : 8;
     const size_t tiles = m / 4 + 2;  // row tiles of 4, then at most one of 2 and 1
     size_t kc = bk_chunk_values(m, k, unit, XBUDGET), groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
@@ -419,6 +474,7 @@ PRODUCT(product_q4_0, BK_Q4_0)
 PRODUCT(product_q4_1, BK_Q4_1)
 PRODUCT(product_q5_0, BK_Q5_0)
 PRODUCT(product_q5_1, BK_Q5_1)
+PRODUCT(product_q2_k, BK_Q2_K)
 PRODUCT(product_q3_k, BK_Q3_K)
 PRODUCT(product_q4_k, BK_Q4_K)
 PRODUCT(product_q5_k, BK_Q5_K)
@@ -436,6 +492,7 @@ void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uin
     case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_0: product_q5_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_1: product_q5_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q2_K: product_q2_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q3_K: product_q3_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: product_q5_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -492,6 +549,9 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
         }
         break;
     }
+    case BK_Q2_K:
+        for (size_t b = 0; b < k / 256; b++, y += 256) q2k_weights(row + b * BK_Q2_K_BYTES, y);
+        break;
     case BK_Q3_K:
     case BK_Q6_K:
         for (size_t b = 0; b < k / 256; b++, y += 256) {

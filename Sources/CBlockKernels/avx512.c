@@ -150,6 +150,25 @@ INLINE void q3k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
     *hi = _mm512_sub_epi8(_mm512_or_si512(l1, _mm512_slli_epi16(b1, 2)), four);
 }
 
+// Q2_K's 256 weights as the reference computes them (dl·q - ml with dl = d·sc, ml = dmin·m; mul
+// then sub, no fma): bits 2j, 2j+1 of the half's qs bytes for values 128h + 32j ...
+INLINE void q2k_weights(const uint8_t *p, float *w) {
+    const __m512i s = u8x16(p);
+    float dl[16], ml[16];
+    _mm512_storeu_ps(dl, _mm512_mul_ps(half16(p + 80), f32(_mm512_and_si512(s, _mm512_set1_epi32(15)))));
+    _mm512_storeu_ps(ml, _mm512_mul_ps(half16(p + 82), f32(_mm512_srli_epi32(s, 4))));
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 2; g++) {  // values 128h + 32j + 16g ...: sub-block 8h + 2j + g
+            const __m512i v = u8x16(p + 16 + 32 * h + 16 * g);
+            for (int j = 0; j < 4; j++) {
+                const int sb = 8 * h + 2 * j + g;
+                const __m512 q = f32(_mm512_and_si512(_mm512_srli_epi32(v, 2 * j), _mm512_set1_epi32(3)));
+                _mm512_storeu_ps(w + 128 * h + 32 * j + 16 * g,
+                                 _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(dl[sb]), q), _mm512_set1_ps(ml[sb])));
+            }
+        }
+}
+
 // d·sc for the 16 sub-blocks of a Q6_K or Q3_K super-block, rounded as the reference rounds it.
 INLINE void k16_scales(const uint32_t type, const uint8_t *p, float scales[16]) {
     if (type == BK_Q3_K) {
@@ -356,6 +375,36 @@ INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]);
 }
 
+// Q2_K: each weight row's block dequantized once (the reference's values) for the tile's rows,
+// then acc = fma(w, x, acc) per 16 values.
+INLINE void tileQ2K(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
+                    const int MR, const int NR, chunk c) {
+    __m512 acc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+    float wq[256] __attribute__((aligned(64)));
+    for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * BK_Q2_K_BYTES;
+            prefetch_ahead(p, rowBytes, BK_Q2_K_BYTES);
+            q2k_weights(p, wq);
+            for (int r = 0; r < MR; r++) {
+                const float *xr = x + r * k + b * 256;
+                __m512 a = acc[r][j];
+                for (int i = 0; i < 256; i += 16) a = _mm512_fmadd_ps(_mm512_load_ps(wq + i), _mm512_loadu_ps(xr + i), a);
+                acc[r][j] = a;
+            }
+        }
+    }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
+        return;
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]);
+}
+
 // F32, F16, BF16: acc += w[i:i+16]·x[i:i+16]; a scalar tail for k % 16.
 INLINE __m512 wide16(const uint32_t type, const uint8_t *row, size_t i) {
     if (type == BK_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * i)));
@@ -406,6 +455,7 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
     case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q2_K: tileQ2K(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     }
 }
@@ -430,7 +480,7 @@ enum { XBUDGET = 16384 };
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     const size_t sums = k / 32;
-    const int pairs = type != BK_Q3_K && type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
+    const int pairs = type != BK_Q2_K && type != BK_Q3_K && type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
     const size_t unit = !pairs ? 256
                         : bk_is32(type) ? 32 : 16;
     const size_t tiles = m / 8 + 3;  // row tiles of 8, then at most one of 4, 2 and 1
@@ -509,6 +559,7 @@ PRODUCT(product_q4_0, BK_Q4_0)
 PRODUCT(product_q4_1, BK_Q4_1)
 PRODUCT(product_q5_0, BK_Q5_0)
 PRODUCT(product_q5_1, BK_Q5_1)
+PRODUCT(product_q2_k, BK_Q2_K)
 PRODUCT(product_q3_k, BK_Q3_K)
 PRODUCT(product_q4_k, BK_Q4_K)
 PRODUCT(product_q5_k, BK_Q5_K)
@@ -526,6 +577,7 @@ void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const u
     case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_0: product_q5_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_1: product_q5_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q2_K: product_q2_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q3_K: product_q3_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: product_q5_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -612,6 +664,9 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
         }
         break;
     }
+    case BK_Q2_K:
+        for (size_t b = 0; b < k / 256; b++, y += 256) q2k_weights(row + b * BK_Q2_K_BYTES, y);
+        break;
     case BK_Q3_K:
     case BK_Q6_K:
         for (size_t b = 0; b < k / 256; b++, y += 256) {

@@ -63,7 +63,7 @@ const char *bk_level_name(int level) {
 int bk_type_supported(uint32_t type) {
     switch (type) {
     case BK_F32: case BK_F16: case BK_BF16: case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1:
-    case BK_Q3_K: case BK_Q4_K: case BK_Q5_K: case BK_Q6_K:
+    case BK_Q2_K: case BK_Q3_K: case BK_Q4_K: case BK_Q5_K: case BK_Q6_K:
         return 1;
     default:
         return 0;
@@ -169,7 +169,8 @@ int bk_quantize_q8_at(int level, const float *x, size_t m, size_t k, void *xq) {
 int bk_matmul_nt_q8_at(int level, uint32_t type, const void *xq, size_t m, size_t k, const void *w,
                        size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
-    if (!bk_type_supported(type) || block_values(type) == 1) return BK_ERROR_TYPE;
+    // Q2_K has no q8 product: its callers take bk_matmul_nt (float activations) instead
+    if (!bk_type_supported(type) || block_values(type) == 1 || type == BK_Q2_K) return BK_ERROR_TYPE;
     if (k == 0 || k % block_values(type) != 0) return BK_ERROR_SHAPE;
     if (m == 0 || n1 <= n0) return BK_OK;
     const uint8_t *wb = (const uint8_t *)w;

@@ -10,7 +10,7 @@
 
 enum {
     BK_F32 = 0, BK_F16 = 1, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q5_0 = 6, BK_Q5_1 = 7, BK_Q8_0 = 8,
-    BK_Q3_K = 11, BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14, BK_BF16 = 30
+    BK_Q2_K = 10, BK_Q3_K = 11, BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14, BK_BF16 = 30
 };
 
 // Bytes per block (values per block: 1 for the float types, 32 for Q*_0/Q4_1, 256 for K-quants).
@@ -20,6 +20,7 @@ enum {
     BK_Q4_1_BYTES = 20,   // fp16 d, fp16 m, 16 bytes of nibbles
     BK_Q5_0_BYTES = 22,   // fp16 d, 32 fifth bits (uint32 qh, bit i for value i), nibbles as Q4_0
     BK_Q5_1_BYTES = 24,   // fp16 d, fp16 m, then as Q5_0: qh, nibbles
+    BK_Q2_K_BYTES = 84,   // 16 bytes of 4-bit scales | mins << 4, 64 bytes qs (2 bits each), fp16 d, fp16 dmin
     BK_Q3_K_BYTES = 110,  // 32 bytes hmask (third bits), 64 bytes qs (2 bits each), 12 bytes of 6-bit scales, fp16 d
     BK_Q4_K_BYTES = 144,  // fp16 d, fp16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
     BK_Q5_K_BYTES = 176,  // as Q4_K plus 32 bytes of fifth bits (qh) before the nibbles
@@ -49,9 +50,10 @@ static inline int bk_has_min32(uint32_t type) { return type == BK_Q4_1 || type =
 static inline size_t bk_q5_qh(uint32_t type) { return type == BK_Q5_0 ? 2 : 4; }
 static inline size_t bk_q5_qs(uint32_t type) { return type == BK_Q5_0 ? 6 : 8; }
 
-// Bytes of one block of a 256-value type (Q3_K, Q4_K, Q5_K, Q6_K).
+// Bytes of one block of a 256-value type (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
 static inline size_t bk_bytes256(uint32_t type) {
     switch (type) {
+    case BK_Q2_K: return BK_Q2_K_BYTES;
     case BK_Q3_K: return BK_Q3_K_BYTES;
     case BK_Q4_K: return BK_Q4_K_BYTES;
     case BK_Q5_K: return BK_Q5_K_BYTES;
@@ -140,6 +142,11 @@ static inline int bk_q3k_value(const uint8_t *p, int i) {
     int h = i / 128, j = (i % 128) / 32, l = i % 32;
     int low = (p[32 + 32 * h + l] >> (2 * j)) & 3;
     return (p[l] >> (i / 32)) & 1 ? low : low - 4;
+}
+
+// Q2_K's 2-bit value i (0..255): bits 2j, 2j+1 of qs[32h + l] (i = 128h + 32j + l).
+static inline int bk_q2k_value(const uint8_t *p, int i) {
+    return (p[16 + 32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
 }
 
 // Each level's work, called by dispatch.c once type and shape are checked (k a whole number of

@@ -29,6 +29,15 @@ typedef struct {
     int subs, subLength, hasAdd;
 } Decoded;
 
+// Q2_K's 256 weights as the reference computes them: dl·q - ml, dl = d·sc, ml = dmin·m.
+static void bk_portable_q2k_weights(const uint8_t *p, float *y) {
+    float d = bk_half_to_float(bk_u16(p + 80)), dmin = bk_half_to_float(bk_u16(p + 82));
+    for (int i = 0; i < 256; i++) {
+        float dl = d * (float)(p[i / 16] & 15), ml = dmin * (float)(p[i / 16] >> 4);
+        y[i] = dl * (float)bk_q2k_value(p, i) - ml;
+    }
+}
+
 static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
     switch (type) {
     case BK_Q8_0: {
@@ -88,6 +97,12 @@ static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
                 o->q[64 * g + 32 + l] = (float)hi;
             }
         }
+        break;
+    }
+    case BK_Q2_K: {  // the reference's weights themselves (d·sc·q - dmin·m), one sub-block of scale 1
+        o->subs = 1; o->subLength = 256; o->hasAdd = 0;
+        o->scale[0] = 1.0f;
+        bk_portable_q2k_weights(p, o->q);
         break;
     }
     case BK_Q3_K: {
@@ -317,6 +332,9 @@ void bk_portable_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, si
             }
             break;
         }
+        case BK_Q2_K:
+            for (size_t b = 0; b < k / 256; b++, y += 256) bk_portable_q2k_weights(row + b * BK_Q2_K_BYTES, y);
+            break;
         case BK_Q3_K:
             for (size_t b = 0; b < k / 256; b++, y += 256) {
                 const uint8_t *p = row + b * BK_Q3_K_BYTES;

@@ -44,6 +44,16 @@ struct BlockQ5_1 {
     var qs: Bytes16  // low 4 bits, nibbles as in Q4_0
 }
 
+/// Q2_K, 256 values in 84 bytes: 16 sub-blocks of 16, each with a 4-bit scale (low nibble of
+/// `scales`) and 4-bit min (high nibble); `x = d * sc * q - dmin * m` with 2-bit q, value
+/// 128h + 32j + l in bits 2j, 2j+1 of qs[32h + l].
+struct BlockQ2_K {
+    var scales: Bytes16  // scale | min << 4 per sub-block
+    var qs: Bytes64  // 2-bit quants, four values per byte
+    var d: UInt16  // fp16 super-block scale for the scales
+    var dmin: UInt16  // fp16 super-block scale for the mins
+}
+
 /// Q3_K, 256 values in 110 bytes: 16 sub-blocks of 16 with signed 6-bit scales;
 /// `x = d * (sc[i/16] - 32) * q` with q in -4...3: 2 bits from `qs`, and q - 4 unless the value's
 /// bit in `hmask` is set (layout in `dequantizeQ3_K`, scales packed as in `q3Scale`).
@@ -96,6 +106,9 @@ enum BlockLayout {
     static let q5_1 = (
         d: MemoryLayout<BlockQ5_1>.offset(of: \.d)!, m: MemoryLayout<BlockQ5_1>.offset(of: \.m)!,
         qh: MemoryLayout<BlockQ5_1>.offset(of: \.qh)!, qs: MemoryLayout<BlockQ5_1>.offset(of: \.qs)!)
+    static let q2_K = (
+        scales: MemoryLayout<BlockQ2_K>.offset(of: \.scales)!, qs: MemoryLayout<BlockQ2_K>.offset(of: \.qs)!,
+        d: MemoryLayout<BlockQ2_K>.offset(of: \.d)!, dmin: MemoryLayout<BlockQ2_K>.offset(of: \.dmin)!)
     static let q3_K = (
         hmask: MemoryLayout<BlockQ3_K>.offset(of: \.hmask)!, qs: MemoryLayout<BlockQ3_K>.offset(of: \.qs)!,
         scales: MemoryLayout<BlockQ3_K>.offset(of: \.scales)!, d: MemoryLayout<BlockQ3_K>.offset(of: \.d)!)
@@ -137,6 +150,8 @@ enum Dequantize {
             for b in 0..<blocks { q5_0(base + b * typeSize, out + b * blockSize) }
         case .q5_1:
             for b in 0..<blocks { q5_1(base + b * typeSize, out + b * blockSize) }
+        case .q2_K:
+            for b in 0..<blocks { q2_K(base + b * typeSize, out + b * blockSize) }
         case .q3_K:
             for b in 0..<blocks { q3_K(base + b * typeSize, out + b * blockSize) }
         case .q4_K:
@@ -213,6 +228,20 @@ enum Dequantize {
             let hi = qs[j] >> 4 | UInt8((qh >> (j + 16)) & 1) << 4
             y[j] = d * Float(lo) + m
             y[j + 16] = d * Float(hi) + m
+        }
+    }
+
+    private static func q2_K(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q2_K.d)
+        let dmin = half(p, BlockLayout.q2_K.dmin)
+        let scales = (p + BlockLayout.q2_K.scales).assumingMemoryBound(to: UInt8.self)
+        let qs = (p + BlockLayout.q2_K.qs).assumingMemoryBound(to: UInt8.self)
+        for i in 0..<256 {
+            let h = i / 128, j = (i % 128) / 32, l = i % 32
+            let q = (qs[32 * h + l] >> (2 * j)) & 3
+            let s = scales[i / 16]
+            let dl = d * Float(s & 0x0F), ml = dmin * Float(s >> 4)
+            y[i] = dl * Float(q) - ml
         }
     }
 

@@ -1,13 +1,13 @@
-// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K,
-// Q4_K, Q5_K, Q6_K), laid out as the structs in GGUFQuantBlocks.swift state, rows spread over threads.
-// Importance matrices and the other ggml types (Q2_K, IQ*, ...) are left out. The choice of scales
+// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K), laid out as the structs in GGUFQuantBlocks.swift state, rows spread
+// over threads. Importance matrices and the other ggml types (IQ*, TQ*, ...) are left out. The choice of scales
 // follows the design of ggml-quants.c's reference quantizers (K-quants: a search over sub-block
 // steps with a least-squares refit, then 6- or 8-bit sub-block scales); the code is our own.
 import Foundation
 
 public enum Quantize {
     /// The types `run` writes: exactly the ones `Dequantize` reads back.
-    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q3_K, .q4_K, .q5_K, .q6_K]
+    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
 
     /// Bytes that `rows` rows of `k` values take as `type`; throws if `type` cannot hold such rows.
     public static func byteCount(_ type: GGMLType, rows: Int, k: Int, tensor: String) throws -> Int {
@@ -110,6 +110,7 @@ public enum Quantize {
             case .q4_1: ok = q4_1(xb, pb)
             case .q5_0: ok = q5_0(xb, pb)
             case .q5_1: ok = q5_1(xb, pb)
+            case .q2_K: ok = q2_K(xb, pb)
             case .q3_K: ok = q3_K(xb, pb)
             case .q4_K: ok = kAsymmetric(xb, pb, bits: 4)
             case .q5_K: ok = kAsymmetric(xb, pb, bits: 5)
@@ -423,6 +424,66 @@ public enum Quantize {
 }
 
 extension Quantize {
+    /// `fitAsymmetric`'s search (trial steps, least-squares refit, min ≥ 0) for `n` values in
+    /// plain loops: Q2_K's 16-value sub-blocks with codes 0...3.
+    static func fitAsymmetricScalar(_ x: UnsafePointer<Float>, _ n: Int, nmax: Float) -> (scale: Float, min: Float) {
+        var lo: Float = 0, hi = x[0], sx: Float = 0, sxx: Float = 0
+        for i in 0..<n {
+            lo = Swift.min(lo, x[i]); hi = Swift.max(hi, x[i])
+            sx += x[i]; sxx += x[i] * x[i]
+        }
+        guard hi > lo else { return (0, -lo) }
+        let count = Float(n)
+        var best = (scale: (hi - lo) / nmax, min: -lo, error: Float.infinity)
+        for delta in asymmetricSteps {
+            let iscale = (nmax + delta) / (hi - lo)
+            var sl: Float = 0, sll: Float = 0, sxl: Float = 0
+            for i in 0..<n {
+                let l = Swift.min(((x[i] - lo) * iscale).rounded(.toNearestOrEven), nmax)
+                sl += l; sll += l * l; sxl += x[i] * l
+            }
+            let det = count * sll - sl * sl
+            guard det > 0 else { continue }
+            var a = (count * sxl - sx * sl) / det
+            var b = (sx - a * sl) / count
+            if b > 0 {
+                b = 0
+                a = sxl / sll
+            }
+            guard a > 0 else { continue }
+            let error = a * a * sll + 2 * a * b * sl + count * b * b - 2 * a * sxl - 2 * b * sx + sxx
+            if error < best.error { best = (a, -b, error) }
+        }
+        return (best.scale, best.min)
+    }
+
+    /// Q2_K: per 16 values a (scale, min) fit with codes 0...3, both stored as 4 bits against fp16
+    /// d = max scale / 15 and dmin = max min / 15, then codes rounded against the stored pair.
+    static func q2_K(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+        var scales = SIMD16<Float>(), mins = SIMD16<Float>()
+        for j in 0..<16 { (scales[j], mins[j]) = fitAsymmetricScalar(x + 16 * j, 16, nmax: 3) }
+        let d16 = HalfFloat.f16(from: scales.max() / 15), dmin16 = HalfFloat.f16(from: mins.max() / 15)
+        let d = HalfFloat.float(fromF16: d16), dmin = HalfFloat.float(fromF16: dmin16)
+        guard d.isFinite, dmin.isFinite else { return false }
+        store16(p, BlockLayout.q2_K.d, d16)
+        store16(p, BlockLayout.q2_K.dmin, dmin16)
+        let packed = (p + BlockLayout.q2_K.scales).assumingMemoryBound(to: UInt8.self)
+        let qs = (p + BlockLayout.q2_K.qs).assumingMemoryBound(to: UInt8.self)
+        for i in 0..<64 { qs[i] = 0 }
+        for j in 0..<16 {
+            let sc = d > 0 ? UInt8(nearest(scales[j] / d, 0, 15)) : 0
+            let mn = dmin > 0 ? UInt8(nearest(mins[j] / dmin, 0, 15)) : 0
+            packed[j] = sc | mn << 4
+            // the dequantizer's own products, so each code is the nearest level it will compute
+            let step = d * Float(sc), offset = dmin * Float(mn)
+            for i in (16 * j)..<(16 * j + 16) {
+                let c = step == 0 ? 0 : UInt8(nearest((x[i] + offset) / step, 0, 3))
+                qs[32 * (i / 128) + i % 32] |= c << (2 * ((i % 128) / 32))
+            }
+        }
+        return true
+    }
+
     /// Q3_K: 16 signed sub-block scales (codes -4...3 each, the largest magnitude near -4) stored
     /// as 6-bit values against one fp16 d (the largest scale maps to -32), then codes rounded
     /// against the stored scales: c + 4 in 0...7, its low 2 bits in `qs`, its third in `hmask`.

@@ -112,7 +112,7 @@ public enum RandomModel {
     /// The type a matrix with rows of `rowLength` values is stored as when `requested` is asked
     /// for, as llama-quantize (`tensor_type_fallback`) picks it when the rows are not a whole
     /// number of 256-value super-blocks: Q4_K becomes Q5_0, Q5_K Q5_1 and Q6_K Q8_0. Its Q3_K ->
-    /// IQ4_NL is Q3_K -> Q8_0 here, since this package does not read IQ4_NL. Rows that are not
+    /// IQ4_NL (and Q2_K's) is Q8_0 here, since this package does not read IQ4_NL. Rows that are not
     /// even a multiple of 32 get F16, llama.cpp's last resort (and so does any other type whose
     /// block does not divide the rows).
     public static func storedType(for requested: GGMLType, rowLength: Int) -> GGMLType {
@@ -136,6 +136,7 @@ public enum RandomModel {
         case .q8_0: 7
         case .q5_0: 8
         case .q5_1: 9
+        case .q2_K: 10  // MOSTLY_Q2_K
         case .q3_K: 11  // MOSTLY_Q3_K_S
         case .q4_K: 14  // MOSTLY_Q4_K_S
         case .q5_K: 16  // MOSTLY_Q5_K_S

@@ -9,7 +9,7 @@ import XCTest
 @testable import ModelAssets
 
 final class BlockKernelTests: XCTestCase {
-    static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q3_K, .q4_K, .q5_K, .q6_K]
+    static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
     static let rowCounts = [1, 2, 3, 5, 8, 15, 16]
     /// Allowed |kernel - float64 reference| relative to sum_i |x_i * w_i|. Float accumulation over
     /// these k (at most 1,280 values) stays below ~1e-7; the Q4_1/K-quant min terms are exact
@@ -58,6 +58,7 @@ final class BlockKernelTests: XCTestCase {
         let halfFields: [Int] = switch type {
         case .q8_0, .q4_0, .q5_0: [0]
         case .q4_1, .q5_1, .q4_K, .q5_K: [0, 2]
+        case .q2_K: [80, 82]
         case .q3_K: [108]
         case .q6_K: [208]
         default: []
@@ -370,6 +371,12 @@ final class BlockKernelTests: XCTestCase {
         }
         XCTAssertEqual(matmulQ8(level: 0, .q4_K, xq: xq, m: 1, k: 64, w: w, rowBytes: 36, n0: 0, n1: 1, into: &y, ldy: 1),
                        Int32(BK_ERROR_SHAPE))
+        // Q2_K has no q8 product (callers fall back to float activations) at any level
+        let xq256 = quantizeQ8(level: 0, [Float](repeating: 0.5, count: 256), m: 1, k: 256)
+        for level in Self.levels {
+            XCTAssertEqual(matmulQ8(level: level, .q2_K, xq: xq256, m: 1, k: 256, w: w, rowBytes: 84, n0: 0, n1: 1, into: &y, ldy: 1),
+                           Int32(BK_ERROR_TYPE), Self.levelName(level))
+        }
         var out = [UInt8](repeating: 0, count: 64)
         let rc = [Float](repeating: 1, count: 40).withUnsafeBufferPointer { xp in
             out.withUnsafeMutableBytes { bk_quantize_q8_at(0, xp.baseAddress, 1, 40, $0.baseAddress) }

@@ -12,6 +12,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<BlockQ4_1>.size, 20)
         XCTAssertEqual(MemoryLayout<BlockQ5_0>.size, 22)
         XCTAssertEqual(MemoryLayout<BlockQ5_1>.size, 24)
+        XCTAssertEqual(MemoryLayout<BlockQ2_K>.size, 84)
         XCTAssertEqual(MemoryLayout<BlockQ3_K>.size, 110)
         XCTAssertEqual(MemoryLayout<BlockQ4_K>.size, 144)
         XCTAssertEqual(MemoryLayout<BlockQ5_K>.size, 176)
@@ -21,6 +22,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(GGMLType.q4_1.blockGeometry.typeSize, MemoryLayout<BlockQ4_1>.size)
         XCTAssertEqual(GGMLType.q5_0.blockGeometry.typeSize, MemoryLayout<BlockQ5_0>.size)
         XCTAssertEqual(GGMLType.q5_1.blockGeometry.typeSize, MemoryLayout<BlockQ5_1>.size)
+        XCTAssertEqual(GGMLType.q2_K.blockGeometry.typeSize, MemoryLayout<BlockQ2_K>.size)
         XCTAssertEqual(GGMLType.q3_K.blockGeometry.typeSize, MemoryLayout<BlockQ3_K>.size)
         XCTAssertEqual(GGMLType.q4_K.blockGeometry.typeSize, MemoryLayout<BlockQ4_K>.size)
         XCTAssertEqual(GGMLType.q5_K.blockGeometry.typeSize, MemoryLayout<BlockQ5_K>.size)
@@ -33,6 +35,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(BlockLayout.q4_1.qs, 4)
         XCTAssertEqual([BlockLayout.q5_0.d, BlockLayout.q5_0.qh, BlockLayout.q5_0.qs], [0, 2, 6])
         XCTAssertEqual([BlockLayout.q5_1.d, BlockLayout.q5_1.m, BlockLayout.q5_1.qh, BlockLayout.q5_1.qs], [0, 2, 4, 8])
+        XCTAssertEqual([BlockLayout.q2_K.scales, BlockLayout.q2_K.qs, BlockLayout.q2_K.d, BlockLayout.q2_K.dmin], [0, 16, 80, 82])
         XCTAssertEqual([BlockLayout.q3_K.hmask, BlockLayout.q3_K.qs, BlockLayout.q3_K.scales, BlockLayout.q3_K.d], [0, 32, 96, 108])
         XCTAssertEqual([BlockLayout.q4_K.d, BlockLayout.q4_K.dmin, BlockLayout.q4_K.scales, BlockLayout.q4_K.qs], [0, 2, 4, 16])
         XCTAssertEqual([BlockLayout.q5_K.scales, BlockLayout.q5_K.qh, BlockLayout.q5_K.qs], [4, 16, 48])
@@ -164,6 +167,19 @@ final class GGUFQuantBlockTests: XCTestCase {
         var expected: [Float] = []
         for s in 0..<8 { for l in 0..<32 { expected.append(0.5 * Float(kScales[s]) * Float(q(s, l)) - 0.25 * Float(kMins[s])) } }
         XCTAssertEqual(dequantize(.q5_K, bytes, count: 256), expected)
+    }
+
+    func testQ2_KHandBuilt() {
+        // d = 0.5, dmin = 0.25; sub-block s has scale (7 s) % 16 and min (3 s + 1) % 16; value i
+        // the 2-bit code (i + i / 5) % 4 in bits 2j, 2j+1 of qs[32h + l] (i = 128h + 32j + l).
+        let q = { (i: Int) in (i + i / 5) % 4 }
+        let sc = { (s: Int) in (7 * s) % 16 }, mn = { (s: Int) in (3 * s + 1) % 16 }
+        var qs = [UInt8](repeating: 0, count: 64)
+        for i in 0..<256 { qs[32 * (i / 128) + i % 32] |= UInt8(q(i)) << (2 * ((i % 128) / 32)) }
+        let bytes = (0..<16).map { UInt8(sc($0) | mn($0) << 4) } + qs + le16(0x3800) + le16(0x3400)
+        XCTAssertEqual(bytes.count, 84)
+        let expected = (0..<256).map { i in 0.5 * Float(sc(i / 16)) * Float(q(i)) - 0.25 * Float(mn(i / 16)) }
+        XCTAssertEqual(dequantize(.q2_K, bytes, count: 256), expected)
     }
 
     func testQ3_KHandBuilt() {
