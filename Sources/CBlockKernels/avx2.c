@@ -71,6 +71,15 @@ INLINE void decode32(const uint32_t type, const uint8_t *p, __m256 q[4]) {
         for (int c = 0; c < 4; c++) q[c] = f32(i8x8(p + 2 + 8 * c));
         return;
     }
+    if (type == BK_IQ4_NL) {  // the nibbles index the level table through pshufb
+        const __m128i table = _mm_loadu_si128((const __m128i *)bk_iq4nl_values), nib = _mm_set1_epi8(15);
+        const __m128i qs = _mm_loadu_si128((const __m128i *)(p + 2));
+        const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(qs, nib));
+        const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(qs, 4), nib));
+        q[0] = f32(_mm256_cvtepi8_epi32(lo)); q[1] = f32(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
+        q[2] = f32(_mm256_cvtepi8_epi32(hi)); q[3] = f32(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
+        return;
+    }
     if (type == BK_Q5_0 || type == BK_Q5_1) {  // piece c: values 8c..8c+7, nibbles of bytes 8(c%2)..., fifth bits 8c... of qh
         const __m256i qh = _mm256_set1_epi32((int)bk_u32(p + bk_q5_qh(type))), one = _mm256_set1_epi32(1);
         const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -391,7 +400,7 @@ INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *
 INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
                  size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q2_K: tileQ2K(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
@@ -474,6 +483,7 @@ PRODUCT(product_q4_0, BK_Q4_0)
 PRODUCT(product_q4_1, BK_Q4_1)
 PRODUCT(product_q5_0, BK_Q5_0)
 PRODUCT(product_q5_1, BK_Q5_1)
+PRODUCT(product_iq4_nl, BK_IQ4_NL)
 PRODUCT(product_q2_k, BK_Q2_K)
 PRODUCT(product_q3_k, BK_Q3_K)
 PRODUCT(product_q4_k, BK_Q4_K)
@@ -492,6 +502,7 @@ void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uin
     case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_0: product_q5_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_1: product_q5_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_IQ4_NL: product_iq4_nl(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q2_K: product_q2_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q3_K: product_q3_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -517,7 +528,8 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
     case BK_Q4_0:
     case BK_Q4_1:
     case BK_Q5_0:
-    case BK_Q5_1: {
+    case BK_Q5_1:
+    case BK_IQ4_NL: {
         const size_t bytes = bk_bytes32(type);
         for (size_t b = 0; b < k / 32; b++, y += 32) {
             const uint8_t *p = row + b * bytes;

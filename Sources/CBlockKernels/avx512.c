@@ -232,6 +232,11 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
                 const __m512 d = half16(p);
                 q0 = _mm512_mul_ps(d, f32(i8x16(p + 2)));
                 q1 = _mm512_mul_ps(d, f32(i8x16(p + 18)));
+            } else if (type == BK_IQ4_NL) {  // the table d·levels, exact (11 + 7 bits), looked up as Q4_0's
+                const __m512 table = _mm512_mul_ps(half16(p), f32(i8x16((const uint8_t *)bk_iq4nl_values)));
+                __m512i v = u8x16(p + 2);
+                q0 = _mm512_permutexvar_ps(v, table);
+                q1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
             } else if (type == BK_Q5_0 || type == BK_Q5_1) {
                 // 32-entry table d·(-16..15) (Q5_0) or d·(0..31) (Q5_1) through vpermt2ps: an
                 // index's bit 4 (the fifth bit) picks the second half
@@ -452,7 +457,7 @@ INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *
 INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
                  size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q2_K: tileQ2K(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
@@ -559,6 +564,7 @@ PRODUCT(product_q4_0, BK_Q4_0)
 PRODUCT(product_q4_1, BK_Q4_1)
 PRODUCT(product_q5_0, BK_Q5_0)
 PRODUCT(product_q5_1, BK_Q5_1)
+PRODUCT(product_iq4_nl, BK_IQ4_NL)
 PRODUCT(product_q2_k, BK_Q2_K)
 PRODUCT(product_q3_k, BK_Q3_K)
 PRODUCT(product_q4_k, BK_Q4_K)
@@ -577,6 +583,7 @@ void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const u
     case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_0: product_q5_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_1: product_q5_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_IQ4_NL: product_iq4_nl(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q2_K: product_q2_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q3_K: product_q3_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -636,6 +643,16 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
             store2(y, _mm512_mul_ps(d, f32(_mm512_sub_epi32(i0, sixteen))), _mm512_mul_ps(d, f32(_mm512_sub_epi32(i1, sixteen))));
         }
         break;
+    case BK_IQ4_NL: {
+        const __m512 levels = f32(i8x16((const uint8_t *)bk_iq4nl_values));
+        for (size_t b = 0; b < k / 32; b++, y += 32) {
+            const uint8_t *p = row + b * BK_IQ4_NL_BYTES;
+            const __m512 d = half16(p);
+            const __m512i v = u8x16(p + 2);  // vpermps reads an index's low four bits: the low nibble
+            store2(y, _mm512_mul_ps(d, _mm512_permutexvar_ps(v, levels)), _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), levels)));
+        }
+        break;
+    }
     case BK_Q5_1:
         for (size_t b = 0; b < k / 32; b++, y += 32) {
             const uint8_t *p = row + b * BK_Q5_1_BYTES;

@@ -62,7 +62,7 @@ const char *bk_level_name(int level) {
 
 int bk_type_supported(uint32_t type) {
     switch (type) {
-    case BK_F32: case BK_F16: case BK_BF16: case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1:
+    case BK_F32: case BK_F16: case BK_BF16: case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL:
     case BK_Q2_K: case BK_Q3_K: case BK_Q4_K: case BK_Q5_K: case BK_Q6_K:
         return 1;
     default:
@@ -73,7 +73,7 @@ int bk_type_supported(uint32_t type) {
 static size_t block_values(uint32_t type) {
     switch (type) {
     case BK_F32: case BK_F16: case BK_BF16: return 1;
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: return 32;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL: return 32;
     default: return 256;
     }
 }

@@ -10,7 +10,7 @@
 
 enum {
     BK_F32 = 0, BK_F16 = 1, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q5_0 = 6, BK_Q5_1 = 7, BK_Q8_0 = 8,
-    BK_Q2_K = 10, BK_Q3_K = 11, BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14, BK_BF16 = 30
+    BK_Q2_K = 10, BK_Q3_K = 11, BK_IQ4_NL = 20, BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14, BK_BF16 = 30
 };
 
 // Bytes per block (values per block: 1 for the float types, 32 for Q*_0/Q4_1, 256 for K-quants).
@@ -20,6 +20,7 @@ enum {
     BK_Q4_1_BYTES = 20,   // fp16 d, fp16 m, 16 bytes of nibbles
     BK_Q5_0_BYTES = 22,   // fp16 d, 32 fifth bits (uint32 qh, bit i for value i), nibbles as Q4_0
     BK_Q5_1_BYTES = 24,   // fp16 d, fp16 m, then as Q5_0: qh, nibbles
+    BK_IQ4_NL_BYTES = 18, // fp16 d, 16 bytes of 4-bit indexes into bk_iq4nl_values, nibbles as Q4_0
     BK_Q2_K_BYTES = 84,   // 16 bytes of 4-bit scales | mins << 4, 64 bytes qs (2 bits each), fp16 d, fp16 dmin
     BK_Q3_K_BYTES = 110,  // 32 bytes hmask (third bits), 64 bytes qs (2 bits each), 12 bytes of 6-bit scales, fp16 d
     BK_Q4_K_BYTES = 144,  // fp16 d, fp16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
@@ -27,21 +28,25 @@ enum {
     BK_Q6_K_BYTES = 210   // 128 bytes ql, 64 bytes qh, 16 int8 scales, fp16 d (last)
 };
 
-// Bytes of one block of a 32-value type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1).
+// Bytes of one block of a 32-value type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL).
 static inline size_t bk_bytes32(uint32_t type) {
     switch (type) {
     case BK_Q8_0: return BK_Q8_0_BYTES;
     case BK_Q4_0: return BK_Q4_0_BYTES;
     case BK_Q4_1: return BK_Q4_1_BYTES;
     case BK_Q5_0: return BK_Q5_0_BYTES;
+    case BK_IQ4_NL: return BK_IQ4_NL_BYTES;
     default: return BK_Q5_1_BYTES;
     }
 }
 
-// 1 for the 32-value types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1).
+// 1 for the 32-value types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL).
 static inline int bk_is32(uint32_t type) {
-    return type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 || type == BK_Q5_0 || type == BK_Q5_1;
+    return type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 || type == BK_Q5_0 || type == BK_Q5_1 || type == BK_IQ4_NL;
 }
+
+// IQ4_NL's 16 levels (ggml's kvalues_iq4nl); a weight is d times the level its nibble indexes.
+static const int8_t bk_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // 1 for the 32-value types with a minimum m (x = d·q + m): Q4_1, Q5_1.
 static inline int bk_has_min32(uint32_t type) { return type == BK_Q4_1 || type == BK_Q5_1; }

@@ -65,6 +65,15 @@ static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
         }
         break;
     }
+    case BK_IQ4_NL: {
+        o->subs = 1; o->subLength = 32; o->hasAdd = 0;
+        o->scale[0] = bk_half_to_float(bk_u16(p));
+        for (int j = 0; j < 16; j++) {
+            o->q[j] = (float)bk_iq4nl_values[p[2 + j] & 15];
+            o->q[j + 16] = (float)bk_iq4nl_values[p[2 + j] >> 4];
+        }
+        break;
+    }
     case BK_Q5_0:
     case BK_Q5_1: {
         const int offset = type == BK_Q5_0 ? 16 : 0;
@@ -288,6 +297,16 @@ void bk_portable_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, si
                 for (int j = 0; j < 16; j++) {
                     y[j] = d * (float)(p[4 + j] & 15) + mn;
                     y[j + 16] = d * (float)(p[4 + j] >> 4) + mn;
+                }
+            }
+            break;
+        case BK_IQ4_NL:
+            for (size_t b = 0; b < k / 32; b++, y += 32) {
+                const uint8_t *p = row + b * BK_IQ4_NL_BYTES;
+                float d = bk_half_to_float(bk_u16(p));
+                for (int j = 0; j < 16; j++) {
+                    y[j] = d * (float)bk_iq4nl_values[p[2 + j] & 15];
+                    y[j + 16] = d * (float)bk_iq4nl_values[p[2 + j] >> 4];
                 }
             }
             break;

@@ -1,5 +1,5 @@
 // The q8 activation mode in plain C: activation quantization and integer block dot products
-// for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
+// for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
 // reproduce bit for bit: 8 integer lanes of 4 products each per 32 values, then per lane
 // t = lane * d_x and acc = fma(t, d_w, acc), summed as hsum256 sums. Follows the structure of
 // llama.cpp's ggml_vec_dot_q*_q8_* with per-32 activation scales (q8_1-like) for every type.
@@ -53,6 +53,9 @@ static void block_bytes(uint32_t type, const uint8_t *p, int sub, int16_t *out) 
         for (int j = 0; j < 16; j++) { out[j] = qs[j] & 15; out[j + 16] = qs[j] >> 4; }
         break;
     }
+    case BK_IQ4_NL:  // signed levels, as Q8_0's bytes
+        for (int j = 0; j < 16; j++) { out[j] = bk_iq4nl_values[p[2 + j] & 15]; out[j + 16] = bk_iq4nl_values[p[2 + j] >> 4]; }
+        break;
     case BK_Q5_0:
     case BK_Q5_1: {
         uint32_t qh = bk_u32(p + bk_q5_qh(type));

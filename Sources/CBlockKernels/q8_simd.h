@@ -26,6 +26,12 @@ static inline __attribute__((always_inline)) __m256i Q8_FN(weight_bytes)(const u
         __m256i both = _mm256_set_m128i(_mm_srli_epi16(qs, 4), qs);  // [values 0..15 | 16..31] before masking
         return _mm256_and_si256(both, nibble);
     }
+    case BK_IQ4_NL: {  // the signed levels (pshufb on the nibbles), then treated as Q8_0's bytes
+        const __m128i table = _mm_loadu_si128((const __m128i *)bk_iq4nl_values);
+        __m128i qs = _mm_loadu_si128((const __m128i *)(p + 2));
+        __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), nibble);
+        return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), v);
+    }
     case BK_Q5_0:
     case BK_Q5_1: {  // as Q4_0, then bit i of qh into bit 4 of byte i
         __m128i qs = _mm_loadu_si128((const __m128i *)(p + bk_q5_qs(type)));
@@ -107,12 +113,13 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
                                                    : 0;
                 __m256i u = Q8_FN(weight_bytes)(type, p, 0);
                 const __m256i signs = u;
-                if (type == BK_Q8_0) u = _mm256_abs_epi8(u);
+                const int signedBytes = type == BK_Q8_0 || type == BK_IQ4_NL;
+                if (signedBytes) u = _mm256_abs_epi8(u);
                 for (int r = 0; r < MR; r++) {
                     __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + r * k + 32 * b));
-                    if (type == BK_Q8_0) xv = _mm256_sign_epi8(xv, signs);
+                    if (signedBytes) xv = _mm256_sign_epi8(xv, signs);
                     acc[r][j] = Q8_FN(scaled)(Q8_DOT(u, xv), x.d + r * blocks + b, dwv, acc[r][j]);
-                    if (type != BK_Q8_0) add[r][j] = fmaf(mw, x.s32[r * blocks + b], add[r][j]);
+                    if (!signedBytes) add[r][j] = fmaf(mw, x.s32[r * blocks + b], add[r][j]);
                 }
             }
         }
@@ -218,6 +225,7 @@ Q8_PRODUCT(q4_0, BK_Q4_0)
 Q8_PRODUCT(q4_1, BK_Q4_1)
 Q8_PRODUCT(q5_0, BK_Q5_0)
 Q8_PRODUCT(q5_1, BK_Q5_1)
+Q8_PRODUCT(iq4_nl, BK_IQ4_NL)
 Q8_PRODUCT(q3_k, BK_Q3_K)
 Q8_PRODUCT(q4_k, BK_Q4_K)
 Q8_PRODUCT(q5_k, BK_Q5_K)
@@ -233,6 +241,7 @@ static void Q8_FN(matmul)(uint32_t type, const void *xq, size_t m, size_t k, con
     case BK_Q4_1: Q8_FN(q4_1)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_0: Q8_FN(q5_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_1: Q8_FN(q5_1)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_IQ4_NL: Q8_FN(iq4_nl)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q3_K: Q8_FN(q3_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: Q8_FN(q4_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: Q8_FN(q5_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;

@@ -64,6 +64,13 @@ struct BlockQ3_K {
     var d: UInt16  // fp16 super-block scale
 }
 
+/// IQ4_NL, 32 values in 18 bytes: `x[i] = d * kvalues[q[i]]` with 4-bit q laid out as Q4_0's
+/// nibbles and `kvalues` a fixed non-linear table (`iq4nlValues`).
+struct BlockIQ4_NL {
+    var d: UInt16  // fp16 scale
+    var qs: Bytes16  // indexes into the table, two per byte
+}
+
 /// Q4_K, 256 values in 144 bytes: 8 sub-blocks of 32, each with a 6-bit scale and 6-bit min
 /// packed in `scales`; `x = d * sc[s] * q - dmin * m[s]`. The 32-byte group g of `qs` holds
 /// sub-block 2g in its low nibbles and sub-block 2g+1 in its high nibbles.
@@ -112,6 +119,7 @@ enum BlockLayout {
     static let q3_K = (
         hmask: MemoryLayout<BlockQ3_K>.offset(of: \.hmask)!, qs: MemoryLayout<BlockQ3_K>.offset(of: \.qs)!,
         scales: MemoryLayout<BlockQ3_K>.offset(of: \.scales)!, d: MemoryLayout<BlockQ3_K>.offset(of: \.d)!)
+    static let iq4_NL = (d: MemoryLayout<BlockIQ4_NL>.offset(of: \.d)!, qs: MemoryLayout<BlockIQ4_NL>.offset(of: \.qs)!)
     static let q4_K = (
         d: MemoryLayout<BlockQ4_K>.offset(of: \.d)!, dmin: MemoryLayout<BlockQ4_K>.offset(of: \.dmin)!,
         scales: MemoryLayout<BlockQ4_K>.offset(of: \.scales)!, qs: MemoryLayout<BlockQ4_K>.offset(of: \.qs)!)
@@ -150,6 +158,8 @@ enum Dequantize {
             for b in 0..<blocks { q5_0(base + b * typeSize, out + b * blockSize) }
         case .q5_1:
             for b in 0..<blocks { q5_1(base + b * typeSize, out + b * blockSize) }
+        case .iq4_NL:
+            for b in 0..<blocks { iq4_NL(base + b * typeSize, out + b * blockSize) }
         case .q2_K:
             for b in 0..<blocks { q2_K(base + b * typeSize, out + b * blockSize) }
         case .q3_K:
@@ -228,6 +238,18 @@ enum Dequantize {
             let hi = qs[j] >> 4 | UInt8((qh >> (j + 16)) & 1) << 4
             y[j] = d * Float(lo) + m
             y[j + 16] = d * Float(hi) + m
+        }
+    }
+
+    /// IQ4_NL's 16 levels (ggml's `kvalues_iq4nl`), denser near zero as weights are.
+    static let iq4nlValues: [Int8] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]
+
+    private static func iq4_NL(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.iq4_NL.d)
+        let qs = (p + BlockLayout.iq4_NL.qs).assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 {
+            y[j] = d * Float(iq4nlValues[Int(qs[j] & 0x0F)])
+            y[j + 16] = d * Float(iq4nlValues[Int(qs[j] >> 4)])
         }
     }
 

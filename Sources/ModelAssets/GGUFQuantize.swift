@@ -1,13 +1,14 @@
-// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K,
-// Q3_K, Q4_K, Q5_K, Q6_K), laid out as the structs in GGUFQuantBlocks.swift state, rows spread
-// over threads. Importance matrices and the other ggml types (IQ*, TQ*, ...) are left out. The choice of scales
+// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), laid out as the structs in GGUFQuantBlocks.swift state, rows
+// spread over threads. Importance matrices and the other ggml types (the other IQ*, TQ*, ...) are
+// left out. The choice of scales
 // follows the design of ggml-quants.c's reference quantizers (K-quants: a search over sub-block
 // steps with a least-squares refit, then 6- or 8-bit sub-block scales); the code is our own.
 import Foundation
 
 public enum Quantize {
     /// The types `run` writes: exactly the ones `Dequantize` reads back.
-    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
+    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
 
     /// Bytes that `rows` rows of `k` values take as `type`; throws if `type` cannot hold such rows.
     public static func byteCount(_ type: GGMLType, rows: Int, k: Int, tensor: String) throws -> Int {
@@ -29,7 +30,7 @@ public enum Quantize {
         guard k % blockSize == 0 else {
             throw ModelAssetsError.cannotQuantize(
                 tensor: tensor, type: type.name,
-                reason: "its rows of \(k) values are not a whole number of \(type.name)'s \(blockSize)-value blocks; pick a type whose block size divides \(k) (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: 32; F32, F16, BF16: any)")
+                reason: "its rows of \(k) values are not a whole number of \(type.name)'s \(blockSize)-value blocks; pick a type whose block size divides \(k) (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: 32; F32, F16, BF16: any)")
         }
     }
 
@@ -110,6 +111,7 @@ public enum Quantize {
             case .q4_1: ok = q4_1(xb, pb)
             case .q5_0: ok = q5_0(xb, pb)
             case .q5_1: ok = q5_1(xb, pb)
+            case .iq4_NL: ok = iq4_NL(xb, pb)
             case .q2_K: ok = q2_K(xb, pb)
             case .q3_K: ok = q3_K(xb, pb)
             case .q4_K: ok = kAsymmetric(xb, pb, bits: 4)
@@ -424,6 +426,50 @@ public enum Quantize {
 }
 
 extension Quantize {
+    /// The index of IQ4_NL's level nearest to v (in units of d).
+    @inline(__always)
+    static func nearestIQ4(_ v: Float) -> UInt8 {
+        var best = 0, error = Float.infinity
+        for (i, level) in Dequantize.iq4nlValues.enumerated() {
+            let e = abs(v - Float(level))
+            if e < error { (best, error) = (i, e) }
+        }
+        return UInt8(best)
+    }
+
+    /// IQ4_NL: d puts the value of largest magnitude on the table's -127 end, each value takes the
+    /// nearest level; then d refit by least squares on those levels (Σx·k / Σk²), kept when its
+    /// levels (chosen again) give a smaller squared error.
+    static func iq4_NL(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+        let levels = Dequantize.iq4nlValues.map { Float($0) }
+        func trial(_ d16: UInt16) -> (codes: SIMD32<UInt8>, error: Float, sxk: Float, skk: Float) {
+            let d = HalfFloat.float(fromF16: d16)
+            var codes = SIMD32<UInt8>(repeating: 8), error: Float = 0, sxk: Float = 0, skk: Float = 0
+            for i in 0..<32 {
+                if d != 0 { codes[i] = nearestIQ4(x[i] / d) }
+                let k = levels[Int(codes[i])], e = d * k - x[i]
+                error += e * e
+                sxk += x[i] * k
+                skk += k * k
+            }
+            return (codes, error, sxk, skk)
+        }
+        var d16 = HalfFloat.f16(from: signedMax(x, 32) / -127)
+        guard HalfFloat.float(fromF16: d16).isFinite else { return false }
+        var best = trial(d16)
+        if best.skk > 0 {
+            let refit = HalfFloat.f16(from: best.sxk / best.skk)
+            if HalfFloat.float(fromF16: refit).isFinite {
+                let t = trial(refit)
+                if t.error < best.error { (d16, best) = (refit, t) }
+            }
+        }
+        store16(p, BlockLayout.iq4_NL.d, d16)
+        let qs = (p + BlockLayout.iq4_NL.qs).assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 { qs[j] = best.codes[j] | best.codes[j + 16] << 4 }
+        return true
+    }
+
     /// `fitAsymmetric`'s search (trial steps, least-squares refit, min ≥ 0) for `n` values in
     /// plain loops: Q2_K's 16-value sub-blocks with codes 0...3.
     static func fitAsymmetricScalar(_ x: UnsafePointer<Float>, _ n: Int, nmax: Float) -> (scale: Float, min: Float) {

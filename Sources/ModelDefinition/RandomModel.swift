@@ -111,15 +111,15 @@ public enum RandomModel {
 
     /// The type a matrix with rows of `rowLength` values is stored as when `requested` is asked
     /// for, as llama-quantize (`tensor_type_fallback`) picks it when the rows are not a whole
-    /// number of 256-value super-blocks: Q4_K becomes Q5_0, Q5_K Q5_1 and Q6_K Q8_0. Its Q3_K ->
-    /// IQ4_NL (and Q2_K's) is Q8_0 here, since this package does not read IQ4_NL. Rows that are not
-    /// even a multiple of 32 get F16, llama.cpp's last resort (and so does any other type whose
-    /// block does not divide the rows).
+    /// number of 256-value super-blocks: Q4_K becomes Q5_0, Q5_K Q5_1, Q6_K Q8_0, and Q2_K and Q3_K
+    /// IQ4_NL. Rows that are not even a multiple of 32 get F16, llama.cpp's last resort (and so
+    /// does any other type whose block does not divide the rows).
     public static func storedType(for requested: GGMLType, rowLength: Int) -> GGMLType {
         if rowLength % requested.blockGeometry.blockSize == 0 { return requested }
         let fallback: GGMLType = switch requested {
         case .q4_K: .q5_0
         case .q5_K: .q5_1
+        case .q2_K, .q3_K: .iq4_NL
         default: .q8_0
         }
         return rowLength % fallback.blockGeometry.blockSize == 0 ? fallback : .f16
@@ -141,6 +141,7 @@ public enum RandomModel {
         case .q4_K: 14  // MOSTLY_Q4_K_S
         case .q5_K: 16  // MOSTLY_Q5_K_S
         case .q6_K: 18
+        case .iq4_NL: 25
         case .bf16: 32
         default: 0
         }

@@ -22,7 +22,7 @@ enum Shape: String, CaseIterable, ExpressibleByArgument {
 }
 
 enum TypeName: String, CaseIterable, ExpressibleByArgument {
-    case f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K
+    case f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_NL, q2_K, q3_K, q4_K, q5_K, q6_K
     var type: GGMLType {
         switch self {
         case .f32: .f32
@@ -33,6 +33,7 @@ enum TypeName: String, CaseIterable, ExpressibleByArgument {
         case .q4_1: .q4_1
         case .q5_0: .q5_0
         case .q5_1: .q5_1
+        case .iq4_NL: .iq4_NL
         case .q2_K: .q2_K
         case .q3_K: .q3_K
         case .q4_K: .q4_K
@@ -273,7 +274,7 @@ final class WeightPool {
         // moderate finite values where the type has fp16 (or float) fields
         let (_, typeSize) = type.blockGeometry
         let halfAt: [Int] = switch type {
-        case .q8_0, .q4_0, .q5_0: [0]
+        case .q8_0, .q4_0, .q5_0, .iq4_NL: [0]
         case .q4_1, .q5_1, .q4_K, .q5_K: [0, 2]
         case .q2_K: [80, 82]
         case .q3_K: [108]

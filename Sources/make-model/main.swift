@@ -13,7 +13,7 @@ import Glibc
 extension PublishedShape: ExpressibleByArgument {}
 
 enum BlockType: String, CaseIterable, ExpressibleByArgument {
-    case q4_K, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q5_K, q6_K, q8_0, f16, bf16, f32
+    case q4_K, q4_0, q4_1, q5_0, q5_1, iq4_NL, q2_K, q3_K, q5_K, q6_K, q8_0, f16, bf16, f32
 
     var ggml: GGMLType {
         switch self {
@@ -22,6 +22,7 @@ enum BlockType: String, CaseIterable, ExpressibleByArgument {
         case .q4_1: .q4_1
         case .q5_0: .q5_0
         case .q5_1: .q5_1
+        case .iq4_NL: .iq4_NL
         case .q2_K: .q2_K
         case .q3_K: .q3_K
         case .q5_K: .q5_K
@@ -64,15 +65,14 @@ struct MakeModel: ParsableCommand {
             Tensor names, metadata keys and the q/k row order are llama.cpp's. Weights are seeded random values \
             (std 0.02), norms are 1; norms, biases and rope factors stay F32. Every matrix is stored as --type, \
             except that a K-quant cannot hold rows whose length is not a multiple of 256 (Qwen2.5-0.5B's 896, \
-            SmolLM2's 576): those matrices fall back as llama-quantize's do, q4_K to Q5_0, q5_K to Q5_1 and q6_K \
-            to Q8_0 (F16 for rows that are not even a multiple of 32); q2_K and q3_K fall back to Q8_0, where \
-            llama-quantize picks IQ4_NL, a type this toolkit does not read. The output lists every fallback. Progress goes to stderr.
+            SmolLM2's 576): those matrices fall back as llama-quantize's do, q4_K to Q5_0, q5_K to Q5_1, q6_K \
+            to Q8_0, q2_K and q3_K to IQ4_NL (F16 for rows that are not even a multiple of 32). The output lists every fallback. Progress goes to stderr.
             """)
 
     @Option(help: "Architecture whose shape to write (its config.json's numbers; see above).")
     var shape: PublishedShape
 
-    @Option(help: "Block type of the matrices. K-quants fall back to Q5_0, Q5_1 or Q8_0 for rows that are not a multiple of 256 values (see above).")
+    @Option(help: "Block type of the matrices. K-quants fall back to Q5_0, Q5_1, Q8_0 or IQ4_NL for rows that are not a multiple of 256 values (see above).")
     var type: BlockType
 
     @Option(help: "The .gguf file to write (written under a temporary name and renamed when complete).")

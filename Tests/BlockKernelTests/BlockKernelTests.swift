@@ -9,7 +9,7 @@ import XCTest
 @testable import ModelAssets
 
 final class BlockKernelTests: XCTestCase {
-    static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
+    static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
     static let rowCounts = [1, 2, 3, 5, 8, 15, 16]
     /// Allowed |kernel - float64 reference| relative to sum_i |x_i * w_i|. Float accumulation over
     /// these k (at most 1,280 values) stays below ~1e-7; the Q4_1/K-quant min terms are exact
@@ -56,7 +56,7 @@ final class BlockKernelTests: XCTestCase {
         var bytes = (0..<(rows * rowBytes)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
         func put16(_ v: UInt16, _ at: Int) { bytes[at] = UInt8(v & 0xFF); bytes[at + 1] = UInt8(v >> 8) }
         let halfFields: [Int] = switch type {
-        case .q8_0, .q4_0, .q5_0: [0]
+        case .q8_0, .q4_0, .q5_0, .iq4_NL: [0]
         case .q4_1, .q5_1, .q4_K, .q5_K: [0, 2]
         case .q2_K: [80, 82]
         case .q3_K: [108]
@@ -268,7 +268,7 @@ final class BlockKernelTests: XCTestCase {
 
     // MARK: q8 activations
 
-    static let q8Types: [GGMLType] = [.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q3_K, .q4_K, .q5_K, .q6_K]
+    static let q8Types: [GGMLType] = [.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q3_K, .q4_K, .q5_K, .q6_K]
 
     func quantizeQ8(level: Int32, _ x: [Float], m: Int, k: Int) -> [UInt8] {
         var xq = [UInt8](repeating: 0, count: bk_q8_bytes(m, k))

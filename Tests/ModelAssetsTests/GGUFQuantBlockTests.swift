@@ -12,6 +12,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<BlockQ4_1>.size, 20)
         XCTAssertEqual(MemoryLayout<BlockQ5_0>.size, 22)
         XCTAssertEqual(MemoryLayout<BlockQ5_1>.size, 24)
+        XCTAssertEqual(MemoryLayout<BlockIQ4_NL>.size, 18)
         XCTAssertEqual(MemoryLayout<BlockQ2_K>.size, 84)
         XCTAssertEqual(MemoryLayout<BlockQ3_K>.size, 110)
         XCTAssertEqual(MemoryLayout<BlockQ4_K>.size, 144)
@@ -22,6 +23,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(GGMLType.q4_1.blockGeometry.typeSize, MemoryLayout<BlockQ4_1>.size)
         XCTAssertEqual(GGMLType.q5_0.blockGeometry.typeSize, MemoryLayout<BlockQ5_0>.size)
         XCTAssertEqual(GGMLType.q5_1.blockGeometry.typeSize, MemoryLayout<BlockQ5_1>.size)
+        XCTAssertEqual(GGMLType.iq4_NL.blockGeometry.typeSize, MemoryLayout<BlockIQ4_NL>.size)
         XCTAssertEqual(GGMLType.q2_K.blockGeometry.typeSize, MemoryLayout<BlockQ2_K>.size)
         XCTAssertEqual(GGMLType.q3_K.blockGeometry.typeSize, MemoryLayout<BlockQ3_K>.size)
         XCTAssertEqual(GGMLType.q4_K.blockGeometry.typeSize, MemoryLayout<BlockQ4_K>.size)
@@ -35,6 +37,7 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(BlockLayout.q4_1.qs, 4)
         XCTAssertEqual([BlockLayout.q5_0.d, BlockLayout.q5_0.qh, BlockLayout.q5_0.qs], [0, 2, 6])
         XCTAssertEqual([BlockLayout.q5_1.d, BlockLayout.q5_1.m, BlockLayout.q5_1.qh, BlockLayout.q5_1.qs], [0, 2, 4, 8])
+        XCTAssertEqual([BlockLayout.iq4_NL.d, BlockLayout.iq4_NL.qs], [0, 2])
         XCTAssertEqual([BlockLayout.q2_K.scales, BlockLayout.q2_K.qs, BlockLayout.q2_K.d, BlockLayout.q2_K.dmin], [0, 16, 80, 82])
         XCTAssertEqual([BlockLayout.q3_K.hmask, BlockLayout.q3_K.qs, BlockLayout.q3_K.scales, BlockLayout.q3_K.d], [0, 32, 96, 108])
         XCTAssertEqual([BlockLayout.q4_K.d, BlockLayout.q4_K.dmin, BlockLayout.q4_K.scales, BlockLayout.q4_K.qs], [0, 2, 4, 16])
@@ -167,6 +170,14 @@ final class GGUFQuantBlockTests: XCTestCase {
         var expected: [Float] = []
         for s in 0..<8 { for l in 0..<32 { expected.append(0.5 * Float(kScales[s]) * Float(q(s, l)) - 0.25 * Float(kMins[s])) } }
         XCTAssertEqual(dequantize(.q5_K, bytes, count: 256), expected)
+    }
+
+    func testIQ4_NLHandBuilt() {
+        // d = 2; index j & 15 in the low nibbles, (5 j + 3) & 15 in the high; ggml's kvalues_iq4nl
+        let levels: [Float] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]
+        let bytes = le16(0x4000) + (0..<16).map { (j: Int) -> UInt8 in UInt8(j) | UInt8((5 * j + 3) & 15) << 4 }
+        let expected = (0..<16).map { 2 * levels[$0] } + (0..<16).map { 2 * levels[(5 * $0 + 3) & 15] }
+        XCTAssertEqual(dequantize(.iq4_NL, bytes, count: 32), expected)
     }
 
     func testQ2_KHandBuilt() {

@@ -111,6 +111,9 @@ final class GGUFQuantizeTests: XCTestCase {
                 let (sc, m) = Array(block[layout.2..<(layout.2 + 12)]).withUnsafeBufferPointer { Dequantize.scaleMin(i / 32, $0.baseAddress!) }
                 return (0...nmax).map { d * Float(sc) * Float($0) - dmin * Float(m) }
             }
+        case .iq4_NL:
+            let d = half(block, BlockLayout.iq4_NL.d)
+            return Array(repeating: Dequantize.iq4nlValues.map { d * Float($0) }, count: 32)
         case .q2_K:
             let d = half(block, BlockLayout.q2_K.d), dmin = half(block, BlockLayout.q2_K.dmin)
             return (0..<256).map { i in
@@ -149,7 +152,7 @@ final class GGUFQuantizeTests: XCTestCase {
     /// the division that picked it): the encoder rounds to nearest against the scales it stored.
     func testEveryValueIsItsBlocksNearestRepresentableValue() throws {
         let k = 512, x = testMatrix(rows: 18, k: k)
-        for type in [GGMLType.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K] {
+        for type in [GGMLType.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K] {
             let (bytes, y) = try roundTrip(type, x, k: k)
             let (blockSize, typeSize) = type.blockGeometry
             var worst: Float = 0
@@ -195,9 +198,9 @@ final class GGUFQuantizeTests: XCTestCase {
         // part of a level); Q4_1 0.087; Q5_0 4.5/31/3.46 = 0.042 (plus
         // Q4_0's anchor); Q5_1 and Q5_K 4.5/31/3.46 = 0.042; Q3_K 3.7/7/3.46 = 0.153 (8 codes per
         // 16 values, plus its 6-bit scales); Q2_K 3.7/3/3.46 = 0.36 for min/max rounding, its
-        // searched (scale, min) pairs well below; Q6_K 3.7/63/3.46 = 0.017; Q4_K as
+        // searched (scale, min) pairs well below; IQ4_NL as Q4_1 (16 levels, denser near zero); Q6_K 3.7/63/3.46 = 0.017; Q4_K as
         // Q4_1. F16 and BF16: their largest rounding error, 2^-11 and 2^-8 relative.
-        let bounds: [(GGMLType, Double)] = [(.q8_0, 0.0055), (.q4_0, 0.11), (.q4_1, 0.09), (.q5_0, 0.055), (.q5_1, 0.045), (.q3_K, 0.17), (.q2_K, 0.3), (.q4_K, 0.09), (.q5_K, 0.045), (.q6_K, 0.02),
+        let bounds: [(GGMLType, Double)] = [(.q8_0, 0.0055), (.q4_0, 0.11), (.q4_1, 0.09), (.q5_0, 0.055), (.q5_1, 0.045), (.q3_K, 0.17), (.q2_K, 0.3), (.iq4_NL, 0.09), (.q4_K, 0.09), (.q5_K, 0.045), (.q6_K, 0.02),
                                             (.f16, 0.00049), (.bf16, 0.0039), (.f32, 0)]
         var measured: [GGMLType: Double] = [:]
         for (type, bound) in bounds {
@@ -224,6 +227,7 @@ final class GGUFQuantizeTests: XCTestCase {
         XCTAssertLessThan(measured[.q6_K]!, measured[.q5_K]!)
         XCTAssertLessThan(measured[.q4_K]!, measured[.q3_K]!)
         XCTAssertLessThan(measured[.q3_K]!, measured[.q2_K]!)
+        XCTAssertLessThan(measured[.iq4_NL]!, measured[.q4_0]!, "IQ4_NL's levels fit Gaussian weights better than Q4_0's")
     }
 
     func testF32F16BF16StoreTheConversion() throws {
@@ -285,7 +289,7 @@ final class GGUFQuantizeTests: XCTestCase {
     }
 
     func testNonFiniteAndOversizedValuesAreRefusedWithTheirPosition() {
-        for type in [GGMLType.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K] {
+        for type in [GGMLType.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K] {
             var x = [Float](repeating: 0.1, count: 3 * 256)
             x[2 * 256 + 77] = .nan
             let r = refusal { _ = try Quantize.run(type, rows: 3, k: 256, values: x, tensor: "embd", threads: 3) }

@@ -193,8 +193,8 @@ final class RandomModelTests: XCTestCase {
         XCTAssertEqual(RandomModel.storedType(for: .q4_K, rowLength: 896), .q5_0)  // as llama-quantize
         XCTAssertEqual(RandomModel.storedType(for: .q5_K, rowLength: 576), .q5_1)
         XCTAssertEqual(RandomModel.storedType(for: .q6_K, rowLength: 896), .q8_0)
-        XCTAssertEqual(RandomModel.storedType(for: .q3_K, rowLength: 896), .q8_0)  // llama-quantize: IQ4_NL, not read here
-        XCTAssertEqual(RandomModel.storedType(for: .q2_K, rowLength: 576), .q8_0)
+        XCTAssertEqual(RandomModel.storedType(for: .q3_K, rowLength: 896), .iq4_NL)
+        XCTAssertEqual(RandomModel.storedType(for: .q2_K, rowLength: 576), .iq4_NL)
         XCTAssertEqual(RandomModel.storedType(for: .q5_K, rowLength: 80), .f16)  // not even a multiple of 32
         XCTAssertEqual(RandomModel.storedType(for: .q5_0, rowLength: 96), .q5_0)
         XCTAssertEqual(RandomModel.storedType(for: .q4_K, rowLength: 4864), .q4_K)
