@@ -1,6 +1,6 @@
 // The AVX2 + FMA + F16C level (compiled for it with a target attribute on every function of
-// this file): products of m <= 16 activation rows with rows of ggml blocks, and vectorised
-// dequantization. Same structure as avx512.c with 8-lane vectors and 16 registers (tiles of at
+// this file): products of m <= 16 activation rows with rows of ggml blocks (every type of
+// bk_type_supported), and vectorised dequantization. Same structure as avx512.c with 8-lane vectors and 16 registers (tiles of at
 // most 4 activation rows). Leaves out integer (q8) dot products. Block formulas follow
 // ggml-quants.c `dequantize_row_*`.
 #include "internal.h"

@@ -1,6 +1,6 @@
 // The AVX-512 level (F/BW/VL/DQ, compiled for it with a target attribute on every function of
-// this file): products of m <= 16 activation rows with rows of ggml blocks, and vectorised
-// dequantization. Runs only where dispatch.c found the features. Leaves out integer (q8) dot
+// this file): products of m <= 16 activation rows with rows of ggml blocks (every type of
+// bk_type_supported), and vectorised dequantization. Runs only where dispatch.c found the features. Leaves out integer (q8) dot
 // products. The per-block formulas follow ggml-quants.c `dequantize_row_*`.
 #include "internal.h"
 

@@ -1,6 +1,7 @@
 // The public entry points: checks type and shape, picks the feature level once per process
 // (__builtin_cpu_supports) or as bk_set_level says, and hands the work to that level's file.
-// The kernels live in portable.c, avx2.c, avx512.c and (q8 activations) q8_portable.c, q8.c;
+// The kernels live in portable.c, avx2.c, avx512.c and (q8 activations, every block type but
+// Q2_K) q8_portable.c, q8.c;
 // q8k.c (Q4_K with per-256 activations) has its own entry points.
 // Level selection follows the usual ifunc-style pattern: detect once, call through a switch.
 #include "CBlockKernels.h"
