@@ -1,6 +1,6 @@
 // The AVX2 + FMA + F16C level (compiled for it with a target attribute on every function of
-// this file): products of m <= 16 activation rows with rows of ggml blocks, and vectorised
-// dequantization. Same structure as avx512.c with 8-lane vectors and 16 registers (tiles of at
+// this file): products of m <= 16 activation rows with rows of ggml blocks (every type of
+// bk_type_supported), and vectorised dequantization. Same structure as avx512.c with 8-lane vectors and 16 registers (tiles of at
 // most 4 activation rows). Leaves out integer (q8) dot products. Block formulas follow
 // ggml-quants.c `dequantize_row_*`.
 #include "internal.h"
@@ -63,11 +63,33 @@ INLINE __m256 f32(__m256i v) { return _mm256_cvtepi32_ps(v); }
 // Products; tiles as in avx512.c: one accumulator per (activation row, weight row), the same
 // operations for it whatever the tile.
 
-// The 32 values of a Q8_0/Q4_0/Q4_1 block as four 8-lane float vectors, in value order.
+// The 32 values of a Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 block as four 8-lane float vectors, in value order
+// (Q5_0's with its -16, Q4_0's with its -8).
 INLINE void decode32(const uint32_t type, const uint8_t *p, __m256 q[4]) {
     const __m256i low = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
     if (type == BK_Q8_0) {
         for (int c = 0; c < 4; c++) q[c] = f32(i8x8(p + 2 + 8 * c));
+        return;
+    }
+    if (type == BK_IQ4_NL) {  // the nibbles index the level table through pshufb
+        const __m128i table = _mm_loadu_si128((const __m128i *)bk_iq4nl_values), nib = _mm_set1_epi8(15);
+        const __m128i qs = _mm_loadu_si128((const __m128i *)(p + 2));
+        const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(qs, nib));
+        const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(qs, 4), nib));
+        q[0] = f32(_mm256_cvtepi8_epi32(lo)); q[1] = f32(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
+        q[2] = f32(_mm256_cvtepi8_epi32(hi)); q[3] = f32(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
+        return;
+    }
+    if (type == BK_Q5_0 || type == BK_Q5_1) {  // piece c: values 8c..8c+7, nibbles of bytes 8(c%2)..., fifth bits 8c... of qh
+        const __m256i qh = _mm256_set1_epi32((int)bk_u32(p + bk_q5_qh(type))), one = _mm256_set1_epi32(1);
+        const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i offset = _mm256_set1_epi32(type == BK_Q5_0 ? 16 : 0);
+        for (int c = 0; c < 4; c++) {
+            __m256i v = u8x8(p + bk_q5_qs(type) + 8 * (c % 2));
+            v = c < 2 ? _mm256_and_si256(v, low) : _mm256_srli_epi32(v, 4);
+            __m256i bit = _mm256_and_si256(_mm256_srlv_epi32(qh, _mm256_add_epi32(lanes, _mm256_set1_epi32(8 * c))), one);
+            q[c] = f32(_mm256_sub_epi32(_mm256_or_si256(v, _mm256_slli_epi32(bit, 4)), offset));
+        }
         return;
     }
     const uint8_t *qs = p + (type == BK_Q4_0 ? 2 : 4);
@@ -91,7 +113,7 @@ INLINE __m256 dot32(const __m256 q[4], const float *x) {
 
 INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
-    const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+    const size_t bytes = bk_bytes32(type);
     __m256 acc[MAXROWS][4];
     float add[MAXROWS][4];
     for (int r = 0; r < MR; r++)
@@ -106,10 +128,10 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
             __m256 q[4];
             decode32(type, p, q);
             const __m256 d = half8(p);
-            const float mn = type == BK_Q4_1 ? half(p + 2) : 0;
+            const float mn = bk_has_min32(type) ? half(p + 2) : 0;
             for (int r = 0; r < MR; r++) {
                 acc[r][j] = _mm256_fmadd_ps(d, dot32(q, x + r * k + b * 32), acc[r][j]);
-                if (type == BK_Q4_1) add[r][j] = fmaf(mn, xs[r * sums + b], add[r][j]);
+                if (bk_has_min32(type)) add[r][j] = fmaf(mn, xs[r * sums + b], add[r][j]);
             }
         }
     }
@@ -206,6 +228,32 @@ INLINE __m256i q6k_quarter(const uint8_t *p, int hf, int e) {
     return _mm256_sub_epi8(_mm256_or_si256(ql, _mm256_and_si256(qh, top2)), bias);
 }
 
+// Q3_K quarter e (0..3) of half hf as 32 signed bytes q (-4..3; values 128hf + 32e ...): bits 2e,
+// 2e+1 of qs bytes 32hf..., and bit 4hf + e of the hmask bytes as bit 2, less 4.
+INLINE __m256i q3k_quarter(const uint8_t *p, int hf, int e) {
+    __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * hf));
+    __m256i hm = _mm256_loadu_si256((const __m256i *)p);
+    __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * e), _mm256_set1_epi8(3));  // 16-bit shifts; the masks keep each byte's own bits
+    __m256i bit = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * hf + e), _mm256_set1_epi8(1));
+    return _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(bit, 2)), _mm256_set1_epi8(4));
+}
+
+// d·sc for the 16 sub-blocks of a Q6_K or Q3_K super-block, rounded as the reference rounds it.
+INLINE void k16_scales(const uint32_t type, const uint8_t *p, float scales[16]) {
+    int8_t sc3[16];
+    const uint8_t *sc = p + 192;
+    __m256 d;
+    if (type == BK_Q3_K) {
+        bk_q3k_scales(p + 96, sc3);
+        sc = (const uint8_t *)sc3;
+        d = half8(p + 108);
+    } else {
+        d = half8(p + 208);
+    }
+    _mm256_storeu_ps(scales, _mm256_mul_ps(d, f32(i8x8(sc))));
+    _mm256_storeu_ps(scales + 8, _mm256_mul_ps(d, f32(i8x8(sc + 8))));
+}
+
 // 8-byte piece c (0..3) of 32 signed bytes, widened to 8 floats.
 INLINE __m256 piece_i8(__m256i v, int c) {
     __m128i h = c < 2 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1);
@@ -213,22 +261,22 @@ INLINE __m256 piece_i8(__m256i v, int c) {
     return f32(_mm256_cvtepi8_epi32(h));
 }
 
-INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
-                   const int MR, const int NR, chunk c) {
+// Q6_K and Q3_K: 16-value sub-blocks with a signed scale each, acc = fma(d·sc_s, q_s·x_s, acc).
+INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y,
+                    size_t ldy, const int MR, const int NR, chunk c) {
+    const size_t bytes = bk_bytes256(type);
     __m256 acc[MAXROWS][4];
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm256_setzero_ps() : c.st->acc[r][c.j0 + j];
     for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
-            const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
-            prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
-            const __m256 d = half8(p + 208);
+            const uint8_t *p = w + j * rowBytes + b * bytes;
+            prefetch_ahead(p, rowBytes, bytes);
             float scales[16];  // d · sc_0..15
-            _mm256_storeu_ps(scales, _mm256_mul_ps(d, f32(i8x8(p + 192))));
-            _mm256_storeu_ps(scales + 8, _mm256_mul_ps(d, f32(i8x8(p + 200))));
+            k16_scales(type, p, scales);
             for (int hf = 0; hf < 2; hf++) {
                 for (int e = 0; e < 4; e++) {
-                    const __m256i v = q6k_quarter(p, hf, e);
+                    const __m256i v = type == BK_Q3_K ? q3k_quarter(p, hf, e) : q6k_quarter(p, hf, e);
                     for (int cc = 0; cc < 2; cc++) {  // the 16-value sub-block 8hf + 2e + cc
                         const __m256 q0 = piece_i8(v, 2 * cc), q1 = piece_i8(v, 2 * cc + 1);
                         const __m256 ds = _mm256_set1_ps(scales[8 * hf + 2 * e + cc]);
@@ -240,6 +288,60 @@ INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, 
                         }
                     }
                 }
+            }
+        }
+    }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
+        return;
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]);
+}
+
+// Q2_K's 256 weights as the reference computes them (dl·q - ml with dl = d·sc, ml = dmin·m; mul
+// then sub, no fma): bits 2j, 2j+1 of the half's 32 qs bytes for values 128h + 32j ...
+INLINE void q2k_weights(const uint8_t *p, float *w) {
+    const __m256i low = _mm256_set1_epi32(15);
+    const __m256 d = half8(p + 80), dmin = half8(p + 82);
+    float dl[16], ml[16];
+    for (int g = 0; g < 2; g++) {
+        const __m256i s = u8x8(p + 8 * g);
+        _mm256_storeu_ps(dl + 8 * g, _mm256_mul_ps(d, f32(_mm256_and_si256(s, low))));
+        _mm256_storeu_ps(ml + 8 * g, _mm256_mul_ps(dmin, f32(_mm256_srli_epi32(s, 4))));
+    }
+    for (int h = 0; h < 2; h++) {
+        const __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h));
+        for (int j = 0; j < 4; j++) {
+            const __m256i v = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * j), _mm256_set1_epi8(3));
+            for (int c = 0; c < 4; c++) {
+                const int s = 8 * h + 2 * j + c / 2;
+                _mm256_storeu_ps(w + 128 * h + 32 * j + 8 * c,
+                                 _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(dl[s]), piece_i8(v, c)), _mm256_set1_ps(ml[s])));
+            }
+        }
+    }
+}
+
+// Q2_K: each weight row's block dequantized once (the reference's values) for the tile's rows,
+// then acc = fma(w, x, acc) per 8 values.
+INLINE void tileQ2K(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
+                    const int MR, const int NR, chunk c) {
+    __m256 acc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm256_setzero_ps() : c.st->acc[r][c.j0 + j];
+    float wq[256] __attribute__((aligned(32)));
+    for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * BK_Q2_K_BYTES;
+            prefetch_ahead(p, rowBytes, BK_Q2_K_BYTES);
+            q2k_weights(p, wq);
+            for (int r = 0; r < MR; r++) {
+                const float *xr = x + r * k + b * 256;
+                __m256 a = acc[r][j];
+                for (int i = 0; i < 256; i += 8) a = _mm256_fmadd_ps(_mm256_load_ps(wq + i), _mm256_loadu_ps(xr + i), a);
+                acc[r][j] = a;
             }
         }
     }
@@ -298,9 +400,10 @@ INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *
 INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
                  size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
-    case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q2_K: tileQ2K(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     }
 }
@@ -315,8 +418,8 @@ enum { XBUDGET = 32768 };
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     const size_t sums = k / 32;
-    const size_t unit = type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
-                        : type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 ? 32 : 8;
+    const size_t unit = type == BK_Q2_K || type == BK_Q3_K || type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
+                        : bk_is32(type) ? 32 : 8;
     const size_t tiles = m / 4 + 2;  // row tiles of 4, then at most one of 2 and 1
     size_t kc = bk_chunk_values(m, k, unit, XBUDGET), groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
     tile_state *st = kc < k ? bk_tile_scratch(4 * tiles * sizeof(tile_state)) : NULL;
@@ -378,13 +481,18 @@ PRODUCT(product_bf16, BK_BF16)
 PRODUCT(product_q8_0, BK_Q8_0)
 PRODUCT(product_q4_0, BK_Q4_0)
 PRODUCT(product_q4_1, BK_Q4_1)
+PRODUCT(product_q5_0, BK_Q5_0)
+PRODUCT(product_q5_1, BK_Q5_1)
+PRODUCT(product_iq4_nl, BK_IQ4_NL)
+PRODUCT(product_q2_k, BK_Q2_K)
+PRODUCT(product_q3_k, BK_Q3_K)
 PRODUCT(product_q4_k, BK_Q4_K)
 PRODUCT(product_q5_k, BK_Q5_K)
 PRODUCT(product_q6_k, BK_Q6_K)
 
 void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                     size_t n0, size_t n1, float *y, size_t ldy, float *xsum) {
-    if (type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum);
+    if (bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum);
     switch (type) {
     case BK_F32: product_f32(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_F16: product_f16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -392,6 +500,11 @@ void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uin
     case BK_Q8_0: product_q8_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_0: product_q4_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_0: product_q5_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_1: product_q5_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_IQ4_NL: product_iq4_nl(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q2_K: product_q2_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q3_K: product_q3_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: product_q5_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q6_K: product_q6_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -413,16 +526,19 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
     }
     case BK_Q8_0:
     case BK_Q4_0:
-    case BK_Q4_1: {
-        const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+    case BK_Q4_1:
+    case BK_Q5_0:
+    case BK_Q5_1:
+    case BK_IQ4_NL: {
+        const size_t bytes = bk_bytes32(type);
         for (size_t b = 0; b < k / 32; b++, y += 32) {
             const uint8_t *p = row + b * bytes;
             __m256 q[4];
             decode32(type, p, q);
-            const __m256 d = half8(p), mn = type == BK_Q4_1 ? half8(p + 2) : _mm256_setzero_ps();
+            const __m256 d = half8(p), mn = bk_has_min32(type) ? half8(p + 2) : _mm256_setzero_ps();
             for (int c = 0; c < 4; c++) {
                 __m256 v = _mm256_mul_ps(d, q[c]);
-                if (type == BK_Q4_1) v = _mm256_add_ps(v, mn);
+                if (bk_has_min32(type)) v = _mm256_add_ps(v, mn);
                 _mm256_storeu_ps(y + 8 * c, v);
             }
         }
@@ -445,16 +561,18 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
         }
         break;
     }
+    case BK_Q2_K:
+        for (size_t b = 0; b < k / 256; b++, y += 256) q2k_weights(row + b * BK_Q2_K_BYTES, y);
+        break;
+    case BK_Q3_K:
     case BK_Q6_K:
         for (size_t b = 0; b < k / 256; b++, y += 256) {
-            const uint8_t *p = row + b * BK_Q6_K_BYTES;
-            const __m256 d = half8(p + 208);
+            const uint8_t *p = row + b * bk_bytes256(type);
             float scales[16];  // d · sc, rounded as the reference rounds it
-            _mm256_storeu_ps(scales, _mm256_mul_ps(d, f32(i8x8(p + 192))));
-            _mm256_storeu_ps(scales + 8, _mm256_mul_ps(d, f32(i8x8(p + 200))));
+            k16_scales(type, p, scales);
             for (int hf = 0; hf < 2; hf++)
                 for (int e = 0; e < 4; e++) {
-                    const __m256i v = q6k_quarter(p, hf, e);
+                    const __m256i v = type == BK_Q3_K ? q3k_quarter(p, hf, e) : q6k_quarter(p, hf, e);
                     for (int c = 0; c < 4; c++) {
                         const __m256 ds = _mm256_set1_ps(scales[8 * hf + 2 * e + c / 2]);
                         _mm256_storeu_ps(y + 128 * hf + 32 * e + 8 * c, _mm256_mul_ps(ds, piece_i8(v, c)));

@@ -1,6 +1,6 @@
 // The AVX-512 level (F/BW/VL/DQ, compiled for it with a target attribute on every function of
-// this file): products of m <= 16 activation rows with rows of ggml blocks, and vectorised
-// dequantization. Runs only where dispatch.c found the features. Leaves out integer (q8) dot
+// this file): products of m <= 16 activation rows with rows of ggml blocks (every type of
+// bk_type_supported), and vectorised dequantization. Runs only where dispatch.c found the features. Leaves out integer (q8) dot
 // products. The per-block formulas follow ggml-quants.c `dequantize_row_*`.
 #include "internal.h"
 
@@ -126,6 +126,60 @@ INLINE void q6k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
     *hi = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble), hB), bias);
 }
 
+// The 5-bit values of a Q5_0/Q5_1 block as int32 lanes: i0 values 0..15 (low nibbles of qs), i1
+// values 16..31 (high nibbles), bit 4 set from qh through a mask register (bit i for value i).
+INLINE void q5_indexes(const uint8_t *qs, uint32_t qh, __m512i *i0, __m512i *i1) {
+    const __m512i low = _mm512_set1_epi32(15), bit4 = _mm512_set1_epi32(16);
+    const __m512i v = u8x16(qs), a = _mm512_and_si512(v, low), b = _mm512_srli_epi32(v, 4);
+    *i0 = _mm512_mask_or_epi32(a, (__mmask16)(qh & 0xFFFF), a, bit4);
+    *i1 = _mm512_mask_or_epi32(b, (__mmask16)(qh >> 16), b, bit4);
+}
+
+// Q3_K half hf (128 values) as signed bytes q (-4..3), arranged as q6k_half's: lo = [values 0..31 |
+// 32..63], hi = [64..95 | 96..127]. Quarter e takes bits 2e, 2e+1 of the half's 32 qs bytes and
+// bit 4hf + e of the 32 hmask bytes (as bit 2), less 4.
+INLINE void q3k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
+    const __m512i two = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1), four = _mm512_set1_epi8(4);
+    __m512i qs = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 32 + 32 * hf)));
+    __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+    const short h = (short)(4 * hf);
+    __m512i l0 = _mm512_and_si512(_mm512_srlv_epi16(qs, counts(0, 2)), two), l1 = _mm512_and_si512(_mm512_srlv_epi16(qs, counts(4, 6)), two);
+    __m512i b0 = _mm512_and_si512(_mm512_srlv_epi16(hm, counts(h, (short)(h + 1))), one);
+    __m512i b1 = _mm512_and_si512(_mm512_srlv_epi16(hm, counts((short)(h + 2), (short)(h + 3))), one);
+    *lo = _mm512_sub_epi8(_mm512_or_si512(l0, _mm512_slli_epi16(b0, 2)), four);
+    *hi = _mm512_sub_epi8(_mm512_or_si512(l1, _mm512_slli_epi16(b1, 2)), four);
+}
+
+// Q2_K's 256 weights as the reference computes them (dl·q - ml with dl = d·sc, ml = dmin·m; mul
+// then sub, no fma): bits 2j, 2j+1 of the half's qs bytes for values 128h + 32j ...
+INLINE void q2k_weights(const uint8_t *p, float *w) {
+    const __m512i s = u8x16(p);
+    float dl[16], ml[16];
+    _mm512_storeu_ps(dl, _mm512_mul_ps(half16(p + 80), f32(_mm512_and_si512(s, _mm512_set1_epi32(15)))));
+    _mm512_storeu_ps(ml, _mm512_mul_ps(half16(p + 82), f32(_mm512_srli_epi32(s, 4))));
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 2; g++) {  // values 128h + 32j + 16g ...: sub-block 8h + 2j + g
+            const __m512i v = u8x16(p + 16 + 32 * h + 16 * g);
+            for (int j = 0; j < 4; j++) {
+                const int sb = 8 * h + 2 * j + g;
+                const __m512 q = f32(_mm512_and_si512(_mm512_srli_epi32(v, 2 * j), _mm512_set1_epi32(3)));
+                _mm512_storeu_ps(w + 128 * h + 32 * j + 16 * g,
+                                 _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(dl[sb]), q), _mm512_set1_ps(ml[sb])));
+            }
+        }
+}
+
+// d·sc for the 16 sub-blocks of a Q6_K or Q3_K super-block, rounded as the reference rounds it.
+INLINE void k16_scales(const uint32_t type, const uint8_t *p, float scales[16]) {
+    if (type == BK_Q3_K) {
+        int8_t sc[16];
+        bk_q3k_scales(p + 96, sc);
+        _mm512_storeu_ps(scales, _mm512_mul_ps(half16(p + 108), f32(i8x16((const uint8_t *)sc))));
+    } else {
+        _mm512_storeu_ps(scales, _mm512_mul_ps(half16(p + 208), f32(i8x16(p + 192))));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Products. A tile is MR activation rows x NR weight rows (compile-time constants once inlined);
 // every (row, output) pair owns one accumulator and sees the same operations in the same order
@@ -142,17 +196,19 @@ INLINE void q6k_half(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
 // 3.4 -> 2.8, Q4_K 2048x8192 4.4 -> 3.7 with one row 19% faster, Q6_K 3.1 -> 2.7; one row of
 // Q8_0 costs ~6% more (its conversion is not a table), Q4_1's and Q4_0's the same or less.
 //
-// Q8_0, Q4_0, Q4_1: per 32-value block, acc = fma(d·q[0:16], x[0:16], acc), then the same for
-// [16:32]; Q4_1 adds m·sum(x_block) to a scalar beside it: add = fma(m, xs, add), block by
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: per 32-value block, acc = fma(d·q[0:16], x[0:16], acc), then the
+// same for [16:32] (the 5-bit types' d·q from a 32-entry table, exact as well: 11 + 5 bits);
+// Q4_1 and Q5_1 add m·sum(x_block) to a scalar beside it: add = fma(m, xs, add), block by
 // block. For 4 or 8 rows those scalars ride in the lanes of one vector per weight row (the sums
 // laid out block-major, xs[b·stride + row], so a block's sums for the tile's rows are adjacent):
 // each lane does the scalar's fused multiply-adds in the scalar's order, so the bits are those
 // of a one-row pass, for a quarter or an eighth of the instructions.
 INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t stride,
                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
-    const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+    const size_t bytes = bk_bytes32(type);
     const __m512 iota = iota16f(), minus8 = _mm512_sub_ps(iota, _mm512_set1_ps(8));
-    const int lanes = type == BK_Q4_1 && MR >= 4;  // min terms in vector lanes (MR 4 or 8)
+    const __m512 minus16 = _mm512_sub_ps(iota, _mm512_set1_ps(16)), iota16 = _mm512_add_ps(iota, _mm512_set1_ps(16));
+    const int minimum = bk_has_min32(type), lanes = minimum && MR >= 4;  // min terms in vector lanes (MR 4 or 8)
     __m512 acc[MAXROWS][4];
     float add[MAXROWS][4];
     __m256 add8[4];
@@ -176,6 +232,22 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
                 const __m512 d = half16(p);
                 q0 = _mm512_mul_ps(d, f32(i8x16(p + 2)));
                 q1 = _mm512_mul_ps(d, f32(i8x16(p + 18)));
+            } else if (type == BK_IQ4_NL) {  // the table d·levels, exact (11 + 7 bits), looked up as Q4_0's
+                const __m512 table = _mm512_mul_ps(half16(p), f32(i8x16((const uint8_t *)bk_iq4nl_values)));
+                __m512i v = u8x16(p + 2);
+                q0 = _mm512_permutexvar_ps(v, table);
+                q1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
+            } else if (type == BK_Q5_0 || type == BK_Q5_1) {
+                // 32-entry table d·(-16..15) (Q5_0) or d·(0..31) (Q5_1) through vpermt2ps: an
+                // index's bit 4 (the fifth bit) picks the second half
+                const __m512 d = half16(p);
+                const __m512 lowT = _mm512_mul_ps(d, type == BK_Q5_0 ? minus16 : iota);
+                const __m512 highT = _mm512_mul_ps(d, type == BK_Q5_0 ? iota : iota16);
+                __m512i i0, i1;
+                q5_indexes(p + bk_q5_qs(type), bk_u32(p + bk_q5_qh(type)), &i0, &i1);
+                q0 = _mm512_permutex2var_ps(lowT, i0, highT);
+                q1 = _mm512_permutex2var_ps(lowT, i1, highT);
+                if (type == BK_Q5_1) mn = half(p + 2);
             } else {
                 const __m512 table = _mm512_mul_ps(half16(p), type == BK_Q4_0 ? minus8 : iota);
                 __m512i v = u8x16(p + (type == BK_Q4_0 ? 2 : 4));
@@ -187,9 +259,9 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
                 const float *xr = x + r * k + b * 32;
                 acc[r][j] = _mm512_fmadd_ps(q0, _mm512_loadu_ps(xr), acc[r][j]);
                 acc[r][j] = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xr + 16), acc[r][j]);
-                if (type == BK_Q4_1 && !lanes) add[r][j] = fmaf(mn, xs[b * stride + r], add[r][j]);
+                if (minimum && !lanes) add[r][j] = fmaf(mn, xs[b * stride + r], add[r][j]);
             }
-            if (type == BK_Q4_1 && lanes) {
+            if (minimum && lanes) {
                 if (MR == 8) add8[j] = _mm256_fmadd_ps(_mm256_set1_ps(mn), _mm256_loadu_ps(xs + b * stride), add8[j]);
                 else add4[j] = _mm_fmadd_ps(_mm_set1_ps(mn), _mm_loadu_ps(xs + b * stride), add4[j]);
             }
@@ -201,7 +273,7 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
             for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->add[r][c.j0 + j] = add[r][j]; }
         return;
     }
-    if (type == BK_Q4_1 && lanes) {
+    if (minimum && lanes) {
         for (int j = 0; j < NR; j++) {
             float a[8];
             if (MR == 8) _mm256_storeu_ps(a, add8[j]);
@@ -272,28 +344,60 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
 }
 
-// Q6_K: per 16-value sub-block s, acc = fma(d·sc_s·(q_s - 32), x_s, acc).
-INLINE void tileK6(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
-                   const int MR, const int NR, chunk c) {
+// Q6_K, Q3_K: per 16-value sub-block s, acc = fma(d·sc_s·q_s, x_s, acc) (Q6_K's q less 32, Q3_K's
+// -4..3).
+INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y,
+                    size_t ldy, const int MR, const int NR, chunk c) {
+    const size_t bytes = bk_bytes256(type);
     __m512 acc[MAXROWS][4];
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
     for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
-            const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
-            prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
-            const __m512 scale = _mm512_mul_ps(half16(p + 208), f32(i8x16(p + 192)));
+            const uint8_t *p = w + j * rowBytes + b * bytes;
+            prefetch_ahead(p, rowBytes, bytes);
             float scales[16];  // d · sc_0..15
-            _mm512_storeu_ps(scales, scale);
+            k16_scales(type, p, scales);
             for (int hf = 0; hf < 2; hf++) {
                 __m512i v[2];
-                q6k_half(p, hf, &v[0], &v[1]);
+                if (type == BK_Q3_K) q3k_half(p, hf, &v[0], &v[1]);
+                else q6k_half(p, hf, &v[0], &v[1]);
                 for (int c = 0; c < 8; c++) {  // sub-block 8hf + c: values 128hf + 16c ...
-                    // d·sc·(q - 32), exact: 11 + 7 + 6 significant bits
+                    // d·sc·(q - 32), exact: 11 + 7 + 6 significant bits (Q3_K: 11 + 6 + 3)
                     const __m512 q = _mm512_mul_ps(_mm512_set1_ps(scales[8 * hf + c]), lane_i8(v[c / 4], c % 4));
                     for (int r = 0; r < MR; r++)
                         acc[r][j] = _mm512_fmadd_ps(q, _mm512_loadu_ps(x + r * k + b * 256 + 128 * hf + 16 * c), acc[r][j]);
                 }
+            }
+        }
+    }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
+        return;
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]);
+}
+
+// Q2_K: each weight row's block dequantized once (the reference's values) for the tile's rows,
+// then acc = fma(w, x, acc) per 16 values.
+INLINE void tileQ2K(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
+                    const int MR, const int NR, chunk c) {
+    __m512 acc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+    float wq[256] __attribute__((aligned(64)));
+    for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * BK_Q2_K_BYTES;
+            prefetch_ahead(p, rowBytes, BK_Q2_K_BYTES);
+            q2k_weights(p, wq);
+            for (int r = 0; r < MR; r++) {
+                const float *xr = x + r * k + b * 256;
+                __m512 a = acc[r][j];
+                for (int i = 0; i < 256; i += 16) a = _mm512_fmadd_ps(_mm512_load_ps(wq + i), _mm512_loadu_ps(xr + i), a);
+                acc[r][j] = a;
             }
         }
     }
@@ -353,9 +457,10 @@ INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *
 INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
                  size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
-    case BK_Q6_K: tileK6(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q2_K: tileQ2K(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     }
 }
@@ -380,9 +485,9 @@ enum { XBUDGET = 16384 };
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     const size_t sums = k / 32;
-    const int pairs = type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
-    const size_t unit = type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
-                        : type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 ? 32 : 16;
+    const int pairs = type != BK_Q2_K && type != BK_Q3_K && type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
+    const size_t unit = !pairs ? 256
+                        : bk_is32(type) ? 32 : 16;
     const size_t tiles = m / 8 + 3;  // row tiles of 8, then at most one of 4, 2 and 1
     size_t kc = bk_chunk_values(m, k, unit, XBUDGET), groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
     tile_state *st = kc < k ? bk_tile_scratch(4 * tiles * sizeof(tile_state)) : NULL;
@@ -397,9 +502,9 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
                 const uint8_t *wo = w + o * rowBytes;
                 for (size_t r = 0, t = 0; r < m; t++) {
                     if (st) c.st = st + ((o - ob) / 4) * tiles + t;
-                    // Q4_1's sums are block-major (stride m between blocks), the K-quants' row-major
-                    const float *xr = x + r * k, *xsr = type == BK_Q4_1 ? xs + r : xs + r * sums;
-                    const size_t stride = type == BK_Q4_1 ? m : sums;
+                    // Q4_1's and Q5_1's sums are block-major (stride m between blocks), the K-quants' row-major
+                    const float *xr = x + r * k, *xsr = bk_has_min32(type) ? xs + r : xs + r * sums;
+                    const size_t stride = bk_has_min32(type) ? m : sums;
                     float *yr = y + r * ldy + o;
                     size_t left = m - r;
 #define TILE(mr, nr) (c.j0 = (int)j, tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, mr, nr, c))
@@ -434,8 +539,8 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
     }
 }
 
-// Sums of each 32 activations (the Q4_1 and K-quant min terms): row-major [m, k/32], or
-// block-major [k/32, m] when `blockMajor` (Q4_1's tiles read one block's sums for all rows).
+// Sums of each 32 activations (the Q4_1/Q5_1 and K-quant min terms): row-major [m, k/32], or
+// block-major [k/32, m] when `blockMajor` (Q4_1's and Q5_1's tiles read one block's sums for all rows).
 static void activation_sums(const float *x, size_t m, size_t k, float *xs, int blockMajor) {
     for (size_t r = 0; r < m; r++) {
         for (size_t j = 0; j < k / 32; j++) {
@@ -457,13 +562,18 @@ PRODUCT(product_bf16, BK_BF16)
 PRODUCT(product_q8_0, BK_Q8_0)
 PRODUCT(product_q4_0, BK_Q4_0)
 PRODUCT(product_q4_1, BK_Q4_1)
+PRODUCT(product_q5_0, BK_Q5_0)
+PRODUCT(product_q5_1, BK_Q5_1)
+PRODUCT(product_iq4_nl, BK_IQ4_NL)
+PRODUCT(product_q2_k, BK_Q2_K)
+PRODUCT(product_q3_k, BK_Q3_K)
 PRODUCT(product_q4_k, BK_Q4_K)
 PRODUCT(product_q5_k, BK_Q5_K)
 PRODUCT(product_q6_k, BK_Q6_K)
 
 void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                       size_t n0, size_t n1, float *y, size_t ldy, float *xsum) {
-    if (type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum, type == BK_Q4_1);
+    if (bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum, bk_has_min32(type));
     switch (type) {
     case BK_F32: product_f32(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_F16: product_f16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -471,6 +581,11 @@ void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const u
     case BK_Q8_0: product_q8_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_0: product_q4_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_1: product_q4_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_0: product_q5_0(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_1: product_q5_1(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_IQ4_NL: product_iq4_nl(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q2_K: product_q2_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q3_K: product_q3_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: product_q4_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: product_q5_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q6_K: product_q6_k(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
@@ -518,6 +633,35 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
                    _mm512_add_ps(_mm512_mul_ps(d, f32(_mm512_srli_epi32(v, 4))), mn));
         }
         break;
+    case BK_Q5_0:
+        for (size_t b = 0; b < k / 32; b++, y += 32) {
+            const uint8_t *p = row + b * BK_Q5_0_BYTES;
+            const __m512 d = half16(p);
+            const __m512i sixteen = _mm512_set1_epi32(16);
+            __m512i i0, i1;
+            q5_indexes(p + 6, bk_u32(p + 2), &i0, &i1);
+            store2(y, _mm512_mul_ps(d, f32(_mm512_sub_epi32(i0, sixteen))), _mm512_mul_ps(d, f32(_mm512_sub_epi32(i1, sixteen))));
+        }
+        break;
+    case BK_IQ4_NL: {
+        const __m512 levels = f32(i8x16((const uint8_t *)bk_iq4nl_values));
+        for (size_t b = 0; b < k / 32; b++, y += 32) {
+            const uint8_t *p = row + b * BK_IQ4_NL_BYTES;
+            const __m512 d = half16(p);
+            const __m512i v = u8x16(p + 2);  // vpermps reads an index's low four bits: the low nibble
+            store2(y, _mm512_mul_ps(d, _mm512_permutexvar_ps(v, levels)), _mm512_mul_ps(d, _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), levels)));
+        }
+        break;
+    }
+    case BK_Q5_1:
+        for (size_t b = 0; b < k / 32; b++, y += 32) {
+            const uint8_t *p = row + b * BK_Q5_1_BYTES;
+            const __m512 d = half16(p), mn = half16(p + 2);
+            __m512i i0, i1;
+            q5_indexes(p + 8, bk_u32(p + 4), &i0, &i1);
+            store2(y, _mm512_add_ps(_mm512_mul_ps(d, f32(i0)), mn), _mm512_add_ps(_mm512_mul_ps(d, f32(i1)), mn));
+        }
+        break;
     case BK_Q4_K:
     case BK_Q5_K: {
         const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
@@ -537,15 +681,19 @@ static void dequantize_row(uint32_t type, const uint8_t *row, size_t k, float *y
         }
         break;
     }
+    case BK_Q2_K:
+        for (size_t b = 0; b < k / 256; b++, y += 256) q2k_weights(row + b * BK_Q2_K_BYTES, y);
+        break;
+    case BK_Q3_K:
     case BK_Q6_K:
         for (size_t b = 0; b < k / 256; b++, y += 256) {
-            const uint8_t *p = row + b * BK_Q6_K_BYTES;
-            const __m512 scale = _mm512_mul_ps(half16(p + 208), f32(i8x16(p + 192)));
+            const uint8_t *p = row + b * bk_bytes256(type);
             float scales[16];  // d · sc, rounded as the reference rounds it
-            _mm512_storeu_ps(scales, scale);
+            k16_scales(type, p, scales);
             for (int hf = 0; hf < 2; hf++) {
                 __m512i v[2];
-                q6k_half(p, hf, &v[0], &v[1]);
+                if (type == BK_Q3_K) q3k_half(p, hf, &v[0], &v[1]);
+                else q6k_half(p, hf, &v[0], &v[1]);
                 for (int c = 0; c < 8; c++)
                     _mm512_storeu_ps(y + 128 * hf + 16 * c, _mm512_mul_ps(_mm512_set1_ps(scales[8 * hf + c]), lane_i8(v[c / 4], c % 4)));
             }

@@ -1,6 +1,7 @@
 // The public entry points: checks type and shape, picks the feature level once per process
 // (__builtin_cpu_supports) or as bk_set_level says, and hands the work to that level's file.
-// The kernels live in portable.c, avx2.c, avx512.c and (q8 activations) q8_portable.c, q8.c;
+// The kernels live in portable.c, avx2.c, avx512.c and (q8 activations, every block type but
+// Q2_K) q8_portable.c, q8.c;
 // q8k.c (Q4_K with per-256 activations) has its own entry points.
 // Level selection follows the usual ifunc-style pattern: detect once, call through a switch.
 #include "CBlockKernels.h"
@@ -62,8 +63,8 @@ const char *bk_level_name(int level) {
 
 int bk_type_supported(uint32_t type) {
     switch (type) {
-    case BK_F32: case BK_F16: case BK_BF16: case BK_Q8_0: case BK_Q4_0: case BK_Q4_1:
-    case BK_Q4_K: case BK_Q5_K: case BK_Q6_K:
+    case BK_F32: case BK_F16: case BK_BF16: case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL:
+    case BK_Q2_K: case BK_Q3_K: case BK_Q4_K: case BK_Q5_K: case BK_Q6_K:
         return 1;
     default:
         return 0;
@@ -73,13 +74,13 @@ int bk_type_supported(uint32_t type) {
 static size_t block_values(uint32_t type) {
     switch (type) {
     case BK_F32: case BK_F16: case BK_BF16: return 1;
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: return 32;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL: return 32;
     default: return 256;
     }
 }
 
-// Only Q4_1 and the K-quants with a min use the per-32 activation sums.
-static int needs_xsum(uint32_t type) { return type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K; }
+// Only Q4_1, Q5_1 and the K-quants with a min use the per-32 activation sums.
+static int needs_xsum(uint32_t type) { return bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K; }
 
 int bk_matmul_nt_at(int level, uint32_t type, const float *x, size_t m, size_t k, const void *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
@@ -169,7 +170,8 @@ int bk_quantize_q8_at(int level, const float *x, size_t m, size_t k, void *xq) {
 int bk_matmul_nt_q8_at(int level, uint32_t type, const void *xq, size_t m, size_t k, const void *w,
                        size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
     if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
-    if (!bk_type_supported(type) || block_values(type) == 1) return BK_ERROR_TYPE;
+    // Q2_K has no q8 product: its callers take bk_matmul_nt (float activations) instead
+    if (!bk_type_supported(type) || block_values(type) == 1 || type == BK_Q2_K) return BK_ERROR_TYPE;
     if (k == 0 || k % block_values(type) != 0) return BK_ERROR_SHAPE;
     if (m == 0 || n1 <= n0) return BK_OK;
     const uint8_t *wb = (const uint8_t *)w;

@@ -9,8 +9,8 @@
 #include <string.h>
 
 enum {
-    BK_F32 = 0, BK_F16 = 1, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q8_0 = 8,
-    BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14, BK_BF16 = 30
+    BK_F32 = 0, BK_F16 = 1, BK_Q4_0 = 2, BK_Q4_1 = 3, BK_Q5_0 = 6, BK_Q5_1 = 7, BK_Q8_0 = 8,
+    BK_Q2_K = 10, BK_Q3_K = 11, BK_IQ4_NL = 20, BK_Q4_K = 12, BK_Q5_K = 13, BK_Q6_K = 14, BK_BF16 = 30
 };
 
 // Bytes per block (values per block: 1 for the float types, 32 for Q*_0/Q4_1, 256 for K-quants).
@@ -18,10 +18,53 @@ enum {
     BK_Q8_0_BYTES = 34,   // fp16 d, 32 int8
     BK_Q4_0_BYTES = 18,   // fp16 d, 16 bytes of nibbles
     BK_Q4_1_BYTES = 20,   // fp16 d, fp16 m, 16 bytes of nibbles
+    BK_Q5_0_BYTES = 22,   // fp16 d, 32 fifth bits (uint32 qh, bit i for value i), nibbles as Q4_0
+    BK_Q5_1_BYTES = 24,   // fp16 d, fp16 m, then as Q5_0: qh, nibbles
+    BK_IQ4_NL_BYTES = 18, // fp16 d, 16 bytes of 4-bit indexes into bk_iq4nl_values, nibbles as Q4_0
+    BK_Q2_K_BYTES = 84,   // 16 bytes of 4-bit scales | mins << 4, 64 bytes qs (2 bits each), fp16 d, fp16 dmin
+    BK_Q3_K_BYTES = 110,  // 32 bytes hmask (third bits), 64 bytes qs (2 bits each), 12 bytes of 6-bit scales, fp16 d
     BK_Q4_K_BYTES = 144,  // fp16 d, fp16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
     BK_Q5_K_BYTES = 176,  // as Q4_K plus 32 bytes of fifth bits (qh) before the nibbles
     BK_Q6_K_BYTES = 210   // 128 bytes ql, 64 bytes qh, 16 int8 scales, fp16 d (last)
 };
+
+// Bytes of one block of a 32-value type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL).
+static inline size_t bk_bytes32(uint32_t type) {
+    switch (type) {
+    case BK_Q8_0: return BK_Q8_0_BYTES;
+    case BK_Q4_0: return BK_Q4_0_BYTES;
+    case BK_Q4_1: return BK_Q4_1_BYTES;
+    case BK_Q5_0: return BK_Q5_0_BYTES;
+    case BK_IQ4_NL: return BK_IQ4_NL_BYTES;
+    default: return BK_Q5_1_BYTES;
+    }
+}
+
+// 1 for the 32-value types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL).
+static inline int bk_is32(uint32_t type) {
+    return type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 || type == BK_Q5_0 || type == BK_Q5_1 || type == BK_IQ4_NL;
+}
+
+// IQ4_NL's 16 levels (ggml's kvalues_iq4nl); a weight is d times the level its nibble indexes.
+static const int8_t bk_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// 1 for the 32-value types with a minimum m (x = d·q + m): Q4_1, Q5_1.
+static inline int bk_has_min32(uint32_t type) { return type == BK_Q4_1 || type == BK_Q5_1; }
+
+// Where a Q5_0/Q5_1 block keeps its fifth bits (qh) and nibbles (qs): after d, or after d and m.
+static inline size_t bk_q5_qh(uint32_t type) { return type == BK_Q5_0 ? 2 : 4; }
+static inline size_t bk_q5_qs(uint32_t type) { return type == BK_Q5_0 ? 6 : 8; }
+
+// Bytes of one block of a 256-value type (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
+static inline size_t bk_bytes256(uint32_t type) {
+    switch (type) {
+    case BK_Q2_K: return BK_Q2_K_BYTES;
+    case BK_Q3_K: return BK_Q3_K_BYTES;
+    case BK_Q4_K: return BK_Q4_K_BYTES;
+    case BK_Q5_K: return BK_Q5_K_BYTES;
+    default: return BK_Q6_K_BYTES;
+    }
+}
 
 // Block products of several rows cut k into chunks when the rows' activations outgrow `budget`
 // bytes of L1 (avx512.c's product says why): values per chunk, about equal and a multiple of
@@ -37,12 +80,19 @@ static inline size_t bk_chunk_values(size_t m, size_t k, size_t unit, size_t bud
 // when memory runs out (the product then takes k whole).
 void *bk_tile_scratch(size_t bytes);
 
-// Activation sums per 32 values (the Q4_1 and K-quant min terms) live in a stack buffer of
+// Activation sums per 32 values (the Q4_1/Q5_1 and K-quant min terms) live in a stack buffer of
 // this many floats when m * k / 32 fits, else in one malloc per call.
 enum { BK_XSUM_STACK = 4096 };
 
 static inline uint16_t bk_u16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static inline uint32_t bk_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+// Value i (0..31) of a Q5_0/Q5_1 block with its fifth bit: byte i % 16 of the nibbles (low nibble for
+// i < 16, high for i >= 16) and bit i of the little-endian word qh.
+static inline int bk_q5_value(const uint8_t *qs, uint32_t qh, int i) {
+    int nibble = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
+    return nibble | (int)((qh >> i) & 1) << 4;
+}
 
 // IEEE half -> float, exact for every input (subnormals included). A NaN keeps its payload and
 // comes out quiet, as F16C's vcvtph2ps makes it, so every level gives the same bits.
@@ -78,6 +128,30 @@ static inline void bk_k4_scales(const uint8_t *packed, uint8_t sc[8], uint8_t mn
     uint32_t m47 = ((c >> 4) & 0x0f0f0f0fu) | (((b >> 6) & 0x03030303u) << 4);
     memcpy(sc, &s03, 4); memcpy(sc + 4, &s47, 4);
     memcpy(mn, &m03, 4); memcpy(mn + 4, &m47, 4);
+}
+
+// The 16 signed scales (-32..31) of a Q3_K super-block from its 12 packed bytes: the low 4 bits
+// of scale i are the low (i < 8) or high (i >= 8) nibble of byte i % 8, the top 2 bits are bits
+// 2(i/4), 2(i/4)+1 of byte 8 + i % 4, stored with an offset of 32.
+static inline void bk_q3k_scales(const uint8_t *packed, int8_t sc[16]) {
+    for (int i = 0; i < 16; i++) {
+        int low = i < 8 ? packed[i] & 15 : packed[i - 8] >> 4;
+        int high = (packed[8 + i % 4] >> (2 * (i / 4))) & 3;
+        sc[i] = (int8_t)((low | high << 4) - 32);
+    }
+}
+
+// Value i (0..255) of a Q3_K block, -4..3: bits 2j, 2j+1 of qs[32h + l] (i = 128h + 32j + l), less
+// 4 unless bit i / 32 of hmask[l] is set.
+static inline int bk_q3k_value(const uint8_t *p, int i) {
+    int h = i / 128, j = (i % 128) / 32, l = i % 32;
+    int low = (p[32 + 32 * h + l] >> (2 * j)) & 3;
+    return (p[l] >> (i / 32)) & 1 ? low : low - 4;
+}
+
+// Q2_K's 2-bit value i (0..255): bits 2j, 2j+1 of qs[32h + l] (i = 128h + 32j + l).
+static inline int bk_q2k_value(const uint8_t *p, int i) {
+    return (p[16 + 32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
 }
 
 // Each level's work, called by dispatch.c once type and shape are checked (k a whole number of

@@ -29,6 +29,15 @@ typedef struct {
     int subs, subLength, hasAdd;
 } Decoded;
 
+// Q2_K's 256 weights as the reference computes them: dl·q - ml, dl = d·sc, ml = dmin·m.
+static void bk_portable_q2k_weights(const uint8_t *p, float *y) {
+    float d = bk_half_to_float(bk_u16(p + 80)), dmin = bk_half_to_float(bk_u16(p + 82));
+    for (int i = 0; i < 256; i++) {
+        float dl = d * (float)(p[i / 16] & 15), ml = dmin * (float)(p[i / 16] >> 4);
+        y[i] = dl * (float)bk_q2k_value(p, i) - ml;
+    }
+}
+
 static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
     switch (type) {
     case BK_Q8_0: {
@@ -56,6 +65,25 @@ static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
         }
         break;
     }
+    case BK_IQ4_NL: {
+        o->subs = 1; o->subLength = 32; o->hasAdd = 0;
+        o->scale[0] = bk_half_to_float(bk_u16(p));
+        for (int j = 0; j < 16; j++) {
+            o->q[j] = (float)bk_iq4nl_values[p[2 + j] & 15];
+            o->q[j + 16] = (float)bk_iq4nl_values[p[2 + j] >> 4];
+        }
+        break;
+    }
+    case BK_Q5_0:
+    case BK_Q5_1: {
+        const int offset = type == BK_Q5_0 ? 16 : 0;
+        o->subs = 1; o->subLength = 32; o->hasAdd = type == BK_Q5_1;
+        o->scale[0] = bk_half_to_float(bk_u16(p));
+        if (type == BK_Q5_1) o->add[0] = bk_half_to_float(bk_u16(p + 2));
+        uint32_t qh = bk_u32(p + bk_q5_qh(type));
+        for (int i = 0; i < 32; i++) o->q[i] = (float)(bk_q5_value(p + bk_q5_qs(type), qh, i) - offset);
+        break;
+    }
     case BK_Q4_K:
     case BK_Q5_K: {
         o->subs = 8; o->subLength = 32; o->hasAdd = 1;
@@ -80,6 +108,21 @@ static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
         }
         break;
     }
+    case BK_Q2_K: {  // the reference's weights themselves (d·sc·q - dmin·m), one sub-block of scale 1
+        o->subs = 1; o->subLength = 256; o->hasAdd = 0;
+        o->scale[0] = 1.0f;
+        bk_portable_q2k_weights(p, o->q);
+        break;
+    }
+    case BK_Q3_K: {
+        o->subs = 16; o->subLength = 16; o->hasAdd = 0;
+        float d = bk_half_to_float(bk_u16(p + 108));
+        int8_t sc[16];
+        bk_q3k_scales(p + 96, sc);
+        for (int s = 0; s < 16; s++) o->scale[s] = d * (float)sc[s];
+        for (int i = 0; i < 256; i++) o->q[i] = (float)bk_q3k_value(p, i);
+        break;
+    }
     case BK_Q6_K: {
         o->subs = 16; o->subLength = 16; o->hasAdd = 0;
         float d = bk_half_to_float(bk_u16(p + 208));
@@ -101,9 +144,8 @@ static void decode(uint32_t type, const uint8_t *p, Decoded *o) {
 
 static void block_product(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                           size_t n0, size_t n1, float *y, size_t ldy, const float *xsum) {
-    size_t values = type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1 ? 32 : 256;
-    size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : type == BK_Q4_1 ? BK_Q4_1_BYTES
-                 : type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
+    size_t values = bk_is32(type) ? 32 : 256;
+    size_t bytes = bk_is32(type) ? bk_bytes32(type) : bk_bytes256(type);
     size_t blocks = k / values, sums = k / 32;
     Decoded dec;
     for (size_t o = n0; o < n1; o++) {
@@ -197,7 +239,7 @@ void bk_portable_matmul(uint32_t type, const float *x, size_t m, size_t k, const
         float_product(type, x, m, k, w, rowBytes, n0, n1, y, ldy);
         return;
     }
-    if (type == BK_Q4_1 || type == BK_Q4_K || type == BK_Q5_K) {
+    if (bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K) {
         size_t sums = k / 32;
         for (size_t r = 0; r < m; r++) {
             for (size_t j = 0; j < sums; j++) {
@@ -258,6 +300,32 @@ void bk_portable_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, si
                 }
             }
             break;
+        case BK_IQ4_NL:
+            for (size_t b = 0; b < k / 32; b++, y += 32) {
+                const uint8_t *p = row + b * BK_IQ4_NL_BYTES;
+                float d = bk_half_to_float(bk_u16(p));
+                for (int j = 0; j < 16; j++) {
+                    y[j] = d * (float)bk_iq4nl_values[p[2 + j] & 15];
+                    y[j + 16] = d * (float)bk_iq4nl_values[p[2 + j] >> 4];
+                }
+            }
+            break;
+        case BK_Q5_0:
+            for (size_t b = 0; b < k / 32; b++, y += 32) {
+                const uint8_t *p = row + b * BK_Q5_0_BYTES;
+                float d = bk_half_to_float(bk_u16(p));
+                uint32_t qh = bk_u32(p + 2);
+                for (int i = 0; i < 32; i++) y[i] = d * (float)(bk_q5_value(p + 6, qh, i) - 16);
+            }
+            break;
+        case BK_Q5_1:
+            for (size_t b = 0; b < k / 32; b++, y += 32) {
+                const uint8_t *p = row + b * BK_Q5_1_BYTES;
+                float d = bk_half_to_float(bk_u16(p)), mn = bk_half_to_float(bk_u16(p + 2));
+                uint32_t qh = bk_u32(p + 4);
+                for (int i = 0; i < 32; i++) y[i] = d * (float)bk_q5_value(p + 8, qh, i) + mn;
+            }
+            break;
         case BK_Q4_K:
         case BK_Q5_K: {
             size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
@@ -283,6 +351,18 @@ void bk_portable_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, si
             }
             break;
         }
+        case BK_Q2_K:
+            for (size_t b = 0; b < k / 256; b++, y += 256) bk_portable_q2k_weights(row + b * BK_Q2_K_BYTES, y);
+            break;
+        case BK_Q3_K:
+            for (size_t b = 0; b < k / 256; b++, y += 256) {
+                const uint8_t *p = row + b * BK_Q3_K_BYTES;
+                float d = bk_half_to_float(bk_u16(p + 108));
+                int8_t sc[16];
+                bk_q3k_scales(p + 96, sc);
+                for (int i = 0; i < 256; i++) y[i] = d * (float)sc[i / 16] * (float)bk_q3k_value(p, i);
+            }
+            break;
         case BK_Q6_K:
             for (size_t b = 0; b < k / 256; b++, y += 256) {
                 const uint8_t *p = row + b * BK_Q6_K_BYTES;

@@ -1,5 +1,5 @@
 // The q8 activation mode in plain C: activation quantization and integer block dot products
-// for Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
+// for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
 // reproduce bit for bit: 8 integer lanes of 4 products each per 32 values, then per lane
 // t = lane * d_x and acc = fma(t, d_w, acc), summed as hsum256 sums. Follows the structure of
 // llama.cpp's ggml_vec_dot_q*_q8_* with per-32 activation scales (q8_1-like) for every type.
@@ -53,6 +53,15 @@ static void block_bytes(uint32_t type, const uint8_t *p, int sub, int16_t *out) 
         for (int j = 0; j < 16; j++) { out[j] = qs[j] & 15; out[j + 16] = qs[j] >> 4; }
         break;
     }
+    case BK_IQ4_NL:  // signed levels, as Q8_0's bytes
+        for (int j = 0; j < 16; j++) { out[j] = bk_iq4nl_values[p[2 + j] & 15]; out[j + 16] = bk_iq4nl_values[p[2 + j] >> 4]; }
+        break;
+    case BK_Q5_0:
+    case BK_Q5_1: {
+        uint32_t qh = bk_u32(p + bk_q5_qh(type));
+        for (int i = 0; i < 32; i++) out[i] = (int16_t)bk_q5_value(p + bk_q5_qs(type), qh, i);
+        break;
+    }
     case BK_Q4_K:
     case BK_Q5_K: {  // sub-block `sub` (0..7)
         const uint8_t *qs = (type == BK_Q4_K ? p + 16 : p + 48) + 32 * (sub / 2), *qh = p + 16;
@@ -63,6 +72,9 @@ static void block_bytes(uint32_t type, const uint8_t *p, int sub, int16_t *out) 
         }
         break;
     }
+    case BK_Q3_K:  // 32-value block `sub` (0..7), unsigned 0..7 (q + 4)
+        for (int l = 0; l < 32; l++) out[l] = (int16_t)(bk_q3k_value(p, 32 * sub + l) + 4);
+        break;
     case BK_Q6_K: {  // 32-value block `sub` (0..7): half sub / 4, quarter sub % 4, unsigned 0..63
         int hf = sub / 4, e = sub % 4;
         const uint8_t *ql = p + 64 * hf + (e & 1 ? 32 : 0), *qh = p + 128 + 32 * hf;
@@ -88,15 +100,16 @@ static void lanes(const int16_t *u, const int8_t *x, const int *laneScale, float
 static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) {
     float acc[8] = {0}, macc[8] = {0}, add = 0;
     int16_t u[32];
-    if (type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1) {
-        size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+    if (bk_is32(type)) {
+        size_t bytes = bk_bytes32(type);
         for (size_t b = 0; b < k / 32; b++) {
             const uint8_t *p = row + b * bytes;
             float dw = bk_half_to_float(bk_u16(p));
             block_bytes(type, p, 0, u);
             lanes(u, x.q + 32 * b, NULL, x.d[b], dw, acc);
             if (type == BK_Q4_0) add = fmaf(-8.0f * dw, x.s32[b], add);
-            if (type == BK_Q4_1) add = fmaf(bk_half_to_float(bk_u16(p + 2)), x.s32[b], add);
+            if (type == BK_Q5_0) add = fmaf(-16.0f * dw, x.s32[b], add);
+            if (bk_has_min32(type)) add = fmaf(bk_half_to_float(bk_u16(p + 2)), x.s32[b], add);
         }
         return hsum8(acc) + add;
     }
@@ -115,13 +128,21 @@ static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) 
         }
         return hsum8(acc) - hsum8(macc);
     }
-    // Q6_K: lanes carry sc * (4 products of q in 0..63); the -32 comes back through s16.
+    // Q6_K: lanes carry sc * (4 products of q in 0..63); the -32 comes back through s16. Q3_K
+    // the same with q + 4 in 0..7 and its -4.
+    const size_t bytes = bk_bytes256(type);
+    const float bias = type == BK_Q3_K ? 4.0f : 32.0f;
     for (size_t b = 0; b < k / 256; b++) {
-        const uint8_t *p = row + b * BK_Q6_K_BYTES;
+        const uint8_t *p = row + b * bytes;
+        int8_t sc3[16];
         const int8_t *sc = (const int8_t *)(p + 192);
-        float d = bk_half_to_float(bk_u16(p + 208));
+        if (type == BK_Q3_K) {
+            bk_q3k_scales(p + 96, sc3);
+            sc = sc3;
+        }
+        float d = bk_half_to_float(bk_u16(p + (type == BK_Q3_K ? 108 : 208)));
         for (int h = 0; h < 2; h++)
-            for (int j = 0; j < 8; j++) macc[j] = fmaf(d * (float)sc[8 * h + j] * 32.0f, x.s16[16 * b + 8 * h + j], macc[j]);
+            for (int j = 0; j < 8; j++) macc[j] = fmaf(d * (float)sc[8 * h + j] * bias, x.s16[16 * b + 8 * h + j], macc[j]);
         for (int e = 0; e < 8; e++) {
             int laneScale[8];
             for (int j = 0; j < 8; j++) laneScale[j] = sc[2 * e + j / 4];

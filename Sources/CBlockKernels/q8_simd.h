@@ -3,6 +3,16 @@
 // u (unsigned bytes) * x (signed bytes) each. Leaves out the activation quantization (q8.c).
 // The arithmetic is q8_portable.c's, lane for lane.
 
+// 0x10 in byte i where bit i of qh is set: byte i takes qh's byte i / 8 (a shuffle within each
+// 128-bit half), then the byte's own bit is tested.
+static inline __attribute__((always_inline)) __m256i Q8_FN(fifth_bits)(uint32_t qh) {
+    const __m256i which = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                           2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), which), bits);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(b, bits), _mm256_set1_epi8(0x10));
+}
+
 // The 32 weight bytes of block `sub` in value order (see block_bytes in q8_portable.c), and for
 // Q8_0 the signs moved onto the activations: |w| * sign(x, w) = w * x.
 static inline __attribute__((always_inline)) __m256i Q8_FN(weight_bytes)(const uint32_t type, const uint8_t *p, int sub) {
@@ -16,6 +26,18 @@ static inline __attribute__((always_inline)) __m256i Q8_FN(weight_bytes)(const u
         __m256i both = _mm256_set_m128i(_mm_srli_epi16(qs, 4), qs);  // [values 0..15 | 16..31] before masking
         return _mm256_and_si256(both, nibble);
     }
+    case BK_IQ4_NL: {  // the signed levels (pshufb on the nibbles), then treated as Q8_0's bytes
+        const __m128i table = _mm_loadu_si128((const __m128i *)bk_iq4nl_values);
+        __m128i qs = _mm_loadu_si128((const __m128i *)(p + 2));
+        __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), nibble);
+        return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), v);
+    }
+    case BK_Q5_0:
+    case BK_Q5_1: {  // as Q4_0, then bit i of qh into bit 4 of byte i
+        __m128i qs = _mm_loadu_si128((const __m128i *)(p + bk_q5_qs(type)));
+        __m256i v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), nibble);
+        return _mm256_or_si256(v, Q8_FN(fifth_bits)(bk_u32(p + bk_q5_qh(type))));
+    }
     case BK_Q4_K:
     case BK_Q5_K: {
         __m256i qs = _mm256_loadu_si256((const __m256i *)((type == BK_Q4_K ? p + 16 : p + 48) + 32 * (sub / 2)));
@@ -26,6 +48,14 @@ static inline __attribute__((always_inline)) __m256i Q8_FN(weight_bytes)(const u
             v = _mm256_or_si256(v, _mm256_slli_epi16(bit, 4));
         }
         return v;
+    }
+    case BK_Q3_K: {  // unsigned 0..7 (q + 4; the -4 comes back through the activation sums), as q3k_quarter in avx2.c
+        const int hf = sub / 4, e = sub % 4;
+        __m256i qs = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * hf));
+        __m256i hm = _mm256_loadu_si256((const __m256i *)p);
+        __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * e), _mm256_set1_epi8(3));
+        __m256i bit = _mm256_and_si256(_mm256_srli_epi16(hm, sub), _mm256_set1_epi8(1));
+        return _mm256_or_si256(low, _mm256_slli_epi16(bit, 2));
     }
     default: {  // Q6_K, unsigned 0..63 (the -32 comes back through the activation sums)
         int hf = sub / 4, e = sub % 4;
@@ -70,22 +100,26 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
     float add[4][4];
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) { acc[r][j] = _mm256_setzero_ps(); macc[r][j] = _mm256_setzero_ps(); add[r][j] = 0; }
-    if (type == BK_Q8_0 || type == BK_Q4_0 || type == BK_Q4_1) {
-        const size_t bytes = type == BK_Q8_0 ? BK_Q8_0_BYTES : type == BK_Q4_0 ? BK_Q4_0_BYTES : BK_Q4_1_BYTES;
+    if (bk_is32(type)) {
+        const size_t bytes = bk_bytes32(type);
         for (size_t b = 0; b < blocks; b++) {
             for (int j = 0; j < NR; j++) {
                 const uint8_t *p = w + j * rowBytes + b * bytes;
                 _mm_prefetch((const char *)p + 8 * rowBytes, _MM_HINT_T1);  // as prefetch_ahead in avx2.c
                 const __m256 dwv = Q8_FN(half8)(p);
-                const float mw = type == BK_Q4_0 ? -8.0f * _mm256_cvtss_f32(dwv) : type == BK_Q4_1 ? Q8_FN(half)(p + 2) : 0;
+                const float mw = type == BK_Q4_0   ? -8.0f * _mm256_cvtss_f32(dwv)
+                                 : type == BK_Q5_0 ? -16.0f * _mm256_cvtss_f32(dwv)
+                                 : bk_has_min32(type) ? Q8_FN(half)(p + 2)
+                                                   : 0;
                 __m256i u = Q8_FN(weight_bytes)(type, p, 0);
                 const __m256i signs = u;
-                if (type == BK_Q8_0) u = _mm256_abs_epi8(u);
+                const int signedBytes = type == BK_Q8_0 || type == BK_IQ4_NL;
+                if (signedBytes) u = _mm256_abs_epi8(u);
                 for (int r = 0; r < MR; r++) {
                     __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + r * k + 32 * b));
-                    if (type == BK_Q8_0) xv = _mm256_sign_epi8(xv, signs);
+                    if (signedBytes) xv = _mm256_sign_epi8(xv, signs);
                     acc[r][j] = Q8_FN(scaled)(Q8_DOT(u, xv), x.d + r * blocks + b, dwv, acc[r][j]);
-                    if (type != BK_Q8_0) add[r][j] = fmaf(mw, x.s32[r * blocks + b], add[r][j]);
+                    if (!signedBytes) add[r][j] = fmaf(mw, x.s32[r * blocks + b], add[r][j]);
                 }
             }
         }
@@ -93,17 +127,23 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
             for (int j = 0; j < NR; j++) y[r * ldy + j] = Q8_FN(hsum)(acc[r][j]) + add[r][j];
         return;
     }
-    const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
+    const size_t bytes = bk_bytes256(type);
     for (size_t b = 0; b < k / 256; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * bytes;
             for (size_t off = 0; off < bytes; off += 64) _mm_prefetch((const char *)p + 8 * rowBytes + off, _MM_HINT_T1);
-            if (type == BK_Q6_K) {
-                const __m256 d = Q8_FN(half8)(p + 208);
-                const __m128i sc = _mm_loadu_si128((const __m128i *)(p + 192));
-                const __m256 c0 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))), _mm256_set1_ps(32.0f));
-                const __m256 c1 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))),
-                                                _mm256_set1_ps(32.0f));
+            if (type == BK_Q6_K || type == BK_Q3_K) {  // Q3_K as Q6_K with its bias 4
+                int8_t sc3[16];
+                const int8_t *scp = (const int8_t *)(p + 192);
+                if (type == BK_Q3_K) {
+                    bk_q3k_scales(p + 96, sc3);
+                    scp = sc3;
+                }
+                const __m256 bias = _mm256_set1_ps(type == BK_Q3_K ? 4.0f : 32.0f);
+                const __m256 d = Q8_FN(half8)(p + (type == BK_Q3_K ? 108 : 208));
+                const __m128i sc = _mm_loadu_si128((const __m128i *)scp);
+                const __m256 c0 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc))), bias);
+                const __m256 c1 = _mm256_mul_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)))), bias);
                 for (int r = 0; r < MR; r++) {
                     const float *s16 = x.s16 + r * (k / 16) + 16 * b;
                     macc[r][j] = _mm256_fmadd_ps(c0, _mm256_loadu_ps(s16), macc[r][j]);
@@ -112,8 +152,8 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
                 for (int e = 0; e < 8; e++) {
                     const __m256i u = Q8_FN(weight_bytes)(type, p, e);
                     // int16 words [sc_2e x 8 | sc_2e+1 x 8]: lanes 0-3 hold values 0..15, lanes 4-7 values 16..31
-                    const __m256i lo = _mm256_set1_epi16((short)((const int8_t *)p)[192 + 2 * e]);
-                    const __m256i hi = _mm256_set1_epi16((short)((const int8_t *)p)[192 + 2 * e + 1]);
+                    const __m256i lo = _mm256_set1_epi16((short)scp[2 * e]);
+                    const __m256i hi = _mm256_set1_epi16((short)scp[2 * e + 1]);
                     const __m256i scw = _mm256_blend_epi32(lo, hi, 0xF0);
                     for (int r = 0; r < MR; r++) {
                         const __m256i xv = _mm256_loadu_si256((const __m256i *)(x.q + r * k + 256 * b + 32 * e));
@@ -183,6 +223,10 @@ static inline __attribute__((always_inline)) void Q8_FN(product)(const uint32_t 
 Q8_PRODUCT(q8_0, BK_Q8_0)
 Q8_PRODUCT(q4_0, BK_Q4_0)
 Q8_PRODUCT(q4_1, BK_Q4_1)
+Q8_PRODUCT(q5_0, BK_Q5_0)
+Q8_PRODUCT(q5_1, BK_Q5_1)
+Q8_PRODUCT(iq4_nl, BK_IQ4_NL)
+Q8_PRODUCT(q3_k, BK_Q3_K)
 Q8_PRODUCT(q4_k, BK_Q4_K)
 Q8_PRODUCT(q5_k, BK_Q5_K)
 Q8_PRODUCT(q6_k, BK_Q6_K)
@@ -195,6 +239,10 @@ static void Q8_FN(matmul)(uint32_t type, const void *xq, size_t m, size_t k, con
     case BK_Q8_0: Q8_FN(q8_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_0: Q8_FN(q4_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_1: Q8_FN(q4_1)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_0: Q8_FN(q5_0)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q5_1: Q8_FN(q5_1)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_IQ4_NL: Q8_FN(iq4_nl)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
+    case BK_Q3_K: Q8_FN(q3_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q4_K: Q8_FN(q4_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q5_K: Q8_FN(q5_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;
     case BK_Q6_K: Q8_FN(q6_k)(x, m, k, w, rowBytes, n0, n1, y, ldy); break;

@@ -28,6 +28,49 @@ struct BlockQ4_1 {
     var qs: Bytes16
 }
 
+/// Q5_0, 32 values in 22 bytes: `x[i] = d * (q[i] - 16)` with 5-bit q: the low 4 bits as Q4_0's
+/// nibbles, the fifth bit of value i is bit i of the little-endian word `qh`.
+struct BlockQ5_0 {
+    var d: UInt16  // fp16 scale
+    var qh: Bytes4  // fifth bits, value i at bit i
+    var qs: Bytes16  // low 4 bits, nibbles as in Q4_0
+}
+
+/// Q5_1, 32 values in 24 bytes: `x[i] = d * q[i] + m` with 5-bit q laid out as in Q5_0.
+struct BlockQ5_1 {
+    var d: UInt16  // fp16 scale
+    var m: UInt16  // fp16 minimum
+    var qh: Bytes4  // fifth bits, value i at bit i
+    var qs: Bytes16  // low 4 bits, nibbles as in Q4_0
+}
+
+/// Q2_K, 256 values in 84 bytes: 16 sub-blocks of 16, each with a 4-bit scale (low nibble of
+/// `scales`) and 4-bit min (high nibble); `x = d * sc * q - dmin * m` with 2-bit q, value
+/// 128h + 32j + l in bits 2j, 2j+1 of qs[32h + l].
+struct BlockQ2_K {
+    var scales: Bytes16  // scale | min << 4 per sub-block
+    var qs: Bytes64  // 2-bit quants, four values per byte
+    var d: UInt16  // fp16 super-block scale for the scales
+    var dmin: UInt16  // fp16 super-block scale for the mins
+}
+
+/// Q3_K, 256 values in 110 bytes: 16 sub-blocks of 16 with signed 6-bit scales;
+/// `x = d * (sc[i/16] - 32) * q` with q in -4...3: 2 bits from `qs`, and q - 4 unless the value's
+/// bit in `hmask` is set (layout in `dequantizeQ3_K`, scales packed as in `q3Scale`).
+struct BlockQ3_K {
+    var hmask: Bytes32  // high bits: bit i/32 of hmask[i % 32] for value i
+    var qs: Bytes64  // low 2 bits, four values per byte
+    var scales: Bytes12  // 16 six-bit scales
+    var d: UInt16  // fp16 super-block scale
+}
+
+/// IQ4_NL, 32 values in 18 bytes: `x[i] = d * kvalues[q[i]]` with 4-bit q laid out as Q4_0's
+/// nibbles and `kvalues` a fixed non-linear table (`iq4nlValues`).
+struct BlockIQ4_NL {
+    var d: UInt16  // fp16 scale
+    var qs: Bytes16  // indexes into the table, two per byte
+}
+
 /// Q4_K, 256 values in 144 bytes: 8 sub-blocks of 32, each with a 6-bit scale and 6-bit min
 /// packed in `scales`; `x = d * sc[s] * q - dmin * m[s]`. The 32-byte group g of `qs` holds
 /// sub-block 2g in its low nibbles and sub-block 2g+1 in its high nibbles.
@@ -64,6 +107,19 @@ enum BlockLayout {
     static let q4_1 = (
         d: MemoryLayout<BlockQ4_1>.offset(of: \.d)!, m: MemoryLayout<BlockQ4_1>.offset(of: \.m)!,
         qs: MemoryLayout<BlockQ4_1>.offset(of: \.qs)!)
+    static let q5_0 = (
+        d: MemoryLayout<BlockQ5_0>.offset(of: \.d)!, qh: MemoryLayout<BlockQ5_0>.offset(of: \.qh)!,
+        qs: MemoryLayout<BlockQ5_0>.offset(of: \.qs)!)
+    static let q5_1 = (
+        d: MemoryLayout<BlockQ5_1>.offset(of: \.d)!, m: MemoryLayout<BlockQ5_1>.offset(of: \.m)!,
+        qh: MemoryLayout<BlockQ5_1>.offset(of: \.qh)!, qs: MemoryLayout<BlockQ5_1>.offset(of: \.qs)!)
+    static let q2_K = (
+        scales: MemoryLayout<BlockQ2_K>.offset(of: \.scales)!, qs: MemoryLayout<BlockQ2_K>.offset(of: \.qs)!,
+        d: MemoryLayout<BlockQ2_K>.offset(of: \.d)!, dmin: MemoryLayout<BlockQ2_K>.offset(of: \.dmin)!)
+    static let q3_K = (
+        hmask: MemoryLayout<BlockQ3_K>.offset(of: \.hmask)!, qs: MemoryLayout<BlockQ3_K>.offset(of: \.qs)!,
+        scales: MemoryLayout<BlockQ3_K>.offset(of: \.scales)!, d: MemoryLayout<BlockQ3_K>.offset(of: \.d)!)
+    static let iq4_NL = (d: MemoryLayout<BlockIQ4_NL>.offset(of: \.d)!, qs: MemoryLayout<BlockIQ4_NL>.offset(of: \.qs)!)
     static let q4_K = (
         d: MemoryLayout<BlockQ4_K>.offset(of: \.d)!, dmin: MemoryLayout<BlockQ4_K>.offset(of: \.dmin)!,
         scales: MemoryLayout<BlockQ4_K>.offset(of: \.scales)!, qs: MemoryLayout<BlockQ4_K>.offset(of: \.qs)!)
@@ -98,6 +154,16 @@ enum Dequantize {
             for b in 0..<blocks { q4_0(base + b * typeSize, out + b * blockSize) }
         case .q4_1:
             for b in 0..<blocks { q4_1(base + b * typeSize, out + b * blockSize) }
+        case .q5_0:
+            for b in 0..<blocks { q5_0(base + b * typeSize, out + b * blockSize) }
+        case .q5_1:
+            for b in 0..<blocks { q5_1(base + b * typeSize, out + b * blockSize) }
+        case .iq4_NL:
+            for b in 0..<blocks { iq4_NL(base + b * typeSize, out + b * blockSize) }
+        case .q2_K:
+            for b in 0..<blocks { q2_K(base + b * typeSize, out + b * blockSize) }
+        case .q3_K:
+            for b in 0..<blocks { q3_K(base + b * typeSize, out + b * blockSize) }
         case .q4_K:
             for b in 0..<blocks { q4_K(base + b * typeSize, out + b * blockSize) }
         case .q5_K:
@@ -141,6 +207,89 @@ enum Dequantize {
         for j in 0..<16 {
             y[j] = d * Float(qs[j] & 0x0F) + m
             y[j + 16] = d * Float(qs[j] >> 4) + m
+        }
+    }
+
+    /// The 32 fifth bits of a Q5_0/Q5_1 block: bit i belongs to value i.
+    @inline(__always)
+    private static func fifthBits(_ p: UnsafeRawPointer, _ offset: Int) -> UInt32 {
+        UInt32(littleEndian: p.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
+
+    private static func q5_0(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q5_0.d)
+        let qh = fifthBits(p, BlockLayout.q5_0.qh)
+        let qs = (p + BlockLayout.q5_0.qs).assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 {
+            let lo = Int(qs[j] & 0x0F) | Int((qh >> j) & 1) << 4
+            let hi = Int(qs[j] >> 4) | Int((qh >> (j + 16)) & 1) << 4
+            y[j] = d * Float(lo - 16)
+            y[j + 16] = d * Float(hi - 16)
+        }
+    }
+
+    private static func q5_1(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q5_1.d)
+        let m = half(p, BlockLayout.q5_1.m)
+        let qh = fifthBits(p, BlockLayout.q5_1.qh)
+        let qs = (p + BlockLayout.q5_1.qs).assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 {
+            let lo = qs[j] & 0x0F | UInt8((qh >> j) & 1) << 4
+            let hi = qs[j] >> 4 | UInt8((qh >> (j + 16)) & 1) << 4
+            y[j] = d * Float(lo) + m
+            y[j + 16] = d * Float(hi) + m
+        }
+    }
+
+    /// IQ4_NL's 16 levels (ggml's `kvalues_iq4nl`), denser near zero as weights are.
+    static let iq4nlValues: [Int8] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]
+
+    private static func iq4_NL(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.iq4_NL.d)
+        let qs = (p + BlockLayout.iq4_NL.qs).assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 {
+            y[j] = d * Float(iq4nlValues[Int(qs[j] & 0x0F)])
+            y[j + 16] = d * Float(iq4nlValues[Int(qs[j] >> 4)])
+        }
+    }
+
+    private static func q2_K(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q2_K.d)
+        let dmin = half(p, BlockLayout.q2_K.dmin)
+        let scales = (p + BlockLayout.q2_K.scales).assumingMemoryBound(to: UInt8.self)
+        let qs = (p + BlockLayout.q2_K.qs).assumingMemoryBound(to: UInt8.self)
+        for i in 0..<256 {
+            let h = i / 128, j = (i % 128) / 32, l = i % 32
+            let q = (qs[32 * h + l] >> (2 * j)) & 3
+            let s = scales[i / 16]
+            let dl = d * Float(s & 0x0F), ml = dmin * Float(s >> 4)
+            y[i] = dl * Float(q) - ml
+        }
+    }
+
+    /// The signed scale of Q3_K sub-block i (0..<16) from its 12 packed bytes: the low 4 bits are
+    /// the low (i < 8) or high (i >= 8) nibble of byte i % 8, the top 2 bits are bits 2(i/4),
+    /// 2(i/4)+1 of byte 8 + i % 4; stored with an offset of 32.
+    @inline(__always)
+    static func q3Scale(_ i: Int, _ q: UnsafePointer<UInt8>) -> Int {
+        let low = i < 8 ? q[i] & 0x0F : q[i - 8] >> 4
+        let high = (q[8 + i % 4] >> (2 * (i / 4))) & 3
+        return Int(low | high << 4) - 32
+    }
+
+    /// Value i = 128h + 32j + l takes bits 2j, 2j+1 of qs[32h + l] and bit 4h + j (= i / 32) of
+    /// hmask[l]; sub-block i / 16.
+    private static func q3_K(_ p: UnsafeRawPointer, _ y: UnsafeMutablePointer<Float>) {
+        let d = half(p, BlockLayout.q3_K.d)
+        let hmask = (p + BlockLayout.q3_K.hmask).assumingMemoryBound(to: UInt8.self)
+        let qs = (p + BlockLayout.q3_K.qs).assumingMemoryBound(to: UInt8.self)
+        let scales = (p + BlockLayout.q3_K.scales).assumingMemoryBound(to: UInt8.self)
+        for i in 0..<256 {
+            let h = i / 128, j = (i % 128) / 32, l = i % 32
+            let low = Int((qs[32 * h + l] >> (2 * j)) & 3)
+            let q = (hmask[l] >> (i / 32)) & 1 != 0 ? low : low - 4
+            let dl = d * Float(q3Scale(i / 16, scales))
+            y[i] = dl * Float(q)
         }
     }
 

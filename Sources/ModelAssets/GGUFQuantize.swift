@@ -1,13 +1,14 @@
-// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K),
-// laid out as the structs in GGUFQuantBlocks.swift state, rows spread over threads. Importance
-// matrices and the other ggml types (Q5_0, Q2_K, IQ*, ...) are left out. The choice of scales
+// Quantizing Float rows into ggml's blocks (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), laid out as the structs in GGUFQuantBlocks.swift state, rows
+// spread over threads. Importance matrices and the other ggml types (the other IQ*, TQ*, ...) are
+// left out. The choice of scales
 // follows the design of ggml-quants.c's reference quantizers (K-quants: a search over sub-block
 // steps with a least-squares refit, then 6- or 8-bit sub-block scales); the code is our own.
 import Foundation
 
 public enum Quantize {
     /// The types `run` writes: exactly the ones `Dequantize` reads back.
-    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K]
+    public static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
 
     /// Bytes that `rows` rows of `k` values take as `type`; throws if `type` cannot hold such rows.
     public static func byteCount(_ type: GGMLType, rows: Int, k: Int, tensor: String) throws -> Int {
@@ -29,7 +30,7 @@ public enum Quantize {
         guard k % blockSize == 0 else {
             throw ModelAssetsError.cannotQuantize(
                 tensor: tensor, type: type.name,
-                reason: "its rows of \(k) values are not a whole number of \(type.name)'s \(blockSize)-value blocks; pick a type whose block size divides \(k) (Q8_0, Q4_0, Q4_1: 32; F32, F16, BF16: any)")
+                reason: "its rows of \(k) values are not a whole number of \(type.name)'s \(blockSize)-value blocks; pick a type whose block size divides \(k) (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: 32; F32, F16, BF16: any)")
         }
     }
 
@@ -108,6 +109,11 @@ public enum Quantize {
             case .q8_0: ok = q8_0(xb, pb)
             case .q4_0: ok = q4_0(xb, pb)
             case .q4_1: ok = q4_1(xb, pb)
+            case .q5_0: ok = q5_0(xb, pb)
+            case .q5_1: ok = q5_1(xb, pb)
+            case .iq4_NL: ok = iq4_NL(xb, pb)
+            case .q2_K: ok = q2_K(xb, pb)
+            case .q3_K: ok = q3_K(xb, pb)
             case .q4_K: ok = kAsymmetric(xb, pb, bits: 4)
             case .q5_K: ok = kAsymmetric(xb, pb, bits: 5)
             case .q6_K: ok = q6_K(xb, pb)
@@ -188,6 +194,44 @@ public enum Quantize {
             qs[j] = a | b << 4
         }
         return true
+    }
+
+    /// Q4_0's convention with 5 bits: the value of largest magnitude maps to code -16 exactly
+    /// (d = it / -16), codes -16...15 stored as q = code + 16, the fifth bits gathered into `qh`.
+    private static func q5_0(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+        let d16 = HalfFloat.f16(from: signedMax(x, 32) / -16)
+        let d = HalfFloat.float(fromF16: d16)
+        guard d.isFinite else { return false }
+        store16(p, BlockLayout.q5_0.d, d16)
+        var q = SIMD32<UInt8>(repeating: 16)
+        if d != 0 { for i in 0..<32 { q[i] = UInt8(nearest(x[i] / d, -16, 15) + 16) } }
+        packFiveBits(q, qh: p + BlockLayout.q5_0.qh, qs: p + BlockLayout.q5_0.qs)
+        return true
+    }
+
+    /// Q4_1's with 5 bits: m = min in fp16, d = (max - min) / 31 in fp16, q = (x - m) / d rounded.
+    private static func q5_1(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+        var lo = x[0], hi = x[0]
+        for i in 1..<32 { lo = min(lo, x[i]); hi = max(hi, x[i]) }
+        let d16 = HalfFloat.f16(from: (hi - lo) / 31), m16 = HalfFloat.f16(from: lo)
+        let d = HalfFloat.float(fromF16: d16), m = HalfFloat.float(fromF16: m16)
+        guard d.isFinite, m.isFinite else { return false }
+        store16(p, BlockLayout.q5_1.d, d16)
+        store16(p, BlockLayout.q5_1.m, m16)
+        var q = SIMD32<UInt8>(repeating: 0)
+        if d != 0 { for i in 0..<32 { q[i] = UInt8(nearest((x[i] - m) / d, 0, 31)) } }
+        packFiveBits(q, qh: p + BlockLayout.q5_1.qh, qs: p + BlockLayout.q5_1.qs)
+        return true
+    }
+
+    /// 32 five-bit codes into Q5_0/Q5_1's halves: low nibbles as Q4_0 (byte j holds codes j and
+    /// j + 16), and the fifth bit of code i as bit i of the little-endian word at `qh`.
+    private static func packFiveBits(_ q: SIMD32<UInt8>, qh: UnsafeMutableRawPointer, qs: UnsafeMutableRawPointer) {
+        var high: UInt32 = 0
+        for i in 0..<32 { high |= UInt32(q[i] >> 4) << i }
+        qh.storeBytes(of: high.littleEndian, as: UInt32.self)
+        let nibbles = qs.assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 { nibbles[j] = (q[j] & 0x0F) | (q[j + 16] & 0x0F) << 4 }
     }
 
     // MARK: K-quants (super-blocks of 256)
@@ -320,19 +364,20 @@ public enum Quantize {
         }
     }
 
-    /// Best signed scale with x ≈ scale·c, c in -32...31, for 16 values: the value of largest
-    /// magnitude maps near code -32 (the side with one more level); trial steps around that,
-    /// each refit by least squares (scale = Σxc / Σc²), keeping the largest (Σxc)² / Σc².
-    private static func fitSymmetric16(_ x: UnsafePointer<Float>) -> Float {
+    /// Best signed scale with x ≈ scale·c, c in -half...half-1 (Q6_K: 32, Q3_K: 4), for 16
+    /// values: the value of largest magnitude maps near code -half (the side with one more level);
+    /// trial steps around that, each refit by least squares (scale = Σxc / Σc²), keeping the
+    /// largest (Σxc)² / Σc².
+    private static func fitSymmetric16(_ x: UnsafePointer<Float>, half: Float) -> Float {
         let extreme = signedMax(x, 16)
         guard extreme != 0 else { return 0 }
         let raw = UnsafeRawPointer(x)
         let v0 = raw.loadUnaligned(fromByteOffset: 0, as: SIMD8<Float>.self)
         let v1 = raw.loadUnaligned(fromByteOffset: 32, as: SIMD8<Float>.self)
-        let low = SIMD8<Float>(repeating: -32), high = SIMD8<Float>(repeating: 31)
-        var bestScale: Float = extreme / -32, bestGain: Float = -1
+        let low = SIMD8<Float>(repeating: -half), high = SIMD8<Float>(repeating: half - 1)
+        var bestScale: Float = extreme / -half, bestGain: Float = -1
         for delta in symmetricSteps {
-            let iscale = -(32 + delta) / extreme
+            let iscale = -(half + delta) / extreme
             let c0 = lanesMax(lanesMin((v0 * iscale).rounded(.toNearestOrEven), high), low)
             let c1 = lanesMax(lanesMin((v1 * iscale).rounded(.toNearestOrEven), high), low)
             let sxc = (v0 * c0 + v1 * c1).sum(), scc = (c0 * c0 + c1 * c1).sum()
@@ -350,7 +395,7 @@ public enum Quantize {
     /// 6-bit codes q = c + 32 rounded against the stored scales.
     private static func q6_K(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
         var scales = SIMD16<Float>()
-        for j in 0..<16 { scales[j] = fitSymmetric16(x + 16 * j) }
+        for j in 0..<16 { scales[j] = fitSymmetric16(x + 16 * j, half: 32) }
         var extreme: Float = 0
         for j in 0..<16 where abs(scales[j]) > abs(extreme) { extreme = scales[j] }
         let d16 = HalfFloat.f16(from: extreme / -128)
@@ -375,6 +420,148 @@ public enum Quantize {
                     qh[l] = (q1 >> 4) | (q2 >> 4) << 2 | (q3 >> 4) << 4 | (q4 >> 4) << 6
                 }
             }
+        }
+        return true
+    }
+}
+
+extension Quantize {
+    /// The index of IQ4_NL's level nearest to v (in units of d).
+    @inline(__always)
+    static func nearestIQ4(_ v: Float) -> UInt8 {
+        var best = 0, error = Float.infinity
+        for (i, level) in Dequantize.iq4nlValues.enumerated() {
+            let e = abs(v - Float(level))
+            if e < error { (best, error) = (i, e) }
+        }
+        return UInt8(best)
+    }
+
+    /// IQ4_NL: d puts the value of largest magnitude on the table's -127 end, each value takes the
+    /// nearest level; then d refit by least squares on those levels (Σx·k / Σk²), kept when its
+    /// levels (chosen again) give a smaller squared error.
+    static func iq4_NL(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+        let levels = Dequantize.iq4nlValues.map { Float($0) }
+        func trial(_ d16: UInt16) -> (codes: SIMD32<UInt8>, error: Float, sxk: Float, skk: Float) {
+            let d = HalfFloat.float(fromF16: d16)
+            var codes = SIMD32<UInt8>(repeating: 8), error: Float = 0, sxk: Float = 0, skk: Float = 0
+            for i in 0..<32 {
+                if d != 0 { codes[i] = nearestIQ4(x[i] / d) }
+                let k = levels[Int(codes[i])], e = d * k - x[i]
+                error += e * e
+                sxk += x[i] * k
+                skk += k * k
+            }
+            return (codes, error, sxk, skk)
+        }
+        var d16 = HalfFloat.f16(from: signedMax(x, 32) / -127)
+        guard HalfFloat.float(fromF16: d16).isFinite else { return false }
+        var best = trial(d16)
+        if best.skk > 0 {
+            let refit = HalfFloat.f16(from: best.sxk / best.skk)
+            if HalfFloat.float(fromF16: refit).isFinite {
+                let t = trial(refit)
+                if t.error < best.error { (d16, best) = (refit, t) }
+            }
+        }
+        store16(p, BlockLayout.iq4_NL.d, d16)
+        let qs = (p + BlockLayout.iq4_NL.qs).assumingMemoryBound(to: UInt8.self)
+        for j in 0..<16 { qs[j] = best.codes[j] | best.codes[j + 16] << 4 }
+        return true
+    }
+
+    /// `fitAsymmetric`'s search (trial steps, least-squares refit, min ≥ 0) for `n` values in
+    /// plain loops: Q2_K's 16-value sub-blocks with codes 0...3.
+    static func fitAsymmetricScalar(_ x: UnsafePointer<Float>, _ n: Int, nmax: Float) -> (scale: Float, min: Float) {
+        var lo: Float = 0, hi = x[0], sx: Float = 0, sxx: Float = 0
+        for i in 0..<n {
+            lo = Swift.min(lo, x[i]); hi = Swift.max(hi, x[i])
+            sx += x[i]; sxx += x[i] * x[i]
+        }
+        guard hi > lo else { return (0, -lo) }
+        let count = Float(n)
+        var best = (scale: (hi - lo) / nmax, min: -lo, error: Float.infinity)
+        for delta in asymmetricSteps {
+            let iscale = (nmax + delta) / (hi - lo)
+            var sl: Float = 0, sll: Float = 0, sxl: Float = 0
+            for i in 0..<n {
+                let l = Swift.min(((x[i] - lo) * iscale).rounded(.toNearestOrEven), nmax)
+                sl += l; sll += l * l; sxl += x[i] * l
+            }
+            let det = count * sll - sl * sl
+            guard det > 0 else { continue }
+            var a = (count * sxl - sx * sl) / det
+            var b = (sx - a * sl) / count
+            if b > 0 {
+                b = 0
+                a = sxl / sll
+            }
+            guard a > 0 else { continue }
+            let error = a * a * sll + 2 * a * b * sl + count * b * b - 2 * a * sxl - 2 * b * sx + sxx
+            if error < best.error { best = (a, -b, error) }
+        }
+        return (best.scale, best.min)
+    }
+
+    /// Q2_K: per 16 values a (scale, min) fit with codes 0...3, both stored as 4 bits against fp16
+    /// d = max scale / 15 and dmin = max min / 15, then codes rounded against the stored pair.
+    static func q2_K(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+        var scales = SIMD16<Float>(), mins = SIMD16<Float>()
+        for j in 0..<16 { (scales[j], mins[j]) = fitAsymmetricScalar(x + 16 * j, 16, nmax: 3) }
+        let d16 = HalfFloat.f16(from: scales.max() / 15), dmin16 = HalfFloat.f16(from: mins.max() / 15)
+        let d = HalfFloat.float(fromF16: d16), dmin = HalfFloat.float(fromF16: dmin16)
+        guard d.isFinite, dmin.isFinite else { return false }
+        store16(p, BlockLayout.q2_K.d, d16)
+        store16(p, BlockLayout.q2_K.dmin, dmin16)
+        let packed = (p + BlockLayout.q2_K.scales).assumingMemoryBound(to: UInt8.self)
+        let qs = (p + BlockLayout.q2_K.qs).assumingMemoryBound(to: UInt8.self)
+        for i in 0..<64 { qs[i] = 0 }
+        for j in 0..<16 {
+            let sc = d > 0 ? UInt8(nearest(scales[j] / d, 0, 15)) : 0
+            let mn = dmin > 0 ? UInt8(nearest(mins[j] / dmin, 0, 15)) : 0
+            packed[j] = sc | mn << 4
+            // the dequantizer's own products, so each code is the nearest level it will compute
+            let step = d * Float(sc), offset = dmin * Float(mn)
+            for i in (16 * j)..<(16 * j + 16) {
+                let c = step == 0 ? 0 : UInt8(nearest((x[i] + offset) / step, 0, 3))
+                qs[32 * (i / 128) + i % 32] |= c << (2 * ((i % 128) / 32))
+            }
+        }
+        return true
+    }
+
+    /// Q3_K: 16 signed sub-block scales (codes -4...3 each, the largest magnitude near -4) stored
+    /// as 6-bit values against one fp16 d (the largest scale maps to -32), then codes rounded
+    /// against the stored scales: c + 4 in 0...7, its low 2 bits in `qs`, its third in `hmask`.
+    static func q3_K(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+        var scales = SIMD16<Float>()
+        for j in 0..<16 { scales[j] = fitSymmetric16(x + 16 * j, half: 4) }
+        var extreme: Float = 0
+        for j in 0..<16 where abs(scales[j]) > abs(extreme) { extreme = scales[j] }
+        let d16 = HalfFloat.f16(from: extreme / -32)
+        let d = HalfFloat.float(fromF16: d16)
+        guard d.isFinite else { return false }
+        var sc = SIMD16<Int8>()
+        for j in 0..<16 { sc[j] = d == 0 ? 0 : Int8(nearest(scales[j] / d, -32, 31)) }
+        store16(p, BlockLayout.q3_K.d, d16)
+        let packed = (p + BlockLayout.q3_K.scales).assumingMemoryBound(to: UInt8.self)
+        for i in 0..<12 { packed[i] = 0 }
+        for i in 0..<16 {  // the inverse of `Dequantize.q3Scale`
+            let u = UInt8(Int(sc[i]) + 32)
+            packed[i % 8] |= (u & 0x0F) << (i < 8 ? 0 : 4)
+            packed[8 + i % 4] |= (u >> 4) << (2 * (i / 4))
+        }
+        let hmask = (p + BlockLayout.q3_K.hmask).assumingMemoryBound(to: UInt8.self)
+        let qs = (p + BlockLayout.q3_K.qs).assumingMemoryBound(to: UInt8.self)
+        for i in 0..<32 { hmask[i] = 0 }
+        for i in 0..<64 { qs[i] = 0 }
+        for i in 0..<256 {
+            // the dequantizer's own step, so each code is the nearest level it will compute
+            let step = d * Float(sc[i / 16])
+            let c = step == 0 ? 4 : UInt8(nearest(x[i] / step, -4, 3) + 4)
+            let h = i / 128, j = (i % 128) / 32, l = i % 32
+            qs[32 * h + l] |= (c & 3) << (2 * j)
+            hmask[l] |= (c >> 2) << (i / 32)
         }
         return true
     }

@@ -12,7 +12,7 @@ public enum GGMLType: UInt32, Sendable, CaseIterable, CustomStringConvertible {
     case tq1_0 = 34, tq2_0 = 35, mxfp4 = 39, nvfp4 = 40, q1_0 = 41
 
     /// The types this package converts to Float.
-    public static let dequantizable: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K]
+    public static let dequantizable: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
 
     public var isDequantizable: Bool { Self.dequantizable.contains(self) }
 

@@ -278,8 +278,11 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
     /// blocks on the 1B shape (Q4_K) at 64 and 128 rows and 1.3-1.5x on SmolLM2 (Q4_1) at 64
     /// and 256. Float32 activations on Q4_K: 1.3x at 64 and 128 rows, even at 256; on Q4_1 the
     /// panels were 5-12% ahead at 32-256 rows (its per-block min term is a fourth
-    /// floating-point operation per 32 values where Q4_K has three). Other types left on the
-    /// panels (not measured).
+    /// floating-point operation per 32 values where Q4_K has three). On the Qwen2.5-0.5B shape's
+    /// make-model q4_K file (145 of 169 matrices Q5_0, the rest Q4_K; 2026-11-27, busy machine,
+    /// pp256, all matrices forced one way) the panels won: q8 237 tokens/s against 141 through the
+    /// blocks, float32 217 against 104; so Q5_0 stays on the panels, and the other types added
+    /// since (Q5_1, IQ4_NL, Q2_K, Q3_K) too (not measured).
     public static func blockRowsLimit(_ type: GGMLType, _ activations: ActivationPrecision) -> Int {
         switch (activations, type) {
         case (.q8, .q8_0), (.q8, .q4_0), (.q8, .q4_1), (.q8, .q4_K), (.q8, .q5_K), (.q8, .q6_K): 512

@@ -110,13 +110,19 @@ public enum RandomModel {
     }
 
     /// The type a matrix with rows of `rowLength` values is stored as when `requested` is asked
-    /// for. llama-quantize (`tensor_type_fallback`) turns Q4_K into Q5_0, Q5_K into Q5_1 and Q6_K
-    /// into Q8_0 when the rows are not a whole number of 256-value super-blocks; this package reads
-    /// neither Q5_0 nor Q5_1, so all three become Q8_0 here. Rows that are not even a multiple of
-    /// 32 get F16, llama.cpp's last resort.
+    /// for, as llama-quantize (`tensor_type_fallback`) picks it when the rows are not a whole
+    /// number of 256-value super-blocks: Q4_K becomes Q5_0, Q5_K Q5_1, Q6_K Q8_0, and Q2_K and Q3_K
+    /// IQ4_NL. Rows that are not even a multiple of 32 get F16, llama.cpp's last resort (and so
+    /// does any other type whose block does not divide the rows).
     public static func storedType(for requested: GGMLType, rowLength: Int) -> GGMLType {
         if rowLength % requested.blockGeometry.blockSize == 0 { return requested }
-        return rowLength % GGMLType.q8_0.blockGeometry.blockSize == 0 ? .q8_0 : .f16
+        let fallback: GGMLType = switch requested {
+        case .q4_K: .q5_0
+        case .q5_K: .q5_1
+        case .q2_K, .q3_K: .iq4_NL
+        default: .q8_0
+        }
+        return rowLength % fallback.blockGeometry.blockSize == 0 ? fallback : .f16
     }
 
     /// llama.cpp's `general.file_type` (LLAMA_FTYPE_*) for a file whose matrices are `type`;
@@ -128,9 +134,14 @@ public enum RandomModel {
         case .q4_0: 2
         case .q4_1: 3
         case .q8_0: 7
+        case .q5_0: 8
+        case .q5_1: 9
+        case .q2_K: 10  // MOSTLY_Q2_K
+        case .q3_K: 11  // MOSTLY_Q3_K_S
         case .q4_K: 14  // MOSTLY_Q4_K_S
         case .q5_K: 16  // MOSTLY_Q5_K_S
         case .q6_K: 18
+        case .iq4_NL: 25
         case .bf16: 32
         default: 0
         }

@@ -22,7 +22,7 @@ enum Shape: String, CaseIterable, ExpressibleByArgument {
 }
 
 enum TypeName: String, CaseIterable, ExpressibleByArgument {
-    case f32, f16, bf16, q8_0, q4_0, q4_1, q4_K, q5_K, q6_K
+    case f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_NL, q2_K, q3_K, q4_K, q5_K, q6_K
     var type: GGMLType {
         switch self {
         case .f32: .f32
@@ -31,6 +31,11 @@ enum TypeName: String, CaseIterable, ExpressibleByArgument {
         case .q8_0: .q8_0
         case .q4_0: .q4_0
         case .q4_1: .q4_1
+        case .q5_0: .q5_0
+        case .q5_1: .q5_1
+        case .iq4_NL: .iq4_NL
+        case .q2_K: .q2_K
+        case .q3_K: .q3_K
         case .q4_K: .q4_K
         case .q5_K: .q5_K
         case .q6_K: .q6_K
@@ -47,7 +52,7 @@ struct BenchKernels: ParsableCommand {
         commandName: "bench-kernels",
         abstract: "Time block-format matrix-vector products (bk_matmul_nt) per type, CPU level and shape.")
 
-    @Option(parsing: .upToNextOption, help: "Types to time (default: all nine).") var types: [TypeName] = TypeName.allCases
+    @Option(parsing: .upToNextOption, help: "Types to time (default: all of them).") var types: [TypeName] = TypeName.allCases
     @Option(parsing: .upToNextOption, help: "Weight shapes as k x n (default: all).") var shapes: [Shape] = Shape.allCases
     @Option(parsing: .upToNextOption, help: "Levels to time, 0 portable ... 3 avx512vnni (default: every level this CPU runs).")
     var levels: [Int32] = []
@@ -269,8 +274,10 @@ final class WeightPool {
         // moderate finite values where the type has fp16 (or float) fields
         let (_, typeSize) = type.blockGeometry
         let halfAt: [Int] = switch type {
-        case .q8_0, .q4_0: [0]
-        case .q4_1, .q4_K, .q5_K: [0, 2]
+        case .q8_0, .q4_0, .q5_0, .iq4_NL: [0]
+        case .q4_1, .q5_1, .q4_K, .q5_K: [0, 2]
+        case .q2_K: [80, 82]
+        case .q3_K: [108]
         case .q6_K: [208]
         case .f16, .bf16: [0]
         default: []

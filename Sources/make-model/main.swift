@@ -13,13 +13,18 @@ import Glibc
 extension PublishedShape: ExpressibleByArgument {}
 
 enum BlockType: String, CaseIterable, ExpressibleByArgument {
-    case q4_K, q4_0, q4_1, q5_K, q6_K, q8_0, f16, bf16, f32
+    case q4_K, q4_0, q4_1, q5_0, q5_1, iq4_NL, q2_K, q3_K, q5_K, q6_K, q8_0, f16, bf16, f32
 
     var ggml: GGMLType {
         switch self {
         case .q4_K: .q4_K
         case .q4_0: .q4_0
         case .q4_1: .q4_1
+        case .q5_0: .q5_0
+        case .q5_1: .q5_1
+        case .iq4_NL: .iq4_NL
+        case .q2_K: .q2_K
+        case .q3_K: .q3_K
         case .q5_K: .q5_K
         case .q6_K: .q6_K
         case .q8_0: .q8_0
@@ -60,14 +65,14 @@ struct MakeModel: ParsableCommand {
             Tensor names, metadata keys and the q/k row order are llama.cpp's. Weights are seeded random values \
             (std 0.02), norms are 1; norms, biases and rope factors stay F32. Every matrix is stored as --type, \
             except that a K-quant cannot hold rows whose length is not a multiple of 256 (Qwen2.5-0.5B's 896, \
-            SmolLM2's 576): those matrices fall back to Q8_0, where llama-quantize would pick Q5_0 (for q4_K) or \
-            Q5_1 (for q5_K), types this toolkit does not read. The output lists every fallback. Progress goes to stderr.
+            SmolLM2's 576): those matrices fall back as llama-quantize's do, q4_K to Q5_0, q5_K to Q5_1, q6_K \
+            to Q8_0, q2_K and q3_K to IQ4_NL (F16 for rows that are not even a multiple of 32). The output lists every fallback. Progress goes to stderr.
             """)
 
     @Option(help: "Architecture whose shape to write (its config.json's numbers; see above).")
     var shape: PublishedShape
 
-    @Option(help: "Block type of the matrices. K-quants fall back to Q8_0 for rows that are not a multiple of 256 values (see above).")
+    @Option(help: "Block type of the matrices. K-quants fall back to Q5_0, Q5_1, Q8_0 or IQ4_NL for rows that are not a multiple of 256 values (see above).")
     var type: BlockType
 
     @Option(help: "The .gguf file to write (written under a temporary name and renamed when complete).")
@@ -120,8 +125,7 @@ struct MakeModel: ParsableCommand {
         if let first = fallbacks.first, let from = first.fallbackFrom {
             let lengths = Set(fallbacks.map { $0.shape[1] }).sorted().map(String.init).joined(separator: ", ")
             printErr("fallback: \(fallbacks.count) of \(plan.filter { $0.role == .matrix }.count) matrices have rows of \(lengths) values, "
-                + "not a multiple of \(from.name)'s 256: stored as \(first.type.name) (llama-quantize would use "
-                + "\(from == .q4_K ? "Q5_0" : from == .q5_K ? "Q5_1" : "Q8_0"), which this toolkit does not read)")
+                + "not a multiple of \(from.name)'s 256: stored as \(first.type.name), as llama-quantize does")
         }
         let width = String(plan.count).count
         func mb(_ bytes: Int) -> String { String(format: "%.1f", Double(bytes) / 1e6) }

@@ -9,7 +9,7 @@ import XCTest
 @testable import ModelAssets
 
 final class BlockKernelTests: XCTestCase {
-    static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K]
+    static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
     static let rowCounts = [1, 2, 3, 5, 8, 15, 16]
     /// Allowed |kernel - float64 reference| relative to sum_i |x_i * w_i|. Float accumulation over
     /// these k (at most 1,280 values) stays below ~1e-7; the Q4_1/K-quant min terms are exact
@@ -56,8 +56,10 @@ final class BlockKernelTests: XCTestCase {
         var bytes = (0..<(rows * rowBytes)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
         func put16(_ v: UInt16, _ at: Int) { bytes[at] = UInt8(v & 0xFF); bytes[at + 1] = UInt8(v >> 8) }
         let halfFields: [Int] = switch type {
-        case .q8_0, .q4_0: [0]
-        case .q4_1, .q4_K, .q5_K: [0, 2]
+        case .q8_0, .q4_0, .q5_0, .iq4_NL: [0]
+        case .q4_1, .q5_1, .q4_K, .q5_K: [0, 2]
+        case .q2_K: [80, 82]
+        case .q3_K: [108]
         case .q6_K: [208]
         default: []
         }
@@ -250,14 +252,15 @@ final class BlockKernelTests: XCTestCase {
     func testRefusesUnsupportedTypesShapesAndLevels() {
         let x = [Float](repeating: 1, count: 64), w = [UInt8](repeating: 0, count: 64)
         var y = [Float](repeating: 0, count: 4)
-        let q5_0 = matmul(level: 0, .q5_0, x: x, m: 1, k: 32, w: w, rowBytes: 22, n0: 0, n1: 1, into: &y, ldy: 1)
-        XCTAssertEqual(q5_0, Int32(BK_ERROR_TYPE))
+        let x256 = [Float](repeating: 1, count: 256), w66 = [UInt8](repeating: 0, count: 66)
+        let iq2 = matmul(level: 0, .iq2_XXS, x: x256, m: 1, k: 256, w: w66, rowBytes: 66, n0: 0, n1: 1, into: &y, ldy: 1)
+        XCTAssertEqual(iq2, Int32(BK_ERROR_TYPE))
         let partialBlock = matmul(level: 0, .q4_0, x: x, m: 1, k: 48, w: w, rowBytes: 18, n0: 0, n1: 1, into: &y, ldy: 1)
         XCTAssertEqual(partialBlock, Int32(BK_ERROR_SHAPE))
         let beyond = matmul(level: bk_best_level() + 1, .f32, x: x, m: 1, k: 4, w: w, rowBytes: 16, n0: 0, n1: 1, into: &y, ldy: 1)
         XCTAssertEqual(beyond, Int32(BK_ERROR_LEVEL))
         XCTAssertEqual(bk_type_supported(GGMLType.q6_K.rawValue), 1)
-        XCTAssertEqual(bk_type_supported(GGMLType.q5_0.rawValue), 0)
+        XCTAssertEqual(bk_type_supported(GGMLType.iq2_XXS.rawValue), 0)
         for type in GGMLType.allCases {  // the kernels take exactly the types the reference dequantizes
             XCTAssertEqual(bk_type_supported(type.rawValue) == 1, type.isDequantizable, "\(type)")
         }
@@ -265,7 +268,7 @@ final class BlockKernelTests: XCTestCase {
 
     // MARK: q8 activations
 
-    static let q8Types: [GGMLType] = [.q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K]
+    static let q8Types: [GGMLType] = [.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q3_K, .q4_K, .q5_K, .q6_K]
 
     func quantizeQ8(level: Int32, _ x: [Float], m: Int, k: Int) -> [UInt8] {
         var xq = [UInt8](repeating: 0, count: bk_q8_bytes(m, k))
@@ -368,6 +371,12 @@ final class BlockKernelTests: XCTestCase {
         }
         XCTAssertEqual(matmulQ8(level: 0, .q4_K, xq: xq, m: 1, k: 64, w: w, rowBytes: 36, n0: 0, n1: 1, into: &y, ldy: 1),
                        Int32(BK_ERROR_SHAPE))
+        // Q2_K has no q8 product (callers fall back to float activations) at any level
+        let xq256 = quantizeQ8(level: 0, [Float](repeating: 0.5, count: 256), m: 1, k: 256)
+        for level in Self.levels {
+            XCTAssertEqual(matmulQ8(level: level, .q2_K, xq: xq256, m: 1, k: 256, w: w, rowBytes: 84, n0: 0, n1: 1, into: &y, ldy: 1),
+                           Int32(BK_ERROR_TYPE), Self.levelName(level))
+        }
         var out = [UInt8](repeating: 0, count: 64)
         let rc = [Float](repeating: 1, count: 40).withUnsafeBufferPointer { xp in
             out.withUnsafeMutableBytes { bk_quantize_q8_at(0, xp.baseAddress, 1, 40, $0.baseAddress) }

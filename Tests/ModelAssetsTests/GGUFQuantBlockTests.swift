@@ -10,12 +10,22 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<BlockQ8_0>.size, 34)
         XCTAssertEqual(MemoryLayout<BlockQ4_0>.size, 18)
         XCTAssertEqual(MemoryLayout<BlockQ4_1>.size, 20)
+        XCTAssertEqual(MemoryLayout<BlockQ5_0>.size, 22)
+        XCTAssertEqual(MemoryLayout<BlockQ5_1>.size, 24)
+        XCTAssertEqual(MemoryLayout<BlockIQ4_NL>.size, 18)
+        XCTAssertEqual(MemoryLayout<BlockQ2_K>.size, 84)
+        XCTAssertEqual(MemoryLayout<BlockQ3_K>.size, 110)
         XCTAssertEqual(MemoryLayout<BlockQ4_K>.size, 144)
         XCTAssertEqual(MemoryLayout<BlockQ5_K>.size, 176)
         XCTAssertEqual(MemoryLayout<BlockQ6_K>.size, 210)
         XCTAssertEqual(GGMLType.q8_0.blockGeometry.typeSize, MemoryLayout<BlockQ8_0>.size)
         XCTAssertEqual(GGMLType.q4_0.blockGeometry.typeSize, MemoryLayout<BlockQ4_0>.size)
         XCTAssertEqual(GGMLType.q4_1.blockGeometry.typeSize, MemoryLayout<BlockQ4_1>.size)
+        XCTAssertEqual(GGMLType.q5_0.blockGeometry.typeSize, MemoryLayout<BlockQ5_0>.size)
+        XCTAssertEqual(GGMLType.q5_1.blockGeometry.typeSize, MemoryLayout<BlockQ5_1>.size)
+        XCTAssertEqual(GGMLType.iq4_NL.blockGeometry.typeSize, MemoryLayout<BlockIQ4_NL>.size)
+        XCTAssertEqual(GGMLType.q2_K.blockGeometry.typeSize, MemoryLayout<BlockQ2_K>.size)
+        XCTAssertEqual(GGMLType.q3_K.blockGeometry.typeSize, MemoryLayout<BlockQ3_K>.size)
         XCTAssertEqual(GGMLType.q4_K.blockGeometry.typeSize, MemoryLayout<BlockQ4_K>.size)
         XCTAssertEqual(GGMLType.q5_K.blockGeometry.typeSize, MemoryLayout<BlockQ5_K>.size)
         XCTAssertEqual(GGMLType.q6_K.blockGeometry.typeSize, MemoryLayout<BlockQ6_K>.size)
@@ -25,6 +35,11 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(BlockLayout.q8_0.qs, 2)
         XCTAssertEqual(BlockLayout.q4_1.m, 2)
         XCTAssertEqual(BlockLayout.q4_1.qs, 4)
+        XCTAssertEqual([BlockLayout.q5_0.d, BlockLayout.q5_0.qh, BlockLayout.q5_0.qs], [0, 2, 6])
+        XCTAssertEqual([BlockLayout.q5_1.d, BlockLayout.q5_1.m, BlockLayout.q5_1.qh, BlockLayout.q5_1.qs], [0, 2, 4, 8])
+        XCTAssertEqual([BlockLayout.iq4_NL.d, BlockLayout.iq4_NL.qs], [0, 2])
+        XCTAssertEqual([BlockLayout.q2_K.scales, BlockLayout.q2_K.qs, BlockLayout.q2_K.d, BlockLayout.q2_K.dmin], [0, 16, 80, 82])
+        XCTAssertEqual([BlockLayout.q3_K.hmask, BlockLayout.q3_K.qs, BlockLayout.q3_K.scales, BlockLayout.q3_K.d], [0, 32, 96, 108])
         XCTAssertEqual([BlockLayout.q4_K.d, BlockLayout.q4_K.dmin, BlockLayout.q4_K.scales, BlockLayout.q4_K.qs], [0, 2, 4, 16])
         XCTAssertEqual([BlockLayout.q5_K.scales, BlockLayout.q5_K.qh, BlockLayout.q5_K.qs], [4, 16, 48])
         XCTAssertEqual([BlockLayout.q6_K.ql, BlockLayout.q6_K.qh, BlockLayout.q6_K.scales, BlockLayout.q6_K.d], [0, 128, 192, 208])
@@ -86,6 +101,33 @@ final class GGUFQuantBlockTests: XCTestCase {
         XCTAssertEqual(dequantize(.q4_1, bytes, count: 32), expected)
     }
 
+    /// The fifth bits and nibbles of a Q5_0/Q5_1 block holding 5-bit codes q[0..<32] (20 bytes):
+    /// the fifth bit of q[i] as bit i of a little-endian word, then low nibbles as Q4_0.
+    private func q5Bits(_ q: [Int]) -> [UInt8] {
+        var qh: UInt32 = 0
+        for i in 0..<32 where q[i] & 16 != 0 { qh |= 1 << i }
+        let nibbles = (0..<16).map { UInt8(q[$0] & 15) | UInt8(q[$0 + 16] & 15) << 4 }
+        return (0..<4).map { UInt8((qh >> (8 * $0)) & 0xFF) } + nibbles
+    }
+
+    private func q5Block(d: UInt16, _ q: [Int]) -> [UInt8] { le16(d) + q5Bits(q) }
+
+    func testQ5_1HandBuilt() {
+        // d = 0.25, m = -2; q[i] = (11 i + 5) % 32
+        let q = (0..<32).map { (11 * $0 + 5) % 32 }
+        let bytes = le16(0x3400) + le16(0xC000) + q5Bits(q)
+        XCTAssertEqual(bytes.count, 24)
+        XCTAssertEqual(dequantize(.q5_1, bytes, count: 32), q.map { 0.25 * Float($0) - 2 })
+    }
+
+    func testQ5_0HandBuilt() {
+        // d = 0.5; q[i] = (7 i + 3) % 32 puts fifth bits on both halves in an irregular pattern
+        let q = (0..<32).map { (7 * $0 + 3) % 32 }
+        let bytes = q5Block(d: 0x3800, q)
+        XCTAssertEqual(bytes.count, 22)
+        XCTAssertEqual(dequantize(.q5_0, bytes, count: 32), q.map { 0.5 * Float($0 - 16) })
+    }
+
     /// Packs 8 six-bit scales and mins the way ggml's `get_scale_min_k4` unpacks them.
     private func packScalesK4(_ sc: [UInt8], _ m: [UInt8]) -> [UInt8] {
         var q = [UInt8](repeating: 0, count: 12)
@@ -128,6 +170,49 @@ final class GGUFQuantBlockTests: XCTestCase {
         var expected: [Float] = []
         for s in 0..<8 { for l in 0..<32 { expected.append(0.5 * Float(kScales[s]) * Float(q(s, l)) - 0.25 * Float(kMins[s])) } }
         XCTAssertEqual(dequantize(.q5_K, bytes, count: 256), expected)
+    }
+
+    func testIQ4_NLHandBuilt() {
+        // d = 2; index j & 15 in the low nibbles, (5 j + 3) & 15 in the high; ggml's kvalues_iq4nl
+        let levels: [Float] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]
+        let bytes = le16(0x4000) + (0..<16).map { (j: Int) -> UInt8 in UInt8(j) | UInt8((5 * j + 3) & 15) << 4 }
+        let expected = (0..<16).map { 2 * levels[$0] } + (0..<16).map { 2 * levels[(5 * $0 + 3) & 15] }
+        XCTAssertEqual(dequantize(.iq4_NL, bytes, count: 32), expected)
+    }
+
+    func testQ2_KHandBuilt() {
+        // d = 0.5, dmin = 0.25; sub-block s has scale (7 s) % 16 and min (3 s + 1) % 16; value i
+        // the 2-bit code (i + i / 5) % 4 in bits 2j, 2j+1 of qs[32h + l] (i = 128h + 32j + l).
+        let q = { (i: Int) in (i + i / 5) % 4 }
+        let sc = { (s: Int) in (7 * s) % 16 }, mn = { (s: Int) in (3 * s + 1) % 16 }
+        var qs = [UInt8](repeating: 0, count: 64)
+        for i in 0..<256 { qs[32 * (i / 128) + i % 32] |= UInt8(q(i)) << (2 * ((i % 128) / 32)) }
+        let bytes = (0..<16).map { UInt8(sc($0) | mn($0) << 4) } + qs + le16(0x3800) + le16(0x3400)
+        XCTAssertEqual(bytes.count, 84)
+        let expected = (0..<256).map { i in 0.5 * Float(sc(i / 16)) * Float(q(i)) - 0.25 * Float(mn(i / 16)) }
+        XCTAssertEqual(dequantize(.q2_K, bytes, count: 256), expected)
+    }
+
+    func testQ3_KHandBuilt() {
+        // d = 0.5; sub-block s has the scale s·3 - 24 (6-bit code s·3 + 8); value i the code
+        // c(i) = (5 i + i / 7) % 8, q = c - 4: low 2 bits in qs, the third in hmask.
+        let c = { (i: Int) in (5 * i + i / 7) % 8 }
+        var hmask = [UInt8](repeating: 0, count: 32), qs = [UInt8](repeating: 0, count: 64)
+        for i in 0..<256 {
+            let h = i / 128, j = (i % 128) / 32, l = i % 32
+            qs[32 * h + l] |= UInt8(c(i) & 3) << (2 * j)
+            hmask[l] |= UInt8(c(i) >> 2) << (i / 32)
+        }
+        let codes = (0..<16).map { UInt8($0 * 3 + 8) }  // scale + 32
+        var scales = [UInt8](repeating: 0, count: 12)
+        for i in 0..<16 {  // low nibbles: bytes 0-7 for 0-7, their high nibbles for 8-15; top bits in 8-11
+            scales[i % 8] |= (codes[i] & 15) << (i < 8 ? 0 : 4)
+            scales[8 + i % 4] |= (codes[i] >> 4) << (2 * (i / 4))
+        }
+        let bytes = hmask + qs + scales + le16(0x3800)
+        XCTAssertEqual(bytes.count, 110)
+        let expected = (0..<256).map { i in 0.5 * Float(3 * (i / 16) - 24) * Float(c(i) - 4) }
+        XCTAssertEqual(dequantize(.q3_K, bytes, count: 256), expected)
     }
 
     func testQ6_KHandBuilt() {

@@ -96,6 +96,12 @@ final class GGUFQuantizeTests: XCTestCase {
         case .q4_1:
             let d = half(block, BlockLayout.q4_1.d), m = half(block, BlockLayout.q4_1.m)
             return Array(repeating: (0...15).map { d * Float($0) + m }, count: 32)
+        case .q5_0:
+            let d = half(block, BlockLayout.q5_0.d)
+            return Array(repeating: (0...31).map { d * Float($0 - 16) }, count: 32)
+        case .q5_1:
+            let d = half(block, BlockLayout.q5_1.d), m = half(block, BlockLayout.q5_1.m)
+            return Array(repeating: (0...31).map { d * Float($0) + m }, count: 32)
         case .q4_K, .q5_K:
             let layout = type == .q4_K ? (BlockLayout.q4_K.d, BlockLayout.q4_K.dmin, BlockLayout.q4_K.scales)
                                        : (BlockLayout.q5_K.d, BlockLayout.q5_K.dmin, BlockLayout.q5_K.scales)
@@ -104,6 +110,21 @@ final class GGUFQuantizeTests: XCTestCase {
             return (0..<256).map { i in
                 let (sc, m) = Array(block[layout.2..<(layout.2 + 12)]).withUnsafeBufferPointer { Dequantize.scaleMin(i / 32, $0.baseAddress!) }
                 return (0...nmax).map { d * Float(sc) * Float($0) - dmin * Float(m) }
+            }
+        case .iq4_NL:
+            let d = half(block, BlockLayout.iq4_NL.d)
+            return Array(repeating: Dequantize.iq4nlValues.map { d * Float($0) }, count: 32)
+        case .q2_K:
+            let d = half(block, BlockLayout.q2_K.d), dmin = half(block, BlockLayout.q2_K.dmin)
+            return (0..<256).map { i in
+                let s = block[BlockLayout.q2_K.scales + i / 16]
+                return (0...3).map { d * Float(s & 15) * Float($0) - dmin * Float(s >> 4) }
+            }
+        case .q3_K:
+            let d = half(block, BlockLayout.q3_K.d)
+            return (0..<256).map { i in
+                let sc = Array(block[BlockLayout.q3_K.scales..<(BlockLayout.q3_K.scales + 12)]).withUnsafeBufferPointer { Dequantize.q3Scale(i / 16, $0.baseAddress!) }
+                return (-4...3).map { d * Float(sc) * Float($0) }
             }
         case .q6_K:
             let d = half(block, BlockLayout.q6_K.d)
@@ -131,7 +152,7 @@ final class GGUFQuantizeTests: XCTestCase {
     /// the division that picked it): the encoder rounds to nearest against the scales it stored.
     func testEveryValueIsItsBlocksNearestRepresentableValue() throws {
         let k = 512, x = testMatrix(rows: 18, k: k)
-        for type in [GGMLType.q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K] {
+        for type in [GGMLType.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K] {
             let (bytes, y) = try roundTrip(type, x, k: k)
             let (blockSize, typeSize) = type.blockGeometry
             var worst: Float = 0
@@ -174,9 +195,12 @@ final class GGUFQuantizeTests: XCTestCase {
     func testRelativeRMSErrorBounds() throws {
         let k = 4096, x = testMatrix(rows: 18, k: k)
         // (type, bound): Q8_0 4.5/255/3.46 = 0.0051; Q4_0 4.5/15/3.46 = 0.087 (its -8 anchor wastes
-        // part of a level); Q4_1 0.087; Q5_K 4.5/31/3.46 = 0.042; Q6_K 3.7/63/3.46 = 0.017; Q4_K as
+        // part of a level); Q4_1 0.087; Q5_0 4.5/31/3.46 = 0.042 (plus
+        // Q4_0's anchor); Q5_1 and Q5_K 4.5/31/3.46 = 0.042; Q3_K 3.7/7/3.46 = 0.153 (8 codes per
+        // 16 values, plus its 6-bit scales); Q2_K 3.7/3/3.46 = 0.36 for min/max rounding, its
+        // searched (scale, min) pairs well below; IQ4_NL as Q4_1 (16 levels, denser near zero); Q6_K 3.7/63/3.46 = 0.017; Q4_K as
         // Q4_1. F16 and BF16: their largest rounding error, 2^-11 and 2^-8 relative.
-        let bounds: [(GGMLType, Double)] = [(.q8_0, 0.0055), (.q4_0, 0.11), (.q4_1, 0.09), (.q4_K, 0.09), (.q5_K, 0.045), (.q6_K, 0.02),
+        let bounds: [(GGMLType, Double)] = [(.q8_0, 0.0055), (.q4_0, 0.11), (.q4_1, 0.09), (.q5_0, 0.055), (.q5_1, 0.045), (.q3_K, 0.17), (.q2_K, 0.3), (.iq4_NL, 0.09), (.q4_K, 0.09), (.q5_K, 0.045), (.q6_K, 0.02),
                                             (.f16, 0.00049), (.bf16, 0.0039), (.f32, 0)]
         var measured: [GGMLType: Double] = [:]
         for (type, bound) in bounds {
@@ -198,7 +222,12 @@ final class GGUFQuantizeTests: XCTestCase {
         }
         XCTAssertLessThan(measured[.q4_K]!, measured[.q4_1]!, "Q4_K's searched scales should beat Q4_1's min/max rounding")
         XCTAssertLessThan(measured[.q4_1]!, measured[.q4_0]!)
+        XCTAssertLessThan(measured[.q5_0]!, measured[.q4_0]! / 1.8, "a fifth bit should about halve Q4_0's step")
+        XCTAssertLessThan(measured[.q5_1]!, measured[.q4_1]! / 1.8, "and Q4_1's")
         XCTAssertLessThan(measured[.q6_K]!, measured[.q5_K]!)
+        XCTAssertLessThan(measured[.q4_K]!, measured[.q3_K]!)
+        XCTAssertLessThan(measured[.q3_K]!, measured[.q2_K]!)
+        XCTAssertLessThan(measured[.iq4_NL]!, measured[.q4_0]!, "IQ4_NL's levels fit Gaussian weights better than Q4_0's")
     }
 
     func testF32F16BF16StoreTheConversion() throws {
@@ -254,13 +283,13 @@ final class GGUFQuantizeTests: XCTestCase {
     }
 
     func testUnsupportedTypeAndWrongCountAreRefused() {
-        XCTAssertTrue(refusal { _ = try Quantize.run(.q5_0, rows: 1, k: 32, values: [Float](repeating: 0, count: 32), tensor: "w") }?
+        XCTAssertTrue(refusal { _ = try Quantize.run(.iq2_XXS, rows: 1, k: 256, values: [Float](repeating: 0, count: 256), tensor: "w") }?
             .reason.contains("Q4_K") == true)
         XCTAssertNotNil(refusal { _ = try Quantize.run(.q8_0, rows: 2, k: 32, values: [Float](repeating: 0, count: 32), tensor: "w") })
     }
 
     func testNonFiniteAndOversizedValuesAreRefusedWithTheirPosition() {
-        for type in [GGMLType.q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K] {
+        for type in [GGMLType.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K] {
             var x = [Float](repeating: 0.1, count: 3 * 256)
             x[2 * 256 + 77] = .nan
             let r = refusal { _ = try Quantize.run(type, rows: 3, k: 256, values: x, tensor: "embd", threads: 3) }

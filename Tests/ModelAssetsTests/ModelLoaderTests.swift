@@ -174,10 +174,10 @@ final class ModelLoaderTests: XCTestCase {
         for (name, t) in TinyModels.weights(config) where name != "model.embed_tokens.weight" {
             try writer.addTensor(TensorTable.ggufName(forHuggingFace: name)!, t)
         }
-        try writer.addTensor("token_embd.weight", shape: [20, 32], type: .q5_1, encoded: [UInt8](repeating: 0, count: 20 * 24))
+        try writer.addTensor("token_embd.weight", shape: [20, 32], type: .q8_1, encoded: [UInt8](repeating: 0, count: 20 * GGMLType.q8_1.blockGeometry.typeSize))
         try writer.write(to: path("m.gguf"))
         XCTAssertThrowsError(try ModelLoader.load(path: path("m.gguf"))) { error in
-            guard case .unsupportedTensorType(_, "token_embd.weight", "Q5_1", _) = error as? ModelAssetsError else { return XCTFail("\(error)") }
+            guard case .unsupportedTensorType(_, "token_embd.weight", "Q8_1", _) = error as? ModelAssetsError else { return XCTFail("\(error)") }
         }
     }
 

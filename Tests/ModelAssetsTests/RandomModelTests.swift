@@ -173,11 +173,11 @@ final class RandomModelTests: XCTestCase {
         let (path, summary) = try write(config, .q4_K, seed: 3)
         for t in summary.tensors where t.role == .matrix {
             let rowLength = t.shape[1]
-            XCTAssertEqual(t.type, rowLength % 256 == 0 ? .q4_K : .q8_0, t.name)
+            XCTAssertEqual(t.type, rowLength % 256 == 0 ? .q4_K : .q5_0, t.name)
             XCTAssertEqual(t.fallbackFrom, rowLength % 256 == 0 ? nil : .q4_K, t.name)
         }
         XCTAssertEqual(summary.tensors.first { $0.name == "blk.0.ffn_down.weight" }?.type, .q4_K)
-        XCTAssertEqual(summary.tensors.first { $0.name == "output.weight" }?.type, .q8_0)
+        XCTAssertEqual(summary.tensors.first { $0.name == "output.weight" }?.type, .q5_0)
         let model = try ModelLoader.load(path: path)
         XCTAssertEqual(model.config, Self.asStored(config))
         let bias = try XCTUnwrap(model.tensors["model.layers.1.self_attn.k_proj.bias"])
@@ -190,14 +190,18 @@ final class RandomModelTests: XCTestCase {
     }
 
     func testStoredTypeFollowsLlamaQuantizesFallback() {
-        XCTAssertEqual(RandomModel.storedType(for: .q4_K, rowLength: 896), .q8_0)  // llama-quantize: Q5_0
-        XCTAssertEqual(RandomModel.storedType(for: .q5_K, rowLength: 576), .q8_0)  // llama-quantize: Q5_1
-        XCTAssertEqual(RandomModel.storedType(for: .q6_K, rowLength: 896), .q8_0)  // llama-quantize: Q8_0
+        XCTAssertEqual(RandomModel.storedType(for: .q4_K, rowLength: 896), .q5_0)  // as llama-quantize
+        XCTAssertEqual(RandomModel.storedType(for: .q5_K, rowLength: 576), .q5_1)
+        XCTAssertEqual(RandomModel.storedType(for: .q6_K, rowLength: 896), .q8_0)
+        XCTAssertEqual(RandomModel.storedType(for: .q3_K, rowLength: 896), .iq4_NL)
+        XCTAssertEqual(RandomModel.storedType(for: .q2_K, rowLength: 576), .iq4_NL)
+        XCTAssertEqual(RandomModel.storedType(for: .q5_K, rowLength: 80), .f16)  // not even a multiple of 32
+        XCTAssertEqual(RandomModel.storedType(for: .q5_0, rowLength: 96), .q5_0)
         XCTAssertEqual(RandomModel.storedType(for: .q4_K, rowLength: 4864), .q4_K)
         XCTAssertEqual(RandomModel.storedType(for: .q4_K, rowLength: 48), .f16)  // not even a multiple of 32
         XCTAssertEqual(RandomModel.storedType(for: .q4_0, rowLength: 96), .q4_0)
         XCTAssertEqual(RandomModel.storedType(for: .bf16, rowLength: 7), .bf16)
-        XCTAssertThrowsError(try RandomModel.plan(config: try Self.tinyLlama(), type: .q5_0))
+        XCTAssertThrowsError(try RandomModel.plan(config: try Self.tinyLlama(), type: .iq2_XXS))
     }
 
     // MARK: determinism, progress, generator

@@ -38,7 +38,7 @@ final class StoredWeightsTests: XCTestCase {
         return path
     }
 
-    static let matrixTypes: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q4_K, .q5_K, .q6_K]
+    static let matrixTypes: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
 
     /// A random adapter on all seven targets with B ≠ 0.
     func randomAdapter(_ base: BaseModel) throws -> Adapter {

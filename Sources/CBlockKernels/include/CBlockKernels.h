@@ -1,5 +1,5 @@
 // Matrix products and dequantization computed straight from ggml's block formats (F32, F16,
-// BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K), with float or q8 activations, compiled per x86-64
+// BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), with float or q8 activations, compiled per x86-64
 // feature level in this one target and chosen at run time. Threads, the GGUF file and every
 // other ggml type are left to the caller. Block layouts follow ggml-common.h; the reference
 // values are ModelAssets' `Dequantize.run` (ggml-quants.c `dequantize_row_*`).
@@ -30,7 +30,7 @@ enum {
 /// Return codes of the products and conversions.
 enum {
     BK_OK = 0,
-    /// The ggml type id is not one of the nine this target computes with (see bk_type_supported).
+    /// The ggml type id is not one of the fourteen this target computes with (see bk_type_supported).
     BK_ERROR_TYPE = -1,
     /// k is not a whole number of the type's blocks.
     BK_ERROR_SHAPE = -2,
@@ -63,8 +63,8 @@ int bk_type_supported(uint32_t type);
 /// y[r*ldy + o] = sum over i < k of x[r*k + i] * W[o, i], for r < m and n0 <= o < n1.
 ///
 /// W is a matrix of ggml blocks of `type`: row o starts at (const char *)w + o*rowBytes and
-/// holds k values (k a multiple of the block size: 1 for F32/F16/BF16, 32 for Q8_0/Q4_0/Q4_1,
-/// 256 for Q4_K/Q5_K/Q6_K). x is m rows of k floats; accumulation is in float32. Only outputs
+/// holds k values (k a multiple of the block size: 1 for F32/F16/BF16, 32 for Q8_0/Q4_0/Q4_1/
+/// Q5_0/Q5_1/IQ4_NL, 256 for Q2_K/Q3_K/Q4_K/Q5_K/Q6_K). x is m rows of k floats; accumulation is in float32. Only outputs
 /// in [n0, n1) are written, so threads may share y by splitting [0, n) into ranges.
 ///
 /// Made for small m (decoding m = 1, batched decoding and speculative verification up to
@@ -94,7 +94,8 @@ int bk_dequantize_rows_at(int level, uint32_t type, const void *w, size_t rowByt
 // quantized to int8 per 32 values (scale d_b = max|x| / 127, q = x / d_b rounded to nearest
 // even) once per product; then every weight block meets it in integer dot products (VNNI where
 // the CPU has it), scaled in float. Faster than bk_matmul_nt, and different from it: each x_i
-// moves by at most d_b / 2 before it is multiplied. Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K only.
+// moves by at most d_b / 2 before it is multiplied. Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K,
+// Q5_K and Q6_K; not Q2_K (its callers multiply it with float activations).
 // Integer lanes are exact and the float steps are the same on every level, so all levels give
 // the same bits (and, as with bk_matmul_nt, m rows give the bits of m one-row passes).
 
