@@ -336,6 +336,8 @@ public final class Scheduler: @unchecked Sendable {
                 model.forward(batch: decoding.map { rows[$0].feed[0] }, caches: decoding.map { rows[$0].cache },
                               adapters: decoding.map { rows[$0].ticket.request.adapter }, into: &logits)  // [B, V]
                 let t1 = monotonicSeconds()
+                // before the rows' tokens reach their consumers, who may look at the steps as soon as they end
+                observer?(.pass(rows: decoding.count, prefilling: rows.count - decoding.count))
                 // rows with forced tokens still to feed need no choice; the others choose on every
                 // core (each row's mask, sampler and stream are its own)
                 for b in decoding { rows[b].feed.removeFirst() }
@@ -358,7 +360,6 @@ public final class Scheduler: @unchecked Sendable {
                 passSeconds += t1 - t0
                 chooseSeconds += t2 - t1
                 condition.unlock()
-                observer?(.pass(rows: decoding.count, prefilling: rows.count - decoding.count))
                 rows = rows.indices.filter { going[$0] }.map { rows[$0] }
             }
             condition.lock()
