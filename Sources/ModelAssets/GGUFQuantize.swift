@@ -178,13 +178,20 @@ public enum Quantize {
         return true
     }
 
-    /// m = min in fp16, d = (max - min) / 15 in fp16, q = (x - m) / d rounded.
-    private static func q4_1(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+    /// A 32-value block's minimum m and step d = (max - min) / steps, both rounded to fp16 (their
+    /// bits and values); nil when either is not finite in fp16. Q4_1 and Q5_1 (15 and 31 steps).
+    private static func minAndStep(_ x: UnsafePointer<Float>, steps: Float) -> (d16: UInt16, m16: UInt16, d: Float, m: Float)? {
         var lo = x[0], hi = x[0]
         for i in 1..<32 { lo = min(lo, x[i]); hi = max(hi, x[i]) }
-        let d16 = HalfFloat.f16(from: (hi - lo) / 15), m16 = HalfFloat.f16(from: lo)
+        let d16 = HalfFloat.f16(from: (hi - lo) / steps), m16 = HalfFloat.f16(from: lo)
         let d = HalfFloat.float(fromF16: d16), m = HalfFloat.float(fromF16: m16)
-        guard d.isFinite, m.isFinite else { return false }
+        guard d.isFinite, m.isFinite else { return nil }
+        return (d16, m16, d, m)
+    }
+
+    /// m = min in fp16, d = (max - min) / 15 in fp16, q = (x - m) / d rounded.
+    private static func q4_1(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
+        guard let (d16, m16, d, m) = minAndStep(x, steps: 15) else { return false }
         store16(p, BlockLayout.q4_1.d, d16)
         store16(p, BlockLayout.q4_1.m, m16)
         let qs = (p + BlockLayout.q4_1.qs).assumingMemoryBound(to: UInt8.self)
@@ -211,11 +218,7 @@ public enum Quantize {
 
     /// Q4_1's with 5 bits: m = min in fp16, d = (max - min) / 31 in fp16, q = (x - m) / d rounded.
     private static func q5_1(_ x: UnsafePointer<Float>, _ p: UnsafeMutableRawPointer) -> Bool {
-        var lo = x[0], hi = x[0]
-        for i in 1..<32 { lo = min(lo, x[i]); hi = max(hi, x[i]) }
-        let d16 = HalfFloat.f16(from: (hi - lo) / 31), m16 = HalfFloat.f16(from: lo)
-        let d = HalfFloat.float(fromF16: d16), m = HalfFloat.float(fromF16: m16)
-        guard d.isFinite, m.isFinite else { return false }
+        guard let (d16, m16, d, m) = minAndStep(x, steps: 31) else { return false }
         store16(p, BlockLayout.q5_1.d, d16)
         store16(p, BlockLayout.q5_1.m, m16)
         var q = SIMD32<UInt8>(repeating: 0)

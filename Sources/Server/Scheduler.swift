@@ -293,8 +293,8 @@ public final class Scheduler: @unchecked Sendable {
                 if r.ticket.isCancelled { finish(r.ticket, .cancelled, generated: r.generated, complete: false) }
                 return r.ticket.isCancelled
             }
-            // prompts in admission order: while replies are being decoded, `prefillChunk` tokens
-            // at most before their next pass; with none, the whole prompt
+            // prompts in admission order: while replies are being decoded, the chunk's budget of
+            // tokens (`prefillChunk` at the measured rate) before their next pass; with none, the whole prompt
             var used = 0
             var ended: [Int] = []
             let budget = prefillChunk.tokens(rate: prefillRate)
