@@ -78,7 +78,7 @@ let package = Package(
             dependencies: ["Training", "Inference", "ModelDefinition", "DataSchema", "Autograd", "ModelAssets", "RunLog"]),
         .target(
             name: "CLISupport",
-            dependencies: ["Training", "ModelDefinition", "DataSchema", "RunLog", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["Training", "Inference", "ModelDefinition", "DataSchema", "RunLog", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // Data-parallel training: Training's ProcessGroup over MPI, and the executables' glue.
         .target(
             name: "DataParallel",
@@ -130,7 +130,7 @@ let package = Package(
             name: "bench-speculative",
             dependencies: ["CLISupport", "Inference", "ModelDefinition", "DataSchema", "ModelAssets",
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]),
-        .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Distillation", "Training", "RunLog", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
+        .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Distillation", "Training", "RunLog", "Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .target(name: "TestSupport", dependencies: ["ModelAssets", "ModelDefinition", "Training", "Inference", "Autograd"], path: "Tests/TestSupport"),
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
         .testTarget(name: "CLISupportTests", dependencies: ["CLISupport"]),

@@ -186,6 +186,5 @@ struct BenchDecode: ParsableCommand {
 
 extension ManyRowsPath: ExpressibleByArgument {}
 extension InferenceModel.PromptAttention: ExpressibleByArgument {}
-extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
 
 BenchDecode.main()

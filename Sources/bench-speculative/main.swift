@@ -9,7 +9,6 @@ import Inference
 import ModelAssets
 import ModelDefinition
 
-extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
 
 struct BenchSpeculative: ParsableCommand {
     static let configuration = CommandConfiguration(

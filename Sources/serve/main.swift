@@ -9,7 +9,6 @@ import ModelDefinition
 import Hummingbird
 import Server
 
-extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
 
 @main
 struct Serve: AsyncParsableCommand {

@@ -14,12 +14,7 @@ import TestSupport
 import XCTest
 
 final class GuidedGenerationTests: XCTestCase {
-    static let schemas: [String] = [
-        #"{"type":"object","properties":{"title":{"type":"string","maxLength":12},"day":{"enum":["mon","tue","wed"]},"minutes":{"type":["integer","null"],"minimum":0,"maximum":600},"attendees":{"type":"array","items":{"type":"string","maxLength":8},"maxItems":3},"location":{"type":["string","null"],"maxLength":10}},"required":["title","day","minutes","attendees"],"additionalProperties":false}"#,
-        #"{"type":"array","items":{"type":"object","properties":{"ok":{"type":"boolean"},"n":{"type":"number","minimum":-5,"maximum":5}},"required":["ok"]},"minItems":1,"maxItems":2}"#,
-        #"{"enum":["red","green",3,null,{"a":[1,2]}]}"#,
-        #"{"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"}"#,
-    ]
+    static let schemas = GuidedGenerationSchemas.all
 
     func schema(_ text: String) throws -> JSONSchema { try JSONSchema(try JSONValue.parse(text)) }
 
