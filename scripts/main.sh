@@ -3,7 +3,9 @@
 # release build, then the extraction example: train an adapter, evaluate base vs adapter on
 # held-out data, train a draft model and measure speculative decoding, export the .fmadapter
 # package, and generate with it. Results are printed at the end and kept under runs/.
-# Knobs (environment): STEPS (adapter), EVAL_SAMPLES, DRAFT_STEPS, SKIP_DRAFT=1.
+# Knobs (environment): STEPS (adapter), EVAL_SAMPLES, DRAFT_STEPS, SKIP_DRAFT=1, RUN (the run folder,
+# default runs/extraction; replaced), BUILD_FLAGS (extra `swift build` flags). The test command runs
+# this job at a small size (STEPS=8 EVAL_SAMPLES=8 DRAFT_STEPS=4), so it cannot break unseen.
 # examples/extraction/prompts.jsonl: eval samples 101-108 without their replies.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,16 +19,17 @@ export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
 
 step "build (release)"
 # only the tools this job runs: a plain `swift build` also builds every executable of the
-# dependencies (swift-protobuf's protoc: ~600 C++ files) that nothing here uses
+# dependencies (swift-protobuf's protoc: ~600 C++ files) that nothing here uses. BUILD_FLAGS: the
+# test command passes its own (-Xswiftc -enable-testing) so its build is reused, not redone.
 for tool in adapter-data train-adapter evaluate-adapter train-draft export-fmadapter generate bench-speculative; do
-  swift build -c release --product "$tool" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
+  swift build -c release ${BUILD_FLAGS:-} --product "$tool" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
 done
-BIN=.build/release
+BIN=$(swift build -c release ${BUILD_FLAGS:-} --show-bin-path)
 [ -x "$BIN/train-adapter" ] || { echo "main: the build failed; see the output above" >&2; exit 1; }
 "$BIN/adapter-data" inspect | grep -E '^(path|architecture|layers|parameters|chatTemplate|signature):'
 
 DATA=examples/extraction
-RUN=runs/extraction
+RUN=${RUN:-runs/extraction}
 EVAL_SAMPLES=${EVAL_SAMPLES:-100}
 
 step "train the extraction adapter and evaluate base vs adapter (examples/extraction/run.sh)"
