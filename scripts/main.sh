@@ -18,7 +18,7 @@ export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
 step "build (release)"
 # only the tools this job runs: a plain `swift build` also builds every executable of the
 # dependencies (swift-protobuf's protoc: ~600 C++ files) that nothing here uses
-for tool in adapter-data train-adapter evaluate-adapter train-draft export-fmadapter generate bench-speculative; do
+for tool in adapter-data train-adapter evaluate-adapter train-draft export-fmadapter generate bench; do
   swift build -c release --product "$tool" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
 done
 BIN=.build/release
@@ -39,7 +39,7 @@ if [ "${SKIP_DRAFT:-0}" != 1 ]; then
       --draft-layers 4 --divergence forward --epochs 1 --max-steps "${DRAFT_STEPS:-60}" \
       --learning-rate 2e-3 --batch-size 4 --warmup-steps 5 --max-sequence-length 320 --checkpoint-dir "$RUN"
   step "speculative decoding: speed with and without the draft (identical output)"
-  "$BIN/bench-speculative" --checkpoint "$RUN/adapter-final.safetensors" \
+  "$BIN/bench" speculative --checkpoint "$RUN/adapter-final.safetensors" \
       --draft-checkpoint "$RUN/draft-model-final.safetensors" \
       --prompts "$DATA/prompts.jsonl" --num-draft-tokens 3 | tee "$RUN/speculative.txt"
   DRAFT_ARGS=(--draft-checkpoint "$RUN/draft-model-final.safetensors")

@@ -1,4 +1,4 @@
-// bench-speculative: greedy tokens/second with and without a trained draft on the same prompts,
+// `bench speculative`: greedy tokens/second with and without a trained draft on the same prompts,
 // checking that the outputs are identical (speculative decoding is lossless), and printing α, γ,
 // both speeds and their ratio. Rerun it to check any speed-up claimed for speculative decoding.
 import ArgumentParser
@@ -9,11 +9,9 @@ import Inference
 import ModelAssets
 import ModelDefinition
 
-extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
-
-struct BenchSpeculative: ParsableCommand {
+struct SpeculativeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-speculative",
+        commandName: "speculative",
         abstract: "Measure greedy decoding speed with and without a draft model (speculative decoding) and check identical output.")
 
     @OptionGroup var model: BaseModelOptions
@@ -171,4 +169,3 @@ struct BenchSpeculative: ParsableCommand {
     }
 }
 
-BenchSpeculative.main()
