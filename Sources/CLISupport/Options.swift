@@ -182,7 +182,7 @@ extension LoRATarget: ExpressibleByArgument {}
 extension ActivationPrecision: ExpressibleByArgument {}
 extension KVCachePrecision: ExpressibleByArgument {}
 
-/// How decoding multiplies stored weights (generate, evaluate-adapter, bench-speculative).
+/// How decoding multiplies stored weights (generate, evaluate-adapter, bench speculative).
 public struct DecodingOptions: ParsableArguments {
     @Option(help: "What stored base weights are multiplied with when decoding: float32 (the reference numbers) or q8 (activations quantized to int8 per 32 values, per 256 for K-quant weights, with integer dot products, as llama.cpp does: faster on most CPUs, logits move by a few percent).")
     public var activations: ActivationPrecision = .float32
@@ -193,7 +193,7 @@ public struct DecodingOptions: ParsableArguments {
     public init() {}
 }
 
-/// The adapter's shape: rank, alpha, targets, dropout (train-adapter, bench-train).
+/// The adapter's shape: rank, alpha, targets, dropout (train-adapter).
 public struct LoRAOptions: ParsableArguments {
     @Option(help: "LoRA rank r.")
     public var rank: Int = LoRAConfig().rank

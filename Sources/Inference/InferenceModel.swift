@@ -278,7 +278,7 @@ public final class InferenceModel: @unchecked Sendable {
     /// New rows of one segment from which `auto` runs its attention as blocked products.
     public static let blockedAttentionRows = 32
 
-    /// The attention path of the passes run in this task (tests and `bench-decode` compare them).
+    /// The attention path of the passes run in this task (tests and `bench decode` compare them).
     @TaskLocal public static var promptAttention: PromptAttention = .auto
 
     struct Segment {
