@@ -17,10 +17,10 @@ struct SpeculativeCommand: ParsableCommand {
     @OptionGroup var model: BaseModelOptions
     @OptionGroup var decoding: DecodingOptions
 
-    @Option(help: "Adapter for the target model (base + adapter): a checkpoint, an .fmadapter package or a PEFT folder.")
+    @Option(help: "Adapter for the target model (base + adapter): \(AdapterForms.phrase).")
     var checkpoint: String?
 
-    @Option(help: "Draft-model checkpoint (from train-draft).")
+    @Option(help: "Draft-model checkpoint (draft-model-*.safetensors, from train-draft).")
     var draftCheckpoint: String
 
     @Option(help: "Prompts: a .jsonl file of conversations ending in a user turn (Schema.md). Default: a few built-in ones.")

@@ -31,7 +31,7 @@ struct Generate: ParsableCommand {
     @OptionGroup var model: BaseModelOptions
     @OptionGroup var decoding: DecodingOptions
 
-    @Option(help: "Adapter to apply to the base model: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder; a package's draft (and its draft token count) is used for speculative decoding unless --draft-checkpoint is given.")
+    @Option(help: "Adapter to apply to the base model: \(AdapterForms.phrase). A package's draft (and its draft token count) is used for speculative decoding unless --draft-checkpoint is given.")
     var checkpoint: String?
 
     @Option(help: "Draft-model checkpoint (draft-model-*.safetensors, from train-draft) for speculative decoding; the output is the same as without it, only faster.")
