@@ -20,7 +20,7 @@ struct SpeculativeCommand: ParsableCommand {
     @OptionGroup var model: BaseModelOptions
     @OptionGroup var decoding: DecodingOptions
 
-    @Option(help: "Adapter for the target model (base + adapter): a checkpoint, an .fmadapter package or a PEFT folder.")
+    @Option(help: "Adapter for the target model (base + adapter): \(AdapterForms.phrase).")
     var checkpoint: String?
 
     @OptionGroup var drafting: DraftSourceOptions

@@ -30,7 +30,7 @@ struct Serve: AsyncParsableCommand {
     @OptionGroup var model: BaseModelOptions
     @OptionGroup var decoding: DecodingOptions
 
-    @Option(help: "Folder of adapters to serve (checkpoints, .fmadapter packages, PEFT folders), each under its name without extension.")
+    @Option(help: "Folder of adapters to serve, each under its name without extension; an entry is \(AdapterForms.phrase).")
     var adapters: String?
 
     @Option(help: "The id the base model is served under (default: its file name without extension).")
