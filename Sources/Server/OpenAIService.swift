@@ -130,7 +130,7 @@ public final class OpenAIService: @unchecked Sendable {
         }
         let request = DecodeRequest(prompt: prompt, adapter: model.adapter, maxTokens: maxTokens, stopTokens: catalog.base.stopTokenIds,
                                     sampling: SamplingOptions(temperature: Float(p.temperature), topK: p.topK, topP: p.topP.map(Float.init)),
-                                    seed: p.seed ?? UInt64.random(in: 0...UInt64.max), constraint: constraint)
+                                    seed: p.seed ?? UInt64.random(in: 0...UInt64.max), constraint: constraint, draft: model.draft)
         let (events, ticket) = try scheduler.submit(request)
         let format = ReplyFormat(kind: kind, id: ReplyFormat.newID(kind), created: Int(Date().timeIntervalSince1970), model: model.id,
                                  promptTokens: prompt.count, includeUsage: p.includeUsage)

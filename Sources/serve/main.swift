@@ -66,6 +66,15 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Milliseconds of prompt prefill between two decoding passes while replies are in flight (as many tokens as take about that long at the rate measured so far, 32 at least): a long prompt then delays those replies by about this much per token instead of its whole prefill. 0: every prompt whole at once.")
     var prefillChunkMs = 500
 
+    @Option(help: ArgumentHelp("Speculative decoding's draft: auto (an .fmadapter package's replies use the draft it carries), ngram (every model's replies use prompt lookup: the tokens that followed the reply's last tokens earlier in the prompt or reply) or none. Replies are the same either way, guided ones included; a draft speeds up a reply while few are decoded together (--draft-row-limit).", valueName: "kind"))
+    var draft: DraftKind = .auto
+
+    @Option(help: "Tokens a draft proposes per pass (gamma). Default: a package's speculativeDecodingDraftTokenCount for its own draft, else 5.")
+    var numDraftTokens: Int?
+
+    @Option(help: "Drafts propose only while at most this many replies are decoded together (a batch already shares each pass over the weights among its rows; 0 never uses drafts).")
+    var draftRowLimit = 1
+
     func validate() throws {
         guard promptCacheMb >= 0 else { throw ValidationError("--prompt-cache-mb must be 0 or more") }
         guard prefillChunkMs >= 0 else { throw ValidationError("--prefill-chunk-ms must be 0 or more") }
@@ -75,16 +84,20 @@ struct Serve: AsyncParsableCommand {
         if let m = maxTokensLimit, m < 1 { throw ValidationError("--max-tokens-limit must be at least 1") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0 to 65535") }
         guard rescanInterval >= 0 else { throw ValidationError("--rescan-interval must be 0 or more") }
+        guard draft != .model else { throw ValidationError("--draft model: each adapter brings its own draft in its package; use --draft auto") }
+        if let n = numDraftTokens, n < 1 { throw ValidationError("--num-draft-tokens must be at least 1") }
+        guard draftRowLimit >= 0 else { throw ValidationError("--draft-row-limit must be 0 or more") }
     }
 
     func run() async throws {
         let base = try model.load()
         let name = modelName ?? URL(fileURLWithPath: base.path).deletingPathExtension().lastPathComponent
         let catalog = try AdapterCatalog(base: base, baseID: name, folder: adapters, rescanInterval: rescanInterval,
-                                         adapterPrecision: adapterPrecision)
+                                         adapterPrecision: adapterPrecision, drafts: DraftSelection(kind: draft, tokens: numDraftTokens))
         let scheduler = Scheduler(model: InferenceModel(base: base.weights, activations: decoding.activations, kvCache: decoding.kvCache),
                                   maxActive: maxActive, queueCapacity: queue, promptCacheBytes: promptCacheMb << 20,
-                                  prefillChunk: prefillChunkMs == 0 ? .whole : .seconds(Double(prefillChunkMs) / 1000))
+                                  prefillChunk: prefillChunkMs == 0 ? .whole : .seconds(Double(prefillChunkMs) / 1000),
+                                  draftRowLimit: draftRowLimit)
         scheduler.start()
         defer { scheduler.shutdown() }
         let service = try OpenAIService(catalog: catalog, scheduler: scheduler,
