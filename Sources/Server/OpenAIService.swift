@@ -8,7 +8,7 @@
 // streams one (a delta with its index, id and name, then its arguments in pieces as decoded);
 // usage counts the prompt positions the prompt cache supplied (`prompt_tokens_details.cached_tokens`).
 // Reference: OpenAI's API reference (chat completion object, chunk object, completions), and
-// what Apple's ChatCompletionsLanguageModel reads of a stream (docs/serve.md).
+// what Apple's ChatCompletionsLanguageModel reads of a stream (docs/foundation-models-client.md).
 import DataSchema
 import Foundation
 import Guidance

@@ -27,7 +27,7 @@ struct Serve: AsyncParsableCommand {
             at a time, --queue more waiting, beyond which the server answers 503 with Retry-After. \
             With --api-key or --api-key-file every route but /health needs 'Authorization: Bearer KEY' \
             (401 otherwise, counted on /health); without a key the server listens only on a loopback \
-            address unless --allow-unauthenticated is given. docs/serve.md shows Apple's Foundation Models \
+            address unless --allow-unauthenticated is given. docs/foundation-models-client.md shows Apple's Foundation Models \
             framework (ChatCompletionsLanguageModel) using it.
             """)
 
