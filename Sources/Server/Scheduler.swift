@@ -77,6 +77,7 @@ public final class DecodeTicket: @unchecked Sendable {
     let continuation: AsyncStream<DecodeEvent>.Continuation
     private let lock = NSLock()
     private var cancelled = false
+    private var cached = 0
     weak var scheduler: Scheduler?
 
     init(request: DecodeRequest, continuation: AsyncStream<DecodeEvent>.Continuation) {
@@ -85,6 +86,13 @@ public final class DecodeTicket: @unchecked Sendable {
     }
 
     public var isCancelled: Bool { lock.withLock { cancelled } }
+
+    /// Prompt positions copied from the prompt cache instead of computed (set when the request
+    /// is admitted, before its first token; OpenAI's usage.prompt_tokens_details.cached_tokens).
+    public var cachedPromptTokens: Int {
+        get { lock.withLock { cached } }
+        set { lock.withLock { cached = newValue } }
+    }
 
     public func cancel() {
         lock.withLock { cancelled = true }
@@ -303,6 +311,7 @@ public final class Scheduler: @unchecked Sendable {
                 let t0 = monotonicSeconds()
                 let cache = model.makeCache(capacity: r.prompt.count + r.maxTokens + (r.draft?.tokens ?? 0) + 2)
                 let rest = promptCache.seed(cache, for: r.prompt, adapter: r.adapter)
+                t.cachedPromptTokens = r.prompt.count - rest.count
                 rows.append(Row(ticket: t, cache: cache, pending: rest.dropLast(),
                                 reply: SpeculativeReply(r.generation, drafter: r.draft?.drafter, draftTokens: r.draft?.tokens ?? 1)))
                 addPrefillSeconds(monotonicSeconds() - t0)

@@ -24,7 +24,11 @@ struct Serve: AsyncParsableCommand {
             adapters added to it are served without a restart, and ones made for another base are listed \
             as refused with the reason. Requests decode together in one batch whatever their adapters \
             (each row adds its own adapter's low-rank term over the shared base); at most --max-active \
-            at a time, --queue more waiting, beyond which the server answers 503 with Retry-After.
+            at a time, --queue more waiting, beyond which the server answers 503 with Retry-After. \
+            With --api-key or --api-key-file every route but /health needs 'Authorization: Bearer KEY' \
+            (401 otherwise, counted on /health); without a key the server listens only on a loopback \
+            address unless --allow-unauthenticated is given. docs/foundation-models-client.md shows Apple's Foundation Models \
+            framework (ChatCompletionsLanguageModel) using it.
             """)
 
     @OptionGroup var model: BaseModelOptions
@@ -36,8 +40,17 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The id the base model is served under (default: its file name without extension).")
     var modelName: String?
 
-    @Option(help: "Address to listen on.")
+    @Option(help: "Address to listen on (a non-loopback one needs --api-key or --allow-unauthenticated).")
     var host = "127.0.0.1"
+
+    @Option(name: .customLong("api-key"), help: ArgumentHelp("A key clients must send as 'Authorization: Bearer KEY' on every route but /health (repeat for several; a key on the command line is visible to other users of this machine in the process list: --api-key-file is not).", valueName: "key"))
+    var apiKeys: [String] = []
+
+    @Option(help: ArgumentHelp("A file of keys, one per line (blank lines and lines starting with # skipped), accepted as --api-key's.", valueName: "file"))
+    var apiKeyFile: String?
+
+    @Flag(help: "Listen on a non-loopback --host without any key (anyone who reaches the port can use the server).")
+    var allowUnauthenticated = false
 
     @Option(help: "Port to listen on (0: any free port; the line printed at start says which).")
     var port = 8080
@@ -87,9 +100,18 @@ struct Serve: AsyncParsableCommand {
         guard draft != .model else { throw ValidationError("--draft model: each adapter brings its own draft in its package; use --draft auto") }
         if let n = numDraftTokens, n < 1 { throw ValidationError("--num-draft-tokens must be at least 1") }
         guard draftRowLimit >= 0 else { throw ValidationError("--draft-row-limit must be 0 or more") }
+        if apiKeys.isEmpty && apiKeyFile == nil && !allowUnauthenticated && !AccessKeys.isLoopback(host) {
+            throw ValidationError("--host \(host) is reachable from other machines and no key is set: give --api-key or --api-key-file (clients then send 'Authorization: Bearer KEY'), or --allow-unauthenticated to serve anyone who reaches the port")
+        }
     }
 
     func run() async throws {
+        let keys: AccessKeys
+        do {
+            keys = try AccessKeys(apiKeys + (apiKeyFile.map { try AccessKeys.read(file: $0) } ?? []), source: apiKeyFile == nil ? "--api-key" : "--api-key / --api-key-file")
+        } catch {
+            throw ValidationError(error.localizedDescription)
+        }
         let base = try model.load()
         let name = modelName ?? URL(fileURLWithPath: base.path).deletingPathExtension().lastPathComponent
         let catalog = try AdapterCatalog(base: base, baseID: name, folder: adapters, rescanInterval: rescanInterval,
@@ -105,8 +127,9 @@ struct Serve: AsyncParsableCommand {
         let (models, refused) = catalog.listing()
         for r in refused { FileHandle.standardError.write(Data("serve: refused \(r.id): \(r.reason)\n".utf8)) }
         let host = self.host
-        let app = HTTPServer.application(service, host: host, port: port) { port in
-            FileHandle.standardOutput.write(Data("serve: listening on http://\(host):\(port) (models: \(models.map(\.id).joined(separator: ", ")))\n".utf8))
+        let app = HTTPServer.application(service, host: host, port: port, keys: keys) { port in
+            let access = keys.isRequired ? "" : AccessKeys.isLoopback(host) ? "" : "; no key: anyone who reaches it can use it"
+            FileHandle.standardOutput.write(Data("serve: listening on http://\(host):\(port) (models: \(models.map(\.id).joined(separator: ", "))\(access))\n".utf8))
         }
         try await app.runService()
     }
