@@ -127,7 +127,7 @@ let package = Package(
         .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Distillation", "Training", "RunLog", "Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .target(name: "TestSupport", dependencies: ["ModelAssets", "ModelDefinition", "Training", "Inference", "Autograd"], path: "Tests/TestSupport"),
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
-        .testTarget(name: "CLISupportTests", dependencies: ["CLISupport"]),
+        .testTarget(name: "CLISupportTests", dependencies: ["CLISupport", "ModelDefinition"]),
         .testTarget(name: "RunLogTests", dependencies: ["RunLog"]),
         .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
         .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
@@ -158,7 +158,7 @@ let package = Package(
             linkerSettings: selfContained),
         .testTarget(
             name: "ServerTests",
-            dependencies: ["Server", "TestSupport", "Export", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
+            dependencies: ["Server", "TestSupport", "Export", "Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
                            .product(name: "Hummingbird", package: "hummingbird")]),
     ]
 )

@@ -95,6 +95,7 @@ public final class InferenceModel: @unchecked Sendable {
     let layers: [Layer]
     let embed: FrozenMatrix  // [V, D]
     let head: Weights  // [V, D]
+    /// The final norm's weight; apply it with `finalNormRows` (which adds Granite's logits scaling).
     let finalNorm: [Float]  // [D]
     /// RoPE's per-frequency divisors (scaling), computed once.
     let ropeFactors: [Double]?

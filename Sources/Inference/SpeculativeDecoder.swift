@@ -73,164 +73,216 @@ public struct SpeculativeDecoder {
     @discardableResult
     public func generate(_ request: GenerationRequest, cache given: KVCache? = nil,
                          onToken: (Int) -> Bool = { _ in true }) -> (tokens: [Int], stats: SpeculativeStats) {
-        var stats = SpeculativeStats()
-        stats.generation.promptTokens = request.prompt.count
-        guard !request.prompt.isEmpty, request.maxNewTokens > 0 else { return ([], stats) }
-        var rng = SeededRNG(seed: request.seed)
-        let V = target.config.vocabSize
-        let greedy = request.sampling.isGreedy
+        guard !request.prompt.isEmpty, request.maxNewTokens > 0 else {
+            var stats = SpeculativeStats()
+            stats.generation.promptTokens = request.prompt.count
+            return ([], stats)
+        }
         let capacity = request.prompt.count + request.maxNewTokens + draftTokens + 2
-        let targetCache = given ?? target.makeCache(capacity: capacity)
-        precondition(targetCache.count < request.prompt.count, "[SpeculativeDecoder.generate] the cache holds \(targetCache.count) positions of a \(request.prompt.count)-token prompt; leave one to run")
-        var draftCache: KVCache? = nil
-        if case .model(let draft) = drafter { draftCache = draft.makeCache(capacity: capacity) }
-        // Invariant between rounds: the target cache holds a prefix of the context and at least
-        // one context token (`pending`: the last chosen token and the tokens forced after it)
-        // is left to open the next verification pass.
-        var context = request.prompt
+        let cache = given ?? target.makeCache(capacity: capacity)
+        precondition(cache.count < request.prompt.count, "[SpeculativeDecoder.generate] the cache holds \(cache.count) positions of a \(request.prompt.count)-token prompt; leave one to run")
         let t0 = monotonicSeconds()
-        if context.count - targetCache.count > 1 {
-            _ = target.forward(Array(context[targetCache.count..<(context.count - 1)]), cache: targetCache)
-            stats.generation.targetForwardCalls += 1
+        let prefill = request.prompt.count - cache.count > 1
+        if prefill {  // all but the last prompt token, which opens the first pass
+            _ = target.forward(Array(request.prompt[cache.count..<(request.prompt.count - 1)]), cache: cache)
         }
-        if case .model(let draft) = drafter, context.count > 1 {
-            _ = draft.nextLogits(Array(context.dropLast()), cache: draftCache!)
-        }
+        var reply = SpeculativeReply(request, drafter: drafter, draftTokens: draftTokens)
         let t1 = monotonicSeconds()
-        stats.generation.prefillSeconds = t1 - t0
-        var out: [Int] = []
-        var done = false
         var logits: [Float] = []
-        var committed = GuidedReply(request)  // the constraint state after every emitted token
+        while !reply.isFinished {
+            let (tokens, rows) = reply.prepare(cached: cache.count)
+            let tVerify = monotonicSeconds()
+            target.forward(tokens, cache: cache, logitsAt: rows, into: &logits)  // [rows, V]
+            reply.stats.verifySeconds += monotonicSeconds() - tVerify
+            let keep = logits.withUnsafeMutableBufferPointer { reply.accept($0, onToken: onToken) }
+            cache.truncate(to: keep)
+        }
+        var stats = reply.stats
+        if prefill { stats.generation.targetForwardCalls += 1 }
+        stats.generation.prefillSeconds = t1 - t0
+        stats.generation.decodeSeconds = monotonicSeconds() - t1
+        return (reply.out, stats)
+    }
+}
 
-        /// Emits one token (chosen or forced); false when generation ends with it.
+/// One reply of speculative decoding, round by round, for a driver that owns the target's cache
+/// and runs its passes: `prepare` (the draft proposes) says which tokens to run after what the
+/// cache holds and which of their logit rows to return; `accept` decides from those rows, hands
+/// on the reply's new tokens and says how many cache positions to keep. SpeculativeDecoder drives
+/// one; a server can drive many in one batched pass. Without a drafter a round is one plain
+/// step (the chosen token and the tokens forced after it).
+///
+/// Between rounds the target cache holds a prefix of the context (prompt + reply) and at least
+/// one context token is left to open the next pass: the last chosen token and those forced after it.
+public struct SpeculativeReply {
+    public let request: GenerationRequest
+    let drafter: Drafter?
+    let draftTokens: Int
+    var rng: SeededRNG
+    var context: [Int]
+    /// The reply so far (chosen and forced tokens; never a stop token).
+    public private(set) var out: [Int] = []
+    /// The constraint state after every emitted token.
+    var committed: GuidedReply?
+    let draftCache: KVCache?
+    public var stats = SpeculativeStats()
+    public private(set) var isFinished = false
+    /// This round: the proposal, and the pass's layout (context tokens it starts with, logit rows).
+    var proposal = Proposal()
+    var pending = 0
+    var rows: [Int] = []
+
+    /// A reply to `request` whose prompt the driver's cache holds all but the last token of (or
+    /// less: `prepare` feeds whatever it lacks). A model drafter's cache is prefilled here.
+    public init(_ request: GenerationRequest, drafter: Drafter?, draftTokens: Int) {
+        precondition(!request.prompt.isEmpty && request.maxNewTokens > 0 && draftTokens >= 1,
+                     "[SpeculativeReply] \(request.prompt.count) prompt tokens, \(request.maxNewTokens) new, gamma \(draftTokens)")
+        self.request = request
+        self.drafter = drafter
+        self.draftTokens = draftTokens
+        rng = SeededRNG(seed: request.seed)
+        context = request.prompt
+        committed = GuidedReply(request)
+        stats.generation.promptTokens = request.prompt.count
+        if case .model(let draft) = drafter {
+            let cache = draft.makeCache(capacity: request.prompt.count + request.maxNewTokens + draftTokens + 2)
+            if request.prompt.count > 1 { _ = draft.nextLogits(Array(request.prompt.dropLast()), cache: cache) }
+            draftCache = cache
+        } else {
+            draftCache = nil
+        }
+    }
+
+    /// The draft proposes up to γ tokens, each followed by the tokens the grammar forces after it.
+    /// Returns the tokens to run after the `cached` context tokens the target's cache holds, and
+    /// the rows of them whose logits `accept` needs: the row before each drafted token and the last.
+    /// `speculate` false skips the draft this round (a plain step).
+    public mutating func prepare(cached: Int, speculate: Bool = true) -> (tokens: [Int], logitRows: [Int]) {
+        precondition(!isFinished && cached < context.count, "[SpeculativeReply.prepare] finished, or the cache holds \(cached) of \(context.count) context tokens")
+        let tDraft = monotonicSeconds()
+        let gamma = drafter == nil || !speculate ? 0 : min(draftTokens, request.maxNewTokens - out.count - 1)
+        proposal = gamma > 0 ? propose(gamma: gamma) : Proposal()
+        stats.generation.draftTokensProposed += proposal.drafted
+        stats.draftSeconds += monotonicSeconds() - tDraft
+        pending = context.count - cached
+        rows = []
+        for (i, forced) in proposal.forced.enumerated() where !forced { rows.append(pending - 1 + i) }
+        rows.append(pending - 1 + proposal.tokens.count)
+        stats.generation.targetForwardCalls += 1
+        return (Array(context[cached...]) + proposal.tokens, rows)
+    }
+
+    /// Decides this round from the target's logits at `prepare`'s rows ([rows, V], masked in
+    /// place): keeps a prefix of the proposal, then one token of the target's (the correction or
+    /// the bonus) and the tokens forced after it, each handed to `onToken` (false: stop). Returns
+    /// how many positions of the target's cache to keep (the pass's rejected tail dropped).
+    public mutating func accept(_ logits: UnsafeMutableBufferPointer<Float>, onToken: (Int) -> Bool) -> Int {
+        let V = logits.count / rows.count
+        let greedy = request.sampling.isGreedy
+        let base = context.count - pending  // the cache's length before the pass
+        var guided = committed
+        var accepted = 0  // proposal tokens kept, forced ones included
+        var next = -1
+        var dead = false
+        var row = 0
+        /// Masks logit row `row` by the constraint at `position` tokens into the reply; false when
+        /// nothing can continue the text there.
+        func maskRow(_ position: Int) -> Bool {
+            guard let g = guided else { return true }
+            guard let narrowed = g.mask(UnsafeMutableBufferPointer(rebasing: logits[(row * V)..<((row + 1) * V)]),
+                                        remaining: request.maxNewTokens - position) else { return false }
+            if narrowed { stats.generation.closedByLimit = true }
+            return true
+        }
+        var i = 0
+        while i < proposal.tokens.count {
+            if proposal.forced[i] {  // its drafted predecessor was kept, and the grammar forces it after that
+                accepted += 1
+                i += 1
+                continue
+            }
+            if !maskRow(out.count + i) {
+                dead = true
+                break
+            }
+            let r = UnsafeBufferPointer(rebasing: logits[(row * V)..<((row + 1) * V)])
+            row += 1
+            stats.checkedPositions += 1
+            let d = proposal.tokens[i]
+            let keep: Bool
+            if greedy {
+                let t = Sampler.argmax(r)
+                keep = t == d
+                if keep { stats.overlapSum += 1 } else { next = t }
+            } else {
+                let p = Sampler.probabilities(r, request.sampling)
+                if let q = proposal.distributions[i] {
+                    var overlap: Float = 0
+                    for v in 0..<V { overlap += min(p[v], q[v]) }
+                    stats.overlapSum += Double(overlap)
+                    keep = Float.random(in: 0..<1, using: &rng) < p[d] / q[d]
+                    if !keep { next = SpeculativeDecoder.drawResidual(p, minus: q, rng: &rng) }
+                } else {  // a point mass on d (prompt lookup): kept with probability p(d)
+                    stats.overlapSum += Double(p[d])
+                    keep = Float.random(in: 0..<1, using: &rng) < p[d]
+                    if !keep { next = SpeculativeDecoder.drawResidual(p, without: d, rng: &rng) }
+                }
+            }
+            if !keep { break }
+            // the same tokens are forced after it as when the draft proposed it (same state, same room)
+            _ = guided?.take(d, room: request.maxNewTokens - (out.count + i) - 1)
+            accepted += 1
+            i += 1
+        }
+        let endsAtStop = accepted > 0 && request.stopTokens.contains(proposal.tokens[accepted - 1])
+        if next < 0 && !dead && !endsAtStop {
+            // every proposal kept: the bonus token from the last row
+            row = rows.count - 1
+            if maskRow(out.count + proposal.tokens.count) {
+                let r = UnsafeBufferPointer(rebasing: logits[(row * V)..<((row + 1) * V)])
+                next = greedy ? Sampler.argmax(r) : Sampler.draw(Sampler.probabilities(r, request.sampling), rng: &rng)
+            } else {
+                dead = true
+            }
+        }
+        stats.generation.draftTokensAccepted += proposal.forced.prefix(accepted).filter { !$0 }.count
+        let keep = base + pending + accepted
+        if let draftCache { draftCache.truncate(to: min(draftCache.count, context.count + accepted)) }
+        committed = guided
+        /// Hands on one token (chosen or forced); false when the reply ends with it.
         func emit(_ token: Int) -> Bool {
             out.append(token)
             context.append(token)
             return onToken(token) && out.count < request.maxNewTokens
         }
-
-        while !done {
-            let room = request.maxNewTokens - out.count  // tokens still to produce, ≥ 1
-            let gamma = min(draftTokens, room - 1)
-            // 1. the draft proposes up to γ tokens under its own copy of the constraint state, each
-            //    followed by the tokens the grammar forces after it
-            let tDraft = monotonicSeconds()
-            let proposal = propose(gamma: gamma, context: context, out: out.count, request: request, guided: committed,
-                                   draftCache: draftCache, rng: &rng)
-            stats.generation.draftTokensProposed += proposal.drafted
-            // 2. the target scores the pending tokens and every proposal in one pass; it needs the
-            //    row before each drafted token and the last row (the correction or bonus token)
-            let tVerify = monotonicSeconds()
-            stats.draftSeconds += tVerify - tDraft
-            let pending = Array(context[targetCache.count...])
-            let base = targetCache.count  // the cache's length before the pass
-            var rows: [Int] = []
-            for (i, forced) in proposal.forced.enumerated() where !forced { rows.append(pending.count - 1 + i) }
-            rows.append(pending.count - 1 + proposal.tokens.count)
-            target.forward(pending + proposal.tokens, cache: targetCache, logitsAt: rows, into: &logits)  // [rows, V]
-            stats.verifySeconds += monotonicSeconds() - tVerify
-            stats.generation.targetForwardCalls += 1
-            // 3. accept a prefix, then one token from the target (the correction or the bonus)
-            var guided = committed
-            var accepted = 0  // proposal tokens kept, forced ones included
-            var next = -1
-            var dead = false
-            var row = 0
-            /// Masks row `row` of the logits by the constraint at `position` tokens into the reply;
-            /// false when nothing can continue the text there.
-            func maskRow(_ position: Int) -> Bool {
-                guard let g = guided else { return true }
-                guard let narrowed = logits.withUnsafeMutableBufferPointer({
-                    g.mask(UnsafeMutableBufferPointer(rebasing: $0[(row * V)..<((row + 1) * V)]), remaining: request.maxNewTokens - position)
-                }) else { return false }
-                if narrowed { stats.generation.closedByLimit = true }
-                return true
+        for k in 0..<accepted where !isFinished {
+            let token = proposal.tokens[k]
+            if request.stopTokens.contains(token) {
+                stats.generation.stoppedAtEndOfTurn = true
+                isFinished = true
+            } else {
+                if proposal.forced[k] { stats.generation.forcedTokens += 1 }
+                if !emit(token) { isFinished = true }
             }
-            var i = 0
-            while i < proposal.tokens.count {
-                if proposal.forced[i] {  // its drafted predecessor was kept, and the grammar forces it after that
-                    accepted += 1
-                    i += 1
-                    continue
-                }
-                if !maskRow(out.count + i) {
-                    dead = true
-                    break
-                }
-                let r = logits[(row * V)..<((row + 1) * V)]
-                row += 1
-                stats.checkedPositions += 1
-                let d = proposal.tokens[i]
-                let keep: Bool
-                if greedy {
-                    let t = Sampler.argmax(r)
-                    keep = t == d
-                    if keep { stats.overlapSum += 1 } else { next = t }
-                } else {
-                    let p = Sampler.probabilities(r, request.sampling)
-                    if let q = proposal.distributions[i] {
-                        var overlap: Float = 0
-                        for v in 0..<V { overlap += min(p[v], q[v]) }
-                        stats.overlapSum += Double(overlap)
-                        keep = Float.random(in: 0..<1, using: &rng) < p[d] / q[d]
-                        if !keep { next = Self.drawResidual(p, minus: q, rng: &rng) }
-                    } else {  // a point mass on d (prompt lookup): kept with probability p(d)
-                        stats.overlapSum += Double(p[d])
-                        keep = Float.random(in: 0..<1, using: &rng) < p[d]
-                        if !keep { next = Self.drawResidual(p, without: d, rng: &rng) }
-                    }
-                }
-                if !keep { break }
-                // the same tokens are forced after it as when the draft proposed it (same state, same room)
-                _ = guided?.take(d, room: request.maxNewTokens - (out.count + i) - 1)
-                accepted += 1
-                i += 1
-            }
-            let endsAtStop = accepted > 0 && request.stopTokens.contains(proposal.tokens[accepted - 1])
-            if next < 0 && !dead && !endsAtStop {
-                // every proposal kept: the bonus token from the last row
-                row = rows.count - 1
-                if maskRow(out.count + proposal.tokens.count) {
-                    let r = logits[(row * V)..<((row + 1) * V)]
-                    next = greedy ? Sampler.argmax(r) : Sampler.draw(Sampler.probabilities(r, request.sampling), rng: &rng)
-                } else {
-                    dead = true
-                }
-            }
-            stats.generation.draftTokensAccepted += proposal.forced.prefix(accepted).filter { !$0 }.count
-            // 4. roll both caches back to the accepted prefix
-            targetCache.truncate(to: base + pending.count + accepted)
-            if let draftCache { draftCache.truncate(to: min(draftCache.count, context.count + accepted)) }
-            committed = guided
-            for k in 0..<accepted where !done {
-                let token = proposal.tokens[k]
-                if request.stopTokens.contains(token) {
-                    stats.generation.stoppedAtEndOfTurn = true
-                    done = true
-                } else {
-                    if proposal.forced[k] { stats.generation.forcedTokens += 1 }
-                    if !emit(token) { done = true }
-                }
-            }
-            if done || dead { break }
+        }
+        if !isFinished && !dead {
             // the chosen token, and the tokens the grammar forces after it
             let forced = committed?.take(next, room: request.maxNewTokens - out.count - 1) ?? []
             if request.stopTokens.contains(next) {
                 stats.generation.stoppedAtEndOfTurn = true
-                break
-            }
-            stats.generation.forcedTokens += forced.count
-            for t in [next] + forced where !done {
-                if !emit(t) { done = true }
+                isFinished = true
+            } else {
+                stats.generation.forcedTokens += forced.count
+                for t in [next] + forced where !isFinished {
+                    if !emit(t) { isFinished = true }
+                }
             }
         }
-        // the cache holds context tokens only (a stop token kept from the draft is dropped)
-        targetCache.truncate(to: min(targetCache.count, context.count))
-        stats.generation.decodeSeconds = monotonicSeconds() - t1
+        if dead { isFinished = true }
         stats.generation.generatedTokens = out.count
-        if let committed { stats.generation.incomplete = !(stats.generation.stoppedAtEndOfTurn && committed.isComplete) }
-        return (out, stats)
+        if isFinished, let committed { stats.generation.incomplete = !(stats.generation.stoppedAtEndOfTurn && committed.isComplete) }
+        // the cache keeps context tokens only (a stop token kept from the draft is dropped)
+        return min(keep, context.count)
     }
 
     /// What the draft proposes in one round: drafted tokens, each followed by the tokens the
@@ -243,18 +295,17 @@ public struct SpeculativeDecoder {
         var drafted = 0
     }
 
-    /// Up to `gamma` drafted tokens after `context` (`out` of them the reply's), under the
-    /// constraint state `guided` (copied: the committed state is not touched), stopping early at
-    /// a stop token, where the draft has nothing to propose, or one token before the limit.
-    private func propose(gamma: Int, context: [Int], out: Int, request: GenerationRequest, guided: GuidedReply?,
-                         draftCache: KVCache?, rng: inout SeededRNG) -> Proposal {
+    /// Up to `gamma` drafted tokens after the context, under a copy of the committed constraint
+    /// state, stopping early at a stop token, where the draft has nothing to propose, or one
+    /// token before the limit.
+    mutating func propose(gamma: Int) -> Proposal {
         var p = Proposal()
-        var g = guided
+        var g = committed
         let greedy = request.sampling.isGreedy
         var feed: [Int] = draftCache.map { Array(context[$0.count...]) } ?? []  // tokens the draft model has not seen
         var text = context  // what prompt lookup searches
         drafting: while p.drafted < gamma {
-            let position = out + p.tokens.count
+            let position = out.count + p.tokens.count
             if position >= request.maxNewTokens - 1 { break }
             var allowed: TokenMask? = nil
             if let g {
@@ -263,7 +314,7 @@ public struct SpeculativeDecoder {
             }
             let token: Int
             var q: [Float]? = nil
-            switch drafter {
+            switch drafter! {
             case .model(let draft):
                 let compact = draft.nextLogits(feed, cache: draftCache!)  // [V'] or [V]
                 if greedy {
@@ -302,6 +353,9 @@ public struct SpeculativeDecoder {
         return p
     }
 
+}
+
+extension SpeculativeDecoder {
     /// A draw from norm(max(0, p − q)); from p when that is all zeros (p == q up to rounding:
     /// any draw from p is then exact).
     static func drawResidual(_ p: [Float], minus q: [Float], rng: inout SeededRNG) -> Int {

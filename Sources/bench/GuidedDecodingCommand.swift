@@ -21,7 +21,7 @@ struct GuidedDecodingCommand: ParsableCommand {
         abstract: "Generate under JSON-schema constraints with a real model: zero invalid replies over a schema corpus, and the cost against unconstrained decoding.")
 
     @OptionGroup var base: BaseModelOptions
-    @Option(parsing: .upToNextOption, help: "Adapters (checkpoint, .fmadapter package or PEFT folder) to run beside the base model.")
+    @Option(parsing: .upToNextOption, help: "Adapters to run beside the base model, each \(AdapterForms.phrase).")
     var adapter: [String] = []
     @Option(help: "Random schemas in the corpus (seeded; the examples' schemas come on top).") var randomSchemas = 500
     @Option(help: "Prompts per schema (at most 3: greedy, then sampled at temperature 1 and 0.7).") var prompts = 3

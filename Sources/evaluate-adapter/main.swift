@@ -1,4 +1,4 @@
-// evaluate-adapter: the base model and adapter checkpoints side by side on an eval file (eval
+// evaluate-adapter: the base model and adapters (any form) side by side on an eval file (eval
 // loss, perplexity, exact match, JSON/schema checks, tool-call accuracy, tokens/s). Thin: parse
 // flags, call Evaluation.EvaluationRun, print the table (or JSON) to stdout, progress to stderr.
 import ArgumentParser
@@ -13,7 +13,7 @@ extension TurnSelection: ExpressibleByArgument {}
 struct EvaluateAdapter: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "evaluate-adapter",
-        abstract: "Evaluate the base model and adapter checkpoints on an eval file, side by side.",
+        abstract: "Evaluate the base model and adapters on an eval file, side by side.",
         discussion: """
             For each model: eval loss and perplexity over the assistant tokens (teacher-forced, as \
             train-adapter reports them), then greedy generation of each sample's last assistant turn from the \
@@ -30,7 +30,7 @@ struct EvaluateAdapter: ParsableCommand {
     @Option(help: "Eval data: JSONL conversations ending in an assistant turn (Schema.md).")
     var evalData: String
 
-    @Option(help: "An adapter: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder; repeat to compare several.")
+    @Option(help: "An adapter to evaluate: \(AdapterForms.phrase). Repeat to compare several.")
     var checkpoint: [String] = []
 
     @Option(help: "A train-adapter --checkpoint-dir: evaluates every adapter-epoch{N}.safetensors and adapter-final.safetensors in it.")

@@ -34,7 +34,7 @@ struct Generate: ParsableCommand {
     @OptionGroup var model: BaseModelOptions
     @OptionGroup var decoding: DecodingOptions
 
-    @Option(help: "Adapter to apply to the base model: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder; a package's draft (and its draft token count) is used for speculative decoding unless --draft says otherwise.")
+    @Option(help: "Adapter to apply to the base model: \(AdapterForms.phrase). A package's draft (and its draft token count) is used for speculative decoding unless --draft says otherwise.")
     var checkpoint: String?
 
     @OptionGroup var drafting: DraftOptions

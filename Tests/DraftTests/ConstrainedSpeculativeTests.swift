@@ -67,7 +67,7 @@ final class ConstrainedSpeculativeTests: XCTestCase {
                         let request = GenerationRequest(prompt: s.prompt, maxNewTokens: budget, stopTokens: stops, constraint: constraint)
                         let (reference, plain) = Generator.generate(s.target, request)
                         for (draftName, drafter) in s.drafters {
-                            for gamma in [1, 3, 6] {
+                            for gamma in [1, 4] {
                                 let (tokens, spec) = SpeculativeDecoder(target: s.target, drafter: drafter, draftTokens: gamma).generate(request)
                                 let what = "\(draftName), gamma \(gamma), budget \(budget), constraint \(name)"
                                 XCTAssertEqual(tokens, reference, what)
@@ -81,6 +81,34 @@ final class ConstrainedSpeculativeTests: XCTestCase {
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// A reply without a drafter, driven round by round as a server drives its rows (the chosen
+    /// token and the tokens forced after it fed in one pass), is the generation loop's reply.
+    func testRoundsWithoutADraftAreTheGenerationLoop() throws {
+        let s = try setup()
+        try InferenceModel.$promptAttention.withValue(.rows) {
+            for (name, constraint) in try constraints(s) + [("none", nil)] as [(String, TokenConstraint?)] {
+                for budget in [3, 160] {
+                    let request = GenerationRequest(prompt: s.prompt, maxNewTokens: budget, stopTokens: s.base.stopTokenIds,
+                                                    sampling: SamplingOptions(temperature: 0.9), seed: 5, constraint: constraint)
+                    let (reference, plain) = Generator.generate(s.target, request)
+                    let cache = s.target.makeCache()
+                    _ = s.target.forward(Array(s.prompt.dropLast()), cache: cache)
+                    var reply = SpeculativeReply(request, drafter: nil, draftTokens: 1)
+                    var logits: [Float] = []
+                    while !reply.isFinished {
+                        let (tokens, rows) = reply.prepare(cached: cache.count)
+                        XCTAssertEqual(rows, [tokens.count - 1], "one choice a round")
+                        s.target.forward(tokens, cache: cache, logitsAt: rows, into: &logits)
+                        cache.truncate(to: logits.withUnsafeMutableBufferPointer { reply.accept($0, onToken: { _ in true }) })
+                    }
+                    XCTAssertEqual(reply.out, reference, "\(name), budget \(budget)")
+                    XCTAssertEqual(reply.stats.generation.incomplete, plain.incomplete, "\(name), budget \(budget)")
+                    XCTAssertEqual(reply.stats.generation.forcedTokens, plain.forcedTokens, "\(name), budget \(budget)")
                 }
             }
         }
