@@ -140,7 +140,8 @@ let package = Package(
         .testTarget(name: "BlockKernelTests", dependencies: ["CBlockKernels", "ModelAssets"]),
         .testTarget(
             name: "ArchitectureTests",
-            dependencies: ["TestSupport", "Export", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
+            dependencies: ["TestSupport", "AdapterRuntime", "Server", "Evaluation", "Distillation", "Export", "Training", "Inference", "Guidance",
+                           "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
                            .product(name: "Crypto", package: "swift-crypto")],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "ModelDefinitionTests", dependencies: ["TestSupport", "ModelDefinition", "Inference", "Training", "ModelAssets", "Autograd"]),

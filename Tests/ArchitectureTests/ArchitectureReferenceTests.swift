@@ -2,8 +2,8 @@
 // from each architecture's own config class (scripts/fixtures/make_architecture_fixtures.py):
 // the config as decoded, base logits, LoRA logits, masked loss and every LoRA gradient, a 3-step
 // AdamW trajectory, and the KV-cache pass equal to the training pass (prefill, decoding steps with
-// a rollback, batched rows, a verify pass; float32 weights with the adapter merged, and stored
-// F16 weights with the adapter added per row).
+// a rollback, batched rows, a verify pass, a segmented pass; float32 weights with the adapter
+// merged, and stored F16 weights with the adapter added per row).
 import Autograd
 @testable import DataSchema
 import Foundation
@@ -176,6 +176,15 @@ final class ArchitectureReferenceTests: XCTestCase {
                 engine.forward(Array(ids[0][5...]), cache: cache3, logitsAt: [1, 3], into: &verify)
                 assertClose(verify, Array(reference[0][(6 * V)..<(7 * V)] + reference[0][(8 * V)..<(9 * V)]), rel: tolerance,
                             "\(f.name) \(what): verify pass")
+                // a segmented pass (the server's step): both conversations' next 3 tokens after a prefix each
+                let seg = [engine.makeCache(), engine.makeCache()]
+                _ = engine.forward(Array(ids[0][0..<4]), cache: seg[0])
+                _ = engine.forward(Array(ids[1][0..<2]), cache: seg[1])
+                var segmented: [Float] = []
+                engine.forward(segments: [.init(tokens: Array(ids[0][4..<7]), cache: seg[0], adapter: nil, logitRows: [0, 2]),
+                                          .init(tokens: Array(ids[1][2..<5]), cache: seg[1], adapter: nil, logitRows: [1])], into: &segmented)
+                assertClose(segmented, Array(reference[0][(4 * V)..<(5 * V)] + reference[0][(6 * V)..<(7 * V)] + reference[1][(3 * V)..<(4 * V)]),
+                            rel: tolerance, "\(f.name) \(what): segmented pass")
             }
         }
     }
