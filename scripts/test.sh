@@ -28,6 +28,15 @@ if [ "${CPU_LEVELS:-1}" != 0 ]; then
     env -u OPENBLAS_CORETYPE ADAPTER_CPU_LEVEL="$level" swift test -c release -Xswiftc -enable-testing --skip-build --filter "$numerics"
   done
 fi
+# The README's first command, at a small size (a few minutes, on the test build): set up, train,
+# evaluate, train a draft, measure speculative decoding, export, generate constrained with the
+# package's draft. It fails when any step fails, so the first thing a newcomer types is checked.
+main_run=$(mktemp -d)
+BUILD_FLAGS="-Xswiftc -enable-testing" STEPS=8 EVAL_SAMPLES=8 DRAFT_STEPS=4 RUN="$main_run/extraction" scripts/main.sh > "$main_run/main.log" 2>&1 \
+  || { tail -n 40 "$main_run/main.log"; echo "test: scripts/main.sh (small) failed; the whole log: $main_run/main.log" >&2; exit 1; }
+grep -q '^main: done' "$main_run/main.log" || { tail -n 20 "$main_run/main.log"; echo "test: scripts/main.sh did not print 'main: done'" >&2; exit 1; }
+echo "test: scripts/main.sh (small) passed: $(grep '^main: done' "$main_run/main.log")"
+rm -rf "$main_run"
 # An app that depends on the toolkit by git URL and version (a tagged clone of HEAD) builds and runs.
 scripts/test-example-app.sh
 # The run logs as TensorBoard reads them: a short real adapter, draft and evaluation run into one

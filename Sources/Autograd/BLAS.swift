@@ -139,7 +139,7 @@ public enum BLAS {
     /// Threads gemm and the kernels may use here (see `withThreads`).
     public static var threads: Int { Parallel.maxThreads }
 
-    /// OpenBLAS's own thread count (process-wide; 1 while this module runs it). The bench sets
+    /// OpenBLAS's own thread count (process-wide; 1 while this module runs it). `bench engine` sets
     /// it to measure the library's multi-threaded sgemm on its own.
     public static var libraryThreads: Int {
         get { _ = singleThreaded; return Int(openblas_get_num_threads()) }

@@ -2,7 +2,7 @@
 // runs: dequantize_rows bit for bit, matmul_nt against a float64 dot of the reference rows, the
 // q8 mode within its activation-rounding bound and equal on every level, and multi-row passes
 // against single-row passes bit for bit. Weights are seeded random bytes with finite fp16 scales
-// (and SmolLM2's own blocks when present); shapes are awkward on purpose. Timing: bench-kernels.
+// (and SmolLM2's own blocks when present); shapes are awkward on purpose. Timing: bench kernels.
 import CBlockKernels
 import Foundation
 import XCTest

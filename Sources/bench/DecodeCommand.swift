@@ -1,4 +1,4 @@
-// bench-decode: the toolkit's side of the decoding benchmark beside llama.cpp's llama-bench
+// `bench decode`: the toolkit's side of the decoding benchmark beside llama.cpp's llama-bench
 // (scripts/bench-decode.sh runs both on the same GGUF): prefill tokens/s of a P-token prompt,
 // greedy decoding tokens/s of G one-token steps from an empty context (as llama-bench's tg),
 // load time, peak RSS, the weight bytes one decoding step reads and the fraction of this
@@ -11,9 +11,9 @@ import Inference
 import ModelAssets
 import ModelDefinition
 
-struct BenchDecode: ParsableCommand {
+struct DecodeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-decode",
+        commandName: "decode",
         abstract: "Measure prefill and decoding speed, load time and peak memory on a base model (the llama-bench comparison).")
 
     @OptionGroup var model: BaseModelOptions
@@ -106,9 +106,7 @@ struct BenchDecode: ParsableCommand {
         }
         let batched = batchRows.isEmpty ? [] : measureBatches(engine, base: base)
         let verify = verifyRows.isEmpty ? [] : measureVerify(engine, base: base)
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        let rss = Double(usage.ru_maxrss) / 1024  // before the bandwidth probe allocates its buffer
+        let rss = peakRSSMB()  // before the bandwidth probe allocates its buffer
         let bandwidth = Self.memoryBandwidth()
         let bytes = engine.bytesPerToken
         let meanDecode = decode.reduce(0, +) / Double(decode.count)
@@ -224,8 +222,3 @@ struct BenchDecode: ParsableCommand {
     }
 }
 
-extension ManyRowsPath: ExpressibleByArgument {}
-extension InferenceModel.PromptAttention: ExpressibleByArgument {}
-extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
-
-BenchDecode.main()
