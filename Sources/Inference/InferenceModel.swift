@@ -449,7 +449,6 @@ public final class InferenceModel: @unchecked Sendable {
     /// up to the block's last row and out = softmax(scores)·V, two sgemm calls (one row at a time
     /// read every key and value again for each row: at 1,024 prompt tokens attention was a third
     /// of SmolLM2's prefill). Same values to float rounding (another order of the sums).
-    nonisolated(unsafe) static let oldAttend = ProcessInfo.processInfo.environment["OLD_ATTEND"] == "1"
     struct Attention {
         let n, H, K, hd, width, Q, maxLength: Int
         let rowSegment, rowPosition: [Int]
@@ -499,12 +498,6 @@ public final class InferenceModel: @unchecked Sendable {
                         let piece = pieces[item / K], kvh = item % K
                         let r0 = perRow[piece.lowerBound], s = rowSegment[r0]
                         for (i, r) in perRow[piece].enumerated() { lengths[i] = rowPosition[r] + 1 }
-                        if InferenceModel.oldAttend {
-                            for (i, r) in perRow[piece].enumerated() { for g in 0..<G { let hh = kvh * G + g
-                                bk_attend(qkv + r * Q + hh * hd, keys[s] + kvh * hd * size, values[s] + kvh * hd * size, half, width, lengths[i], hd, scale, sc, att + r * H * hd + hh * hd) } }
-                            item += chunks
-                            continue
-                        }
                         bk_attend_rows(qkv + r0 * Q + kvh * G * hd, Q, piece.count, G, lengths.baseAddress!,
                                        keys[s] + kvh * hd * size, values[s] + kvh * hd * size, half, width, hd, scale, sc,
                                        att + r0 * H * hd + kvh * G * hd, H * hd)
