@@ -459,7 +459,8 @@ public final class InferenceModel: @unchecked Sendable {
     }
 
     /// Causal attention of each new row over its own cache (rows 0 ... its position), SIMD over
-    /// the head dim; (row, kv head) items run on every core when there is enough work. The rows of
+    /// the head dim, a kv head's query heads and a segment's rows together (bk_attend_rows: the
+    /// bits of each one alone); items run on every core when there is enough work. The rows of
     /// a segment with at least `blockedRows` new rows (a prompt's prefill) go as blocked products
     /// instead: for each query head and block of `blockRows` rows, scores = scale·Q·Kᵀ over the keys
     /// up to the block's last row and out = softmax(scores)·V, two sgemm calls (one row at a time
@@ -483,26 +484,43 @@ public final class InferenceModel: @unchecked Sendable {
             let G = H / K
             let perRow = blocked.isEmpty ? Array(0..<n) : (0..<n).filter { r in !blocked.contains { $0.contains(r) } }
             if perRow.isEmpty { return }
-            let items = perRow.count * K
+            // items: (consecutive rows of one segment, kv head), each one bk_attend_rows call for its
+            // rows' G query heads, so the rows and heads share every key and value read (a verify
+            // pass's rows see one cache). A segment's rows are split in as many pieces as give every
+            // core two items where its kv heads alone would not.
             var work = 0
             for r in perRow { work += (rowPosition[r] + 1) * H * hd }
-            let chunks = work >= 1 << 18 ? min(items, 4 * WorkerPool.threads) : 1
-            let scores = ws.scores.ensure(chunks * G * maxLength)
+            let cores = work >= 1 << 18 ? WorkerPool.threads : 1
+            var pieces: [Range<Int>] = []
+            var start = 0
+            while start < perRow.count {
+                var end = start + 1
+                while end < perRow.count && rowSegment[perRow[end]] == rowSegment[perRow[start]] && perRow[end] == perRow[end - 1] + 1 { end += 1 }
+                let split = Swift.min(end - start, Swift.max(1, (2 * cores + K - 1) / K))
+                let size = (end - start + split - 1) / split
+                for a in stride(from: start, to: end, by: size) { pieces.append(a..<Swift.min(end, a + size)) }
+                start = end
+            }
+            let items = pieces.count * K
+            let chunks = Swift.min(items, cores == 1 ? 1 : 4 * cores)
+            let most = pieces.map(\.count).max()!
+            let scores = ws.scores.ensure(chunks * most * G * maxLength)
             let keys = caches.map { UnsafeRawPointer($0.keys[li]) }, values = caches.map { UnsafeRawPointer($0.values[li]) }
             let half: Int32 = caches.first?.precision == .float16 ? 1 : 0, size = half == 1 ? 2 : 4
             precondition(caches.allSatisfy { ($0.precision == .float16) == (half == 1) }, "[Attention] caches of mixed precision")
             WorkerPool.forEach(chunks) { ci in
-                let sc = scores + ci * G * maxLength
+                let sc = scores + ci * most * G * maxLength
                 var item = ci
-                while item < items {
-                    let r = perRow[item / K], kvh = item % K
-                    let len = rowPosition[r] + 1
-                    let kBase = keys[rowSegment[r]] + kvh * hd * size, vBase = values[rowSegment[r]] + kvh * hd * size
-                    for g in 0..<G {
-                        let hh = kvh * G + g
-                        bk_attend(qkv + r * Q + hh * hd, kBase, vBase, half, width, len, hd, scale, sc + g * maxLength, att + r * H * hd + hh * hd)
+                withUnsafeTemporaryAllocation(of: Int.self, capacity: most) { lengths in
+                    while item < items {
+                        let piece = pieces[item / K], kvh = item % K
+                        let r0 = perRow[piece.lowerBound], s = rowSegment[r0]
+                        for (i, r) in perRow[piece].enumerated() { lengths[i] = rowPosition[r] + 1 }
+                        bk_attend_rows(qkv + r0 * Q + kvh * G * hd, Q, piece.count, G, lengths.baseAddress!,
+                                       keys[s] + kvh * hd * size, values[s] + kvh * hd * size, half, width, hd, scale, sc,
+                                       att + r0 * H * hd + kvh * G * hd, H * hd)
+                        item += chunks
                     }
-                    item += chunks
                 }
             }
         }
