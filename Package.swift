@@ -30,6 +30,7 @@ let package = Package(
     products: [
         .library(name: "Autograd", targets: ["Autograd"]),
         .library(name: "ModelAssets", targets: ["ModelAssets"]),
+        .library(name: "Jinja", targets: ["Jinja"]),
         .library(name: "DataSchema", targets: ["DataSchema"]),
         .library(name: "Guidance", targets: ["Guidance"]),
         // The runtime: a base loaded once, adapted models over it, sessions with guided replies.
@@ -58,6 +59,9 @@ let package = Package(
         .target(
             name: "ModelAssets",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        // Chat templates: a Jinja engine with transformers' semantics. No dependencies, no model knowledge.
+        .target(name: "Jinja"),
+        .testTarget(name: "JinjaTests", dependencies: ["Jinja"], resources: [.copy("Fixtures")]),
         .target(name: "DataSchema", dependencies: ["ModelAssets"]),
         // A run's log: metrics.jsonl with a header, TensorBoard event files, the loss curve.
         .target(name: "RunLog", dependencies: ["ModelAssets", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
