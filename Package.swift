@@ -62,7 +62,7 @@ let package = Package(
         // Chat templates: a Jinja engine with transformers' semantics. No dependencies, no model knowledge.
         .target(name: "Jinja"),
         .testTarget(name: "JinjaTests", dependencies: ["Jinja"], resources: [.copy("Fixtures")]),
-        .target(name: "DataSchema", dependencies: ["ModelAssets"]),
+        .target(name: "DataSchema", dependencies: ["ModelAssets", "Jinja"]),
         // A run's log: metrics.jsonl with a header, TensorBoard event files, the loss curve.
         .target(name: "RunLog", dependencies: ["ModelAssets", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // Constrained decoding: JSON schema / choice / regex grammars as byte automata, token masks.
@@ -144,7 +144,7 @@ let package = Package(
         .testTarget(
             name: "TrainingTests", dependencies: ["TestSupport", "Training", "RunLog", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
-        .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema", "Jinja", "ModelAssets"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Distillation", "Export", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Guidance", "Export", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "BlockKernelTests", dependencies: ["CBlockKernels", "ModelAssets"]),

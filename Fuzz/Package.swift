@@ -20,7 +20,7 @@ let package = Package(
         .systemLibrary(name: "COpenBLAS", path: "Sources/COpenBLAS", pkgConfig: "openblas"),
         .target(name: "Autograd", dependencies: ["COpenBLAS"], path: "Sources/Autograd"),
         .target(name: "ModelAssets", dependencies: [.product(name: "Crypto", package: "swift-crypto")], path: "Sources/ModelAssets"),
-        .target(name: "DataSchema", dependencies: ["ModelAssets"], path: "Sources/DataSchema"),
+        .target(name: "DataSchema", dependencies: ["ModelAssets", "Jinja"], path: "Sources/DataSchema"),
         .target(name: "CBlockKernels", path: "Sources/CBlockKernels"),
         .target(name: "ModelDefinition", dependencies: ["Autograd", "CBlockKernels", "ModelAssets", .product(name: "Crypto", package: "swift-crypto")],
                 path: "Sources/ModelDefinition"),

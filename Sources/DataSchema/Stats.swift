@@ -34,8 +34,9 @@ public struct DataStats: Sendable, Equatable {
     /// Nil when no tokenizer was given.
     public var tokens: TokenStats?
 
-    /// Counts over the accepted samples of `dataSet`; token figures only with an `encoder`.
-    public static func compute(_ dataSet: DataSet, encoder: TrainingEncoder? = nil) -> DataStats {
+    /// Counts over the accepted samples of `dataSet`; token figures only with an `encoder` (a
+    /// sample the template renders as several sequences counts each; one the template refuses throws).
+    public static func compute(_ dataSet: DataSet, encoder: TrainingEncoder? = nil) throws(DataSchemaError) -> DataStats {
         var stats = DataStats()
         var lengths: [Int] = []
         var totalTokens = 0
@@ -54,11 +55,18 @@ public struct DataStats: Sendable, Equatable {
                 stats.toolCalls += m.toolCalls.count
             }
             if let encoder {
-                let encoded = encoder.encodeFull(sample.messages)
-                lengths.append(encoded.tokens.count)
-                totalTokens += encoded.tokens.count
-                targetTokens += encoded.targetTokenCount
-                if encoded.tokens.count > encoder.maxSequenceLength + 1 { exceeding += 1 }
+                let sequences: [EncodedSample]
+                do throws(DataSchemaError) { sequences = try encoder.encodeAll(sample.messages) } catch {
+                    throw DataSchemaError.invalidData(path: sample.file, listed: [DataIssue(file: sample.file, line: sample.line, kind: .chatTemplate,
+                                                                                            message: error.errorDescription ?? "\(error)")],
+                                                      totalIssues: 1, rejected: 1, read: dataSet.summary.samplesRead)
+                }
+                for encoded in sequences {
+                    lengths.append(encoded.tokens.count)
+                    totalTokens += encoded.tokens.count
+                    targetTokens += encoded.targetTokenCount
+                    if encoded.tokens.count > encoder.maxSequenceLength + 1 { exceeding += 1 }
+                }
             }
         }
         if let encoder {

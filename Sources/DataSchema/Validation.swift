@@ -28,8 +28,10 @@ public enum SampleValidator {
         var batch: [ToolCall] = []
         var answered = 0
 
+        // Turns are numbered as the data wrote them: the holder of a record's "tools" is not one.
+        let offset = messages[0].holdsRecordTools ? 1 : 0
         for (i, m) in messages.enumerated() {
-            let turn = i + 1
+            let turn = i + 1 - offset
             let previous = i > 0 ? messages[i - 1] : nil
             let blank = m.content.allSatisfy(\.isWhitespace)
 

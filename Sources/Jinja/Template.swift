@@ -62,6 +62,11 @@ public struct JinjaRendering: Sendable, Equatable {
     public var text: String
     /// UTF-8 byte ranges of `text` produced by `{% generation %}` blocks, in order.
     public var generationRanges: [Range<Int>]
+
+    public init(text: String, generationRanges: [Range<Int>]) {
+        self.text = text
+        self.generationRanges = generationRanges
+    }
 }
 
 public struct JinjaTemplate: Sendable {
@@ -70,6 +75,8 @@ public struct JinjaTemplate: Sendable {
     public let hasGenerationBlocks: Bool
     /// The top-level names the template reads (`tools`, `messages`, `enable_thinking`, ...).
     public let referencedNames: Set<String>
+    /// The attribute and constant item names it reads (`message.tool_calls`, `message['content']`).
+    public let referencedAttributes: Set<String>
 
     /// Parses `source`; a syntax error, an unknown filter or an unknown test throws with its
     /// line and column.
@@ -79,6 +86,7 @@ public struct JinjaTemplate: Sendable {
         try check.nodes(nodes)
         hasGenerationBlocks = check.hasGeneration
         referencedNames = check.names
+        referencedAttributes = check.attributes
     }
 
     /// Renders with `context` as the template's variables (beside the globals `range`,
@@ -101,6 +109,7 @@ public struct JinjaTemplate: Sendable {
 struct Checker {
     var hasGeneration = false
     var names: Set<String> = []
+    var attributes: Set<String> = []
     /// Inside an if statement's test or branches, or an inline if (Jinja's "soft frame").
     var soft = false
 
@@ -179,8 +188,11 @@ struct Checker {
         case let .name(n): names.insert(n)
         case let .list(items), let .tuple(items): for i in items { try expr(i) }
         case let .dict(pairs): for (k, v) in pairs { try expr(k); try expr(v) }
-        case let .attribute(b, _): try expr(b)
-        case let .subscript(b, i): try expr(b); try expr(i)
+        case let .attribute(b, name): attributes.insert(name); try expr(b)
+        case let .subscript(b, i):
+            if case let .literal(.string(name)) = i.kind { attributes.insert(name) }
+            try expr(b)
+            try expr(i)
         case let .slice(a, b, c): for x in [a, b, c] { if let x { try expr(x) } }
         case let .call(f, args, kwargs): try expr(f); for a in args { try expr(a) }; for (_, a) in kwargs { try expr(a) }
         case let .filter(base, name, args, kwargs):

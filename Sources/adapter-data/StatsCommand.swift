@@ -16,6 +16,7 @@ struct StatsCommand: ParsableCommand {
 
     @OptionGroup var data: DataFileOptions
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var chatTemplate: ChatTemplateOptions
 
     @Option(help: "A Hugging Face tokenizer.json (chat template from tokenizer_config.json beside it) for token statistics.")
     var tokenizerJson: String?
@@ -32,14 +33,17 @@ struct StatsCommand: ParsableCommand {
         var encoder: TrainingEncoder?
         if let tokenizerJson {
             let tokenizer = try BPETokenizer.load(tokenizerJSON: URL(fileURLWithPath: tokenizerJson))
-            encoder = TrainingEncoder(tokenizer: tokenizer, template: ChatTemplate.detect(from: tokenizer.chatTemplate),
-                                      maxSequenceLength: maxSequenceLength)
+            let format = try ChatFormat(base: try chatTemplate.source(model: .model(tokenizer)), tokenizer: tokenizer)
+            ChatTemplateOptions.announce(format)
+            encoder = TrainingEncoder(tokenizer: tokenizer, renderer: format, maxSequenceLength: maxSequenceLength)
         } else if model.baseModel != nil || BaseModel.defaultPath() != nil {
             // the base model's tokenizer (the fetched default when --base-model is not given)
             let (_, tokenizer, template) = try model.loadTokenizer()
-            encoder = TrainingEncoder(tokenizer: tokenizer, template: template, maxSequenceLength: maxSequenceLength)
+            let format = try ChatFormat(base: try chatTemplate.source(model: template), tokenizer: tokenizer)
+            ChatTemplateOptions.announce(format)
+            encoder = TrainingEncoder(tokenizer: tokenizer, renderer: format, maxSequenceLength: maxSequenceLength)
         }
-        let stats = DataStats.compute(dataSet, encoder: encoder)
+        let stats = try DataStats.compute(dataSet, encoder: encoder)
         print("\(data.file): \(dataSet.summary)")
         if !dataSet.issues.isEmpty { print("(statistics cover the accepted samples; run `adapter-data validate` for the issues)") }
         print("samples: \(stats.samples)")

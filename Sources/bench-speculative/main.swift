@@ -17,6 +17,7 @@ struct BenchSpeculative: ParsableCommand {
         abstract: "Measure greedy decoding speed with and without a draft model (speculative decoding) and check identical output.")
 
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var chatTemplate: ChatTemplateOptions
     @OptionGroup var decoding: DecodingOptions
 
     @Option(help: "Adapter for the target model (base + adapter): a checkpoint, an .fmadapter package or a PEFT folder.")
@@ -56,11 +57,12 @@ struct BenchSpeculative: ParsableCommand {
     ]
 
     func run() throws {
-        let loaded = try model.load(adapter: checkpoint)
+        var loaded = try model.load(adapter: checkpoint)
+        try chatTemplate.apply(to: &loaded.base)
         let base = loaded.base
         let target = InferenceModel(loaded, activations: decoding.activations, kvCache: decoding.kvCache)
         let draft = try DraftEngine.load(path: draftCheckpoint, base: base, precision: draftPrecision)
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
+        let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
         var conversations: [[Message]] = []
         if let prompts {
             conversations = try DataReader.read(path: prompts, options: ReadOptions(mode: .prompt)).samples.map(\.messages)
@@ -74,7 +76,7 @@ struct BenchSpeculative: ParsableCommand {
         out(String(format: "measured cost ratio c = %.3f (draft %.2f ms, target %.2f ms per token); %d prompts, %d new tokens max, greedy",
                    cost.ratio, cost.draftSecondsPerToken * 1000, cost.targetSecondsPerToken * 1000, conversations.count, maxNewTokens))
         // the cost of a target pass by rows scored, at the first prompt's length: verifying γ proposals is a (γ+1)-row pass
-        let context = encoder.encodePrompt(conversations[0]).count
+        let context = try encoder.encodePrompt(conversations[0]).count
         func cpuSeconds() -> Double {
             var u = rusage()
             getrusage(RUSAGE_SELF.rawValue, &u)
@@ -94,7 +96,7 @@ struct BenchSpeculative: ParsableCommand {
         }
         out(passLine)
         // warm-up (page in weights, allocate)
-        let warm = GenerationRequest(prompt: encoder.encodePrompt(conversations[0]), maxNewTokens: 8, stopTokens: base.stopTokenIds)
+        let warm = GenerationRequest(prompt: try encoder.encodePrompt(conversations[0]), maxNewTokens: 8, stopTokens: base.stopTokenIds)
         _ = Generator.generate(target, warm)
         _ = SpeculativeDecoder(target: target, draft: draft, draftTokens: numDraftTokens[0]).generate(warm)
 
@@ -104,7 +106,7 @@ struct BenchSpeculative: ParsableCommand {
         var spec = [Int: Totals]()
         var allIdentical = true
         for (i, conversation) in conversations.enumerated() {
-            let request = GenerationRequest(prompt: encoder.encodePrompt(conversation), maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds)
+            let request = GenerationRequest(prompt: try encoder.encodePrompt(conversation), maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds)
             // Plain and each gamma in turn, `repeats` rounds; outputs are deterministic, so each
             // keeps its fastest decode.
             let decoders = numDraftTokens.map { SpeculativeDecoder(target: target, draft: draft, draftTokens: $0) }

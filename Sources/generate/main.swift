@@ -29,6 +29,7 @@ struct Generate: ParsableCommand {
             """)
 
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var chatTemplate: ChatTemplateOptions
     @OptionGroup var decoding: DecodingOptions
 
     @Option(help: "Adapter to apply to the base model: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder; a package's draft (and its draft token count) is used for speculative decoding unless --draft-checkpoint is given.")
@@ -100,7 +101,8 @@ struct Generate: ParsableCommand {
     }
 
     func run() throws {
-        let loaded = try model.load(adapter: checkpoint)  // any adapter form, checked against the base
+        var loaded = try model.load(adapter: checkpoint)  // any adapter form, checked against the base
+        try chatTemplate.apply(to: &loaded.base)
         let base = loaded.base
         let engine = InferenceModel(loaded, activations: decoding.activations, kvCache: decoding.kvCache)
         let drafter = try draftCheckpoint.map { try DraftEngine.load(path: $0, base: base, precision: draftPrecision) }
@@ -111,7 +113,7 @@ struct Generate: ParsableCommand {
         if draftCheckpoint != nil, let drafter, drafter.teacherAdapterSignature != loaded.adapterSignature {
             FileHandle.standardError.write(Data("note: the draft was distilled from \(drafter.teacherAdapterSignature == nil ? "the bare base model" : "another adapter"), not from this model; the output is unchanged but fewer draft tokens may be accepted\n".utf8))
         }
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
+        let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
 
         let format = try parsedResponseFormat()
         let guided = format != nil || !choice.isEmpty || regex != nil
@@ -148,7 +150,7 @@ struct Generate: ParsableCommand {
         let sampling = SamplingOptions(temperature: temperature, topK: topK, topP: topP)
         for (i, conversation) in conversations.enumerated() {
             if conversations.count > 1 { FileHandle.standardOutput.write(Data("### \(i + 1)\n".utf8)) }
-            let ids = encoder.encodePrompt(conversation)
+            let ids = try encoder.encodePrompt(conversation)
             var decoder = StreamingDecoder(tokenizer: base.tokenizer, skipSpecialTokens: true)
             var constraint = fixed
             if !unconstrained, let f = conversation.last(where: { $0.role == .user })?.responseFormat {

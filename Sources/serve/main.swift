@@ -29,6 +29,7 @@ struct Serve: AsyncParsableCommand {
             """)
 
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var chatTemplate: ChatTemplateOptions
     @OptionGroup var decoding: DecodingOptions
 
     @Option(help: "Folder of adapters to serve (checkpoints, .fmadapter packages, PEFT folders), each under its name without extension.")
@@ -79,7 +80,8 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let base = try model.load()
+        var base = try model.load()
+        try chatTemplate.apply(to: &base)
         let name = modelName ?? URL(fileURLWithPath: base.path).deletingPathExtension().lastPathComponent
         let catalog = try AdapterCatalog(base: base, baseID: name, folder: adapters, rescanInterval: rescanInterval,
                                          adapterPrecision: adapterPrecision)

@@ -53,7 +53,7 @@ final class ReaderTests: XCTestCase {
             "train.jsonl:10: the sample has no assistant turn; training samples need at least one reply",
             "train.jsonl:11: tool turn does not follow an assistant turn with tool calls (turn 2)",
             "train.jsonl:12: \"tool_calls\" belongs on an assistant turn, not on a user turn (turn 1)",
-            "train.jsonl:13: unknown key \"extra\" in a sample object; allowed keys are \"messages\", \"metadata\"",
+            "train.jsonl:13: unknown key \"extra\" in a sample object; allowed keys are \"messages\", \"tools\", \"metadata\"",
         ])
     }
 
