@@ -105,7 +105,7 @@ let package = Package(
             dependencies: ["Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "adapter-data",
-            dependencies: ["DataSchema", "ModelAssets", "ModelDefinition", "CLISupport", "Training", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["DataSchema", "Jinja", "ModelAssets", "ModelDefinition", "CLISupport", "Training", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .target(
             name: "AdapterRuntime",
             dependencies: ["Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets"]),

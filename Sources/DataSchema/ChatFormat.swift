@@ -148,6 +148,7 @@ public struct ChatFormat: ConversationRenderer {
 
     /// The rendered text (and {% generation %} spans) of `messages`.
     public func render(_ messages: [Message], addGenerationPrompt: Bool) throws(DataSchemaError) -> JinjaRendering {
+        if let text = Message.plainText(of: messages) { return JinjaRendering(text: text, generationRanges: []) }
         switch engine {
         case let .builtIn(t):
             let text = t.renderText(ChatRendering.chatMessages(messages), addGenerationPrompt: addGenerationPrompt)

@@ -15,6 +15,12 @@ public struct EncodedSample: Sendable, Equatable {
     /// Token count before truncation.
     public var fullTokenCount: Int
     public var isTruncated: Bool { tokens.count < fullTokenCount }
+
+    public init(tokens: [Int], isTarget: [Bool], fullTokenCount: Int) {
+        self.tokens = tokens
+        self.isTarget = isTarget
+        self.fullTokenCount = fullTokenCount
+    }
     public var targetTokenCount: Int { isTarget.reduce(0) { $0 + ($1 ? 1 : 0) } }
 }
 
@@ -83,7 +89,11 @@ public struct TrainingEncoder: Sendable {
     /// Every training sequence of the sample, untruncated, with the loss mask: usually one; one
     /// per assistant turn when the template writes earlier turns differently (see ChatFormat).
     public func encodeAll(_ messages: [Message]) throws(DataSchemaError) -> [EncodedSample] {
-        try sequences(messages).map(encodeSegments)
+        if let text = Message.plainText(of: messages) {
+            // A text record: the text's tokens, all trained, no template and no special tokens added.
+            return [encodeSegments([TemplateSegment(text: text, isTarget: true)])]
+        }
+        return try sequences(messages).map(encodeSegments)
     }
 
     /// Tokenizes segment by segment, so the mask follows `isTarget` exactly.
@@ -122,7 +132,8 @@ public struct TrainingEncoder: Sendable {
 
     /// Token ids of a prompt for generation: the messages plus the generation prompt.
     public func encodePrompt(_ messages: [Message]) throws(DataSchemaError) -> [Int] {
-        let text = try renderer.promptText(messages)
+        let text: String
+        if let plain = Message.plainText(of: messages) { text = plain } else { text = try renderer.promptText(messages) }
         return text.isEmpty ? [] : tokenizer.encode(text)
     }
 

@@ -5,9 +5,10 @@
 import ModelAssets
 
 /// Training data ends each sample with an assistant turn; prompts (for generation or
-/// evaluation) end with a user turn.
+/// evaluation) end with a user turn; `any` takes conversations ending in any turn (for showing
+/// how they render).
 public enum DataMode: String, Sendable, Codable, CaseIterable {
-    case train, prompt
+    case train, prompt, any
 }
 
 /// A function the model may call, defined on the system message.
@@ -90,6 +91,20 @@ public struct Message: Sendable, Equatable {
     /// The empty system turn put first to hold a record's top-level "tools" (not a turn of the
     /// data: turn numbers in messages skip it).
     public var holdsRecordTools = false
+    /// A plain-text record (`{"text": ...}`): no chat template, every token trained.
+    public var isPlainText = false
+
+    /// A plain-text record's message.
+    public static func plainText(_ text: String) -> Message {
+        var m = Message(role: .user, content: text)
+        m.isPlainText = true
+        return m
+    }
+
+    /// The text of `messages` when they are a plain-text record, else nil.
+    public static func plainText(of messages: [Message]) -> String? {
+        messages.count == 1 && messages[0].isPlainText ? messages[0].content : nil
+    }
 
     public init(role: ChatRole, content: String, tools: [ToolDefinition] = [], toolCalls: [ToolCall] = [],
                 toolCallId: String? = nil, name: String? = nil, responseFormat: ResponseFormat? = nil) {
@@ -131,7 +146,7 @@ struct LineProblem: Error {
 }
 
 enum Decoding {
-    static let sampleShape = "a sample is a JSON array of messages, an object with \"messages\", or an object with \"prompt\" and \"completion\""
+    static let sampleShape = "a sample is a JSON array of messages, an object with \"messages\", an object with \"prompt\" and \"completion\", or an object with \"text\""
 
     /// Decodes one record (an array of messages, {"messages": [...]}, or {"prompt", "completion"}).
     static func record(_ value: JSONValue) throws(LineProblem) -> [Message] {
@@ -167,7 +182,14 @@ enum Decoding {
                 }
                 return out
             }
-            throw LineProblem(.missingField, "the object has neither \"messages\" nor \"prompt\"; \(sampleShape)")
+            if keys.contains("text") {
+                try allowOnly(members, ["text", "metadata"], in: "a text sample")
+                guard let text = value["text"]!.stringValue else {
+                    throw LineProblem(.wrongType, "\"text\" must be a string, got \(value["text"]!.typeName)")
+                }
+                return [Message.plainText(text)]
+            }
+            throw LineProblem(.missingField, "the object has neither \"messages\", \"prompt\" nor \"text\"; \(sampleShape)")
         default:
             throw LineProblem(.wrongType, "\(sampleShape), got \(value.typeName)")
         }

@@ -31,6 +31,8 @@ public struct DataStats: Sendable, Equatable {
     public var toolCalls = 0
     public var samplesWithTools = 0
     public var samplesWithResponseFormat = 0
+    /// Plain `{"text": ...}` records: no turns; their characters count in `characters` only.
+    public var textSamples = 0
     /// Nil when no tokenizer was given.
     public var tokens: TokenStats?
 
@@ -46,7 +48,11 @@ public struct DataStats: Sendable, Equatable {
             stats.samples += 1
             if sample.messages.contains(where: { !$0.tools.isEmpty }) { stats.samplesWithTools += 1 }
             if sample.messages.contains(where: { $0.responseFormat != nil }) { stats.samplesWithResponseFormat += 1 }
-            for m in sample.messages {
+            if let text = Message.plainText(of: sample.messages) {
+                stats.textSamples += 1
+                stats.characters += text.count
+            }
+            for m in sample.messages where !m.isPlainText {
                 stats.turns += 1
                 stats.turnsByRole[m.role, default: 0] += 1
                 let chars = ChatRendering.text(of: m).count

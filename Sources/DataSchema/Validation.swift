@@ -17,6 +17,11 @@ public enum SampleValidator {
             report(.missingField, "the sample has no messages")
             return out
         }
+        if let text = Message.plainText(of: messages) {
+            // Plain text: no turns to order; every token is trained.
+            if text.isEmpty { report(.emptyContent, "\"text\" is empty") }
+            return out
+        }
 
         var tools: [String: ToolDefinition] = [:]
         if messages[0].role == .system {
@@ -118,6 +123,8 @@ public enum SampleValidator {
             if last.role != .user {
                 report(.turnOrder, "the last turn is \(last.role.rawValue) (turn \(messages.count)); prompts end with a user turn")
             }
+        case .any:
+            break
         }
 
         checkResponseFormats(messages, into: &out)

@@ -46,16 +46,16 @@ struct StatsCommand: ParsableCommand {
         let stats = try DataStats.compute(dataSet, encoder: encoder)
         print("\(data.file): \(dataSet.summary)")
         if !dataSet.issues.isEmpty { print("(statistics cover the accepted samples; run `adapter-data validate` for the issues)") }
-        print("samples: \(stats.samples)")
+        print("samples: \(stats.samples)" + (stats.textSamples > 0 ? " (\(stats.textSamples) plain {\"text\"} records, no turns)" : ""))
         print("turns: \(stats.turns)  " + ChatRole.allCases.map { "\($0.rawValue) \(stats.turnsByRole[$0, default: 0])" }.joined(separator: ", "))
-        print("characters (rendered turn text): \(stats.characters)  "
+        print("characters (rendered turn text\(stats.textSamples > 0 ? " and plain text" : "")): \(stats.characters)  "
             + ChatRole.allCases.map { "\($0.rawValue) \(stats.charactersByRole[$0, default: 0])" }.joined(separator: ", "))
         print("tool calls: \(stats.toolCalls); samples with tools: \(stats.samplesWithTools); with response_format: \(stats.samplesWithResponseFormat)")
         guard let tokens = stats.tokens else {
             print("tokens: not counted (character statistics only): no base model is fetched; pass --base-model PATH or --tokenizer-json PATH")
             return
         }
-        print("tokens: \(tokens.tokens); assistant (trained) tokens: \(tokens.targetTokens)")
+        print("tokens: \(tokens.tokens); \(stats.textSamples > 0 ? "trained tokens (assistant turns and plain text)" : "assistant (trained) tokens"): \(tokens.targetTokens)")
         print("tokens per sample: " + tokens.lengthPercentiles.map { "p\($0.percentile) \($0.tokens)" }.joined(separator: ", "))
         print("samples over --max-sequence-length \(tokens.maxSequenceLength) (more than \(tokens.maxSequenceLength + 1) tokens, truncated in training): \(tokens.exceeding)")
     }

@@ -18,7 +18,9 @@ struct Generate: ParsableCommand {
         discussion: """
             The prompt is a user message rendered through the model's chat template (with its default \
             system message unless --system is given), or a .jsonl file of conversations that end in a user \
-            turn (Schema.md), each answered in turn. Output streams to stdout; tokens/second to stderr.
+            turn (Schema.md), each answered in turn. With --raw the prompt is the text itself, without the \
+            template (for base models); {"text": ...} records are prompted that way too. Output streams \
+            to stdout; tokens/second to stderr.
 
             Guided generation: a reply to a user turn with a response_format (given with \
             --response-format, or in the .jsonl) is constrained to compact JSON valid against its schema: \
@@ -77,6 +79,9 @@ struct Generate: ParsableCommand {
     @Flag(help: "Do not constrain replies to their response_format (the prompt still shows the schema): what the model writes by itself.")
     var unconstrained = false
 
+    @Flag(help: "Prompt with the text of --prompt as it is, without the chat template (a base model's continuation).")
+    var raw = false
+
     @Flag(help: "Print the generated token ids to stderr as well.")
     var showIds = false
 
@@ -88,6 +93,9 @@ struct Generate: ParsableCommand {
         guard numDraftTokens >= 1 else { throw ValidationError("--num-draft-tokens must be at least 1") }
         if !choice.isEmpty && regex != nil { throw ValidationError("give --choice or --regex, not both") }
         if (!choice.isEmpty || regex != nil) && responseFormat != nil { throw ValidationError("--response-format already constrains the reply; drop --choice/--regex") }
+        if raw && (system != nil || responseFormat != nil || prompt.hasSuffix(".jsonl")) {
+            throw ValidationError("--raw prompts with the text alone: drop --system and --response-format, and give the text itself (plain {\"text\": ...} records of a .jsonl file are prompted without the template already)")
+        }
     }
 
     /// --response-format: a file or inline JSON, a bare schema or an OpenAI response_format.
@@ -121,6 +129,8 @@ struct Generate: ParsableCommand {
         if prompt.hasSuffix(".jsonl") && FileManager.default.fileExists(atPath: prompt) {
             let data = try DataReader.read(path: prompt, options: ReadOptions(mode: .prompt))
             conversations = data.samples.map(\.messages)
+        } else if raw {
+            conversations = [[Message.plainText(prompt)]]
         } else {
             var messages: [Message] = []
             if let system { messages.append(Message(role: .system, content: system)) }

@@ -104,7 +104,7 @@ final class ChatFormatTests: XCTestCase {
         // tool turn) are transformers-only cases.
         print("ChatFormat conformance: \(compared) cases compared; not valid samples in Schema.md's terms, so not compared: \(skipped.count)")
         for s in skipped { print("  \(s)") }
-        XCTAssertGreaterThan(compared, 100)
+        XCTAssertGreaterThanOrEqual(compared, 120)
         XCTAssertTrue(skipped.allSatisfy { $0.contains("user turn follows another user turn") || $0.contains("the last turn is tool") }, "\(skipped)")
     }
 }
@@ -205,5 +205,44 @@ extension ChatFormatTests {
         let both = #"{"messages": [{"role": "system", "content": "s", "tools": [{"type": "function", "function": {"name": "a"}}]}, {"role": "user", "content": "x"}], "tools": []}"#
         let issues = try DataReader.read(bytes: Array(both.utf8), file: "p.jsonl", options: ReadOptions(mode: .prompt, skipInvalid: true)).issues
         XCTAssertEqual(issues.first?.message, "tools are given both in the record's \"tools\" and on the system turn; give them once")
+    }
+}
+
+extension ChatFormatTests {
+    func testTextRecordsTrainEveryTokenWithoutATemplate() throws {
+        let text = #"{"text": "Once upon a time"}"# + "\n" + #"{"text": 3}"# + "\n" + #"{"text": "x", "extra": 1}"#
+        let data = try DataReader.read(bytes: Array(text.utf8), file: "t.jsonl", options: ReadOptions(mode: .train, skipInvalid: true))
+        XCTAssertEqual(data.samples.count, 1)
+        XCTAssertEqual(data.issues.map(\.message), ["\"text\" must be a string, got number",
+                                                    "unknown key \"extra\" in a text sample; allowed keys are \"text\", \"metadata\""])
+        let format = try ChatFormat(source: .jinja(try Self.template("qwen25.jinja")), specialTokens: [("eos_token", "<|im_end|>")])
+        let encoder = TrainingEncoder(tokenizer: ByteTokenizer(), renderer: format, maxSequenceLength: 64)
+        let encoded = try encoder.encodeAll(data.samples[0].messages)
+        XCTAssertEqual(encoded.count, 1)
+        XCTAssertEqual(ByteTokenizer().decode(encoded[0].tokens), "Once upon a time")
+        XCTAssertTrue(encoded[0].isTarget.allSatisfy { $0 })
+        XCTAssertEqual(ByteTokenizer().decode(try encoder.encodePrompt(data.samples[0].messages)), "Once upon a time")
+        XCTAssertEqual(try format.render(data.samples[0].messages, addGenerationPrompt: true).text, "Once upon a time")
+        // Stats count it as a text record, not as a user turn, and every token as trained.
+        let stats = try DataStats.compute(data, encoder: encoder)
+        XCTAssertEqual([stats.samples, stats.textSamples, stats.turns, stats.characters], [1, 1, 0, 16])
+        XCTAssertEqual(stats.tokens?.targetTokens, 16)
+    }
+
+    func testReasoningReachesThinkingTemplatesAndIsWrittenOutForOthers() throws {
+        let record = #"{"messages": [{"role": "user", "content": "17 * 3?"}, {"role": "assistant", "content": "51", "reasoning_content": "17 * 3 = 51"}]}"#
+        let sample = try XCTUnwrap(try DataReader.read(bytes: Array(record.utf8), file: "r.jsonl", options: ReadOptions()).samples.first)
+        XCTAssertEqual(sample.messages[1].reasoning, "17 * 3 = 51")
+        let qwen3 = try ChatFormat(source: .jinja(try Self.template("qwen3.jinja")), specialTokens: [("eos_token", "<|im_end|>")])
+        XCTAssertTrue(qwen3.readsReasoning)
+        XCTAssertEqual(try qwen3.render(sample.messages, addGenerationPrompt: false).text,
+                       "<|im_start|>user\n17 * 3?<|im_end|>\n<|im_start|>assistant\n<think>\n17 * 3 = 51\n</think>\n\n51<|im_end|>\n")
+        let smol = try ChatFormat(source: .jinja(try Self.template("smollm2.jinja")), specialTokens: Self.smolSpecials)
+        XCTAssertFalse(smol.readsReasoning)
+        XCTAssertTrue(try smol.render(sample.messages, addGenerationPrompt: false).text
+            .contains("<|im_start|>assistant\n<think>\n17 * 3 = 51\n</think>\n\n51<|im_end|>"))
+        let both = #"{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "reasoning": "r", "thinking": "t"}]}"#
+        XCTAssertEqual(try DataReader.read(bytes: Array(both.utf8), file: "r.jsonl", options: ReadOptions(skipInvalid: true)).issues.first?.message,
+                       "turn 2 gives \"reasoning\" and \"thinking\"; they are synonyms, keep one")
     }
 }
