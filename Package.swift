@@ -82,7 +82,7 @@ let package = Package(
             dependencies: ["Training", "Inference", "ModelDefinition", "DataSchema", "Autograd", "ModelAssets", "RunLog"]),
         .target(
             name: "CLISupport",
-            dependencies: ["Training", "ModelDefinition", "DataSchema", "RunLog", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["Training", "Inference", "ModelDefinition", "DataSchema", "RunLog", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // Data-parallel training: Training's ProcessGroup over MPI, and the executables' glue.
         .target(
             name: "DataParallel",
@@ -96,13 +96,11 @@ let package = Package(
         .executableTarget(
             name: "train-adapter",
             dependencies: ["CLISupport", "DataParallel", "Training", "ModelDefinition", "DataSchema", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
-        .executableTarget(
-            name: "bench-train",
-            dependencies: ["CLISupport", "Inference", "Training", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        // The one benchmark tool: `bench engine|train|decode|kernels|speculative|guidance|guided-decoding`.
         .executableTarget(
             name: "bench",
-            dependencies: ["Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["CLISupport", "Training", "Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets",
+                           "Autograd", "CBlockKernels", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "adapter-data",
             dependencies: ["DataSchema", "Jinja", "ModelAssets", "ModelDefinition", "CLISupport", "Training", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
@@ -130,14 +128,10 @@ let package = Package(
         .executableTarget(
             name: "make-model",
             dependencies: ["ModelAssets", "ModelDefinition", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
-        .executableTarget(
-            name: "bench-speculative",
-            dependencies: ["CLISupport", "Inference", "ModelDefinition", "DataSchema", "ModelAssets",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")]),
-        .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Distillation", "Training", "RunLog", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
+        .testTarget(name: "DraftTests", dependencies: ["TestSupport", "Distillation", "Training", "RunLog", "Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .target(name: "TestSupport", dependencies: ["ModelAssets", "ModelDefinition", "Training", "Inference", "Autograd"], path: "Tests/TestSupport"),
         .testTarget(name: "AutogradTests", dependencies: ["Autograd"]),
-        .testTarget(name: "CLISupportTests", dependencies: ["CLISupport"]),
+        .testTarget(name: "CLISupportTests", dependencies: ["CLISupport", "ModelDefinition"]),
         .testTarget(name: "RunLogTests", dependencies: ["RunLog"]),
         .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
         .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
@@ -149,17 +143,7 @@ let package = Package(
         .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Guidance", "Export", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "BlockKernelTests", dependencies: ["CBlockKernels", "ModelAssets"]),
         .testTarget(name: "ModelDefinitionTests", dependencies: ["TestSupport", "ModelDefinition", "Inference", "Training", "ModelAssets", "Autograd"]),
-        .executableTarget(
-            name: "bench-decode",
-            dependencies: ["CLISupport", "Inference", "ModelDefinition", "ModelAssets", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .testTarget(name: "GuidanceTests", dependencies: ["Guidance", "DataSchema", "ModelAssets"]),
-        .executableTarget(
-            name: "bench-guidance",
-            dependencies: ["Guidance", "DataSchema", "ModelAssets", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
-        .executableTarget(
-            name: "bench-guided-decoding",
-            dependencies: ["CLISupport", "DataSchema", "Guidance", "Inference", "ModelAssets", "ModelDefinition",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // The OpenAI-compatible server: per-row adapters in one batch, continuous batching, HTTP.
         .target(
             name: "Server",
@@ -173,10 +157,7 @@ let package = Package(
             linkerSettings: selfContained),
         .testTarget(
             name: "ServerTests",
-            dependencies: ["Server", "TestSupport", "Export", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
+            dependencies: ["Server", "TestSupport", "Export", "Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
                            .product(name: "Hummingbird", package: "hummingbird")]),
-        .executableTarget(
-            name: "bench-kernels",
-            dependencies: ["CBlockKernels", "ModelAssets", "Autograd", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
     ]
 )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prefill and decode speed and peak memory of .build/release/bench-decode, and the peak memory of
+# Prefill and decode speed and peak memory of `.build/release/bench decode`, and the peak memory of
 # .build/release/generate on a short chat (float32 and float16 KV cache), beside llama.cpp's
 # llama-bench and, for generate, llama.cpp's own generation tool llama-completion on the same chat
 # (scripts/peers/llama_cpp.sh builds both) in the same sitting, 2 threads, per GGUF file: one table
@@ -19,8 +19,8 @@ llama_bench=$(scripts/peers/llama_cpp.sh)
 [ ${#models[@]} -gt 0 ] || models=("$(scripts/fetch-model.sh)")
 
 # Ours is built when missing (delete it, or run swift build, to measure newer sources).
-ours=.build/release/bench-decode generate=.build/release/generate
-for tool in bench-decode generate; do
+ours=.build/release/bench generate=.build/release/generate
+for tool in bench generate; do
   if [ ! -x ".build/release/$tool" ]; then
     echo "bench-decode: building ours: swift build -c release --product $tool" >&2
     swift build -c release --product "$tool" >&2 || true
@@ -60,8 +60,8 @@ for model in "${models[@]}"; do
   "$llama_bench" -m "$model" -t "$threads" -p 0 -n "$gen" -d "$prompt" -r "$reps" -o json > "$dir/$i.llama_depth.json"
   rm -f "$dir/$i.ours.json"
   if [ -x "$ours" ]; then
-    echo "== $name: ours bench-decode" >&2
-    "$ours" --model "$model" --prompt-tokens "$prompt" --gen-tokens "$gen" --repeats "$reps" --threads "$threads" \
+    echo "== $name: ours bench decode" >&2
+    "$ours" decode --model "$model" --prompt-tokens "$prompt" --gen-tokens "$gen" --repeats "$reps" --threads "$threads" \
       --out "$dir/$i.ours.json" >&2 || echo "bench-decode: OURS FAILED on $name; its column is empty" >&2
   fi
   for kv in float32 float16; do
@@ -117,7 +117,7 @@ llama = {"build": f"b{t0['build_number']}", "commit": t0["build_commit"], "cpu_i
 rows = [(f"prefill tokens/s (pp{prompt})", pp, "prefill_tokens_per_s", True),
         (f"decode tokens/s (tg{gen})", tg, "decode_tokens_per_s", True),
         (f"decode tokens/s (tg{gen} @ depth {prompt})", tgd, None, True),
-        ("peak RSS MB (llama-bench; bench-decode)", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False),
+        ("peak RSS MB (llama-bench; bench decode)", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False),
         ("generate peak RSS MB vs llama-bench", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float32", False),
         ("  with --kv-cache float16", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float16", False)]
 for ctx, label, short in (("default", "generate vs llama-completion, default context", "default"), ("sized", "generate vs llama-completion -c 166", "-c 166")):
@@ -147,7 +147,7 @@ if ours:
     print(f"(ours decodes {gen} tokens from an empty context, as llama-bench's tg{gen}; the @ depth row is llama.cpp's alone;"
           f" generate's rows: 38 prompt tokens and 128 new, beside llama-bench's peak RSS and llama-completion's on the same chat)")
 else:
-    print("ours: not measured (bench-decode missing or failed, see above)")
+    print("ours: not measured (bench decode missing or failed, see above)")
 json.dump({"model": model, "loadavg_at_start": [float(x) for x in loadavg], "noisy": noisy, "llama_cpp": llama, "ours": ours, "ratios_ours_over_llama_cpp": ratios},
           open(f"{d}/{i}.entry.json", "w"), indent=1)
 PY

@@ -2,7 +2,7 @@
 # Every tool end to end on one base model, each under /usr/bin/time -v: train-adapter (a few
 # steps on a tiny repeated data set; the loss must fall), train-draft (frozen embeddings),
 # evaluate-adapter, export-fmadapter (package with the draft, PEFT, llama.cpp LoRA GGUF, and fuse),
-# generate (the base, with the adapter, with the draft) and bench-speculative. Prints one line per
+# generate (the base, with the adapter, with the draft) and `bench speculative`. Prints one line per
 # tool: wall time, peak RSS, how many full float32 copies of stored base matrices the tool made
 # (ADAPTER_REPORT_FULL_COPIES=1), the tool's own figure (loss, tokens/s), and the base's float32
 # size beside it. Leaves out quality (random-weight models say nothing there).
@@ -20,7 +20,7 @@ mkdir -p "$work"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 cd "$root"
 bin=.build/release
-for t in train-adapter train-draft evaluate-adapter export-fmadapter generate bench-speculative; do
+for t in train-adapter train-draft evaluate-adapter export-fmadapter generate bench; do
   [ -x "$bin/$t" ] || { echo "bench-tools: $bin/$t is missing; run swift build -c release first" >&2; exit 1; }
 done
 steps=${STEPS:-8} draft_steps=${DRAFT_STEPS:-4} rank=${RANK:-8}
@@ -99,7 +99,7 @@ run generate-draft $bin/generate --base-model "$model" --draft-checkpoint "$draf
   --prompt "say alpha" --max-new-tokens 32
 report generate-draft "$(grab '[0-9]+ new tokens.*tokens/s' generate-draft | tail -1); $(grab 'acceptance ratio [0-9.]+' generate-draft | tail -1)"
 
-run bench-speculative $bin/bench-speculative --base-model "$model" --draft-checkpoint "$draft" \
+run bench-speculative $bin/bench speculative --base-model "$model" --draft-checkpoint "$draft" \
   --prompts "$work/prompts.jsonl" --max-prompts 2 --num-draft-tokens 3 --max-new-tokens 32 --repeats 1
 report bench-speculative "$(grep -iE 'tokens/s|identical' "$work/bench-speculative.log" | tr -s ' ' | tr '\n' ';' | cut -c1-200 || true)"
 if [ "${KEEP:-0}" = 1 ]; then echo "logs: $work"; else echo "logs removed (KEEP=1 keeps them)"; fi

@@ -22,7 +22,7 @@ if [ "${WITH_MLX:-0}" = 1 ] && [ ! -x "$MLX_PY" ]; then
     || { echo "bench: mlx-lm did not install here; the MLX column is left out" >&2; rm -rf "$PEERS/mlx-venv"; }
 fi
 model=$(scripts/fetch-model.sh)
-swift build -c release --product bench-train >/dev/null
+swift build -c release --product bench >/dev/null
 mkdir -p "$out"
 for seq in "${@:-256 512}"; do
   for s in $seq; do
@@ -36,7 +36,7 @@ for seq in "${@:-256 512}"; do
         --warmup 0 --steps 1 --out "$out/mlx_$s.json" >&2 || echo "bench: the MLX run failed; its column is left out" >&2
     fi
     echo "== seq $s: adapter-toolkit" >&2
-    .build/release/bench-train --model "$model" --rank 32 --batch 4 --seq "$s" --steps 3 --out "$out/ours_$s.json"
+    .build/release/bench train --model "$model" --rank 32 --batch 4 --seq "$s" --steps 3 --out "$out/ours_$s.json"
     python3 - "$out/peft_$s.json" "$out/ours_$s.json" "$s" "$out/mlx_$s.json" <<'PY'
 import json, os, sys
 p, o, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]

@@ -6,6 +6,9 @@
 2. No file under Sources/Inference imports Training (the two executors stay independent).
 3. No tracked file names a folder beside the repository (the parent's shared folder) or this
    machine's absolute paths.
+4. Every relative link in the tracked markdown (README.md, docs/, examples/, Schema.md) names a
+   file or folder of the repository, and a #fragment names a heading of the markdown file it
+   points to (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens).
 Prints what differs and exits 1; prints one line and exits 0 when all holds. Run from anywhere.
 """
 import json
@@ -75,7 +78,40 @@ for rel in tracked:
         if outside.search(line):
             problems.append(f"{rel}:{i}: points outside the repository: {line.strip()[:120]}")
 
+# 4. relative links in the markdown resolve
+def anchors(path):
+    """The heading anchors of a markdown file as GitHub makes them (duplicates numbered)."""
+    seen, out, fenced = {}, set(), False
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("```"):
+            fenced = not fenced
+        m = None if fenced else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+markdown = [rel for rel in tracked if rel.endswith(".md") and (rel in ("README.md", "Schema.md") or rel.startswith(("docs/", "examples/")))]
+links = 0
+for rel in markdown:
+    text = open(os.path.join(root, rel), encoding="utf-8").read()
+    text = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)  # code is not links
+    for i, line in enumerate(text.split("\n"), 1):
+        for target in re.findall(r"\]\(([^()\s]+)\)", re.sub(r"`[^`]*`", "", line)):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                continue  # http:, https:, mailto:
+            links += 1
+            path, _, fragment = target.partition("#")
+            resolved = os.path.normpath(os.path.join(os.path.dirname(os.path.join(root, rel)), path)) if path else os.path.join(root, rel)
+            if not os.path.exists(resolved) or not resolved.startswith(root):
+                problems.append(f"{rel}:{i}: link to {target}: no such file in the repository")
+            elif fragment and resolved.endswith(".md") and fragment not in anchors(resolved):
+                problems.append(f"{rel}:{i}: link to {target}: {os.path.relpath(resolved, root)} has no heading with that anchor")
+
 if problems:
     print("\n".join(problems))
     sys.exit(1)
-print(f"architecture: {len(table)} modules match Package.swift; Inference does not import Training; nothing points outside the repository")
+print(f"architecture: {len(table)} modules match Package.swift; Inference does not import Training; nothing points outside the repository; {links} relative links in {len(markdown)} markdown files resolve")

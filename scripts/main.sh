@@ -2,8 +2,11 @@
 # The main job on a fresh machine, end to end: system packages, the default base model, a
 # release build, then the extraction example: train an adapter, evaluate base vs adapter on
 # held-out data, train a draft model and measure speculative decoding, export the .fmadapter
-# package, and generate with it. Results are printed at the end and kept under runs/.
-# Knobs (environment): STEPS (adapter), EVAL_SAMPLES, DRAFT_STEPS, SKIP_DRAFT=1.
+# package, and generate with it (constrained to the example's schema, with the package's draft).
+# Results are printed at the end and kept under runs/.
+# Knobs (environment): STEPS (adapter), EVAL_SAMPLES, DRAFT_STEPS, SKIP_DRAFT=1, RUN (the run folder,
+# default runs/extraction; replaced), BUILD_FLAGS (extra `swift build` flags). The test command runs
+# this job at a small size (STEPS=8 EVAL_SAMPLES=8 DRAFT_STEPS=4), so it cannot break unseen.
 # examples/extraction/prompts.jsonl: eval samples 101-108 without their replies.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,16 +20,17 @@ export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
 
 step "build (release)"
 # only the tools this job runs: a plain `swift build` also builds every executable of the
-# dependencies (swift-protobuf's protoc: ~600 C++ files) that nothing here uses
-for tool in adapter-data train-adapter evaluate-adapter train-draft export-fmadapter generate bench-speculative; do
-  swift build -c release --product "$tool" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
+# dependencies (swift-protobuf's protoc: ~600 C++ files) that nothing here uses. BUILD_FLAGS: the
+# test command passes its own (-Xswiftc -enable-testing) so its build is reused, not redone.
+for tool in adapter-data train-adapter evaluate-adapter train-draft export-fmadapter generate bench; do
+  swift build -c release ${BUILD_FLAGS:-} --product "$tool" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
 done
-BIN=.build/release
+BIN=$(swift build -c release ${BUILD_FLAGS:-} --show-bin-path)
 [ -x "$BIN/train-adapter" ] || { echo "main: the build failed; see the output above" >&2; exit 1; }
 "$BIN/adapter-data" inspect | grep -E '^(path|architecture|layers|parameters|chatTemplate|signature):'
 
 DATA=examples/extraction
-RUN=runs/extraction
+RUN=${RUN:-runs/extraction}
 EVAL_SAMPLES=${EVAL_SAMPLES:-100}
 
 step "train the extraction adapter and evaluate base vs adapter (examples/extraction/run.sh)"
@@ -38,10 +42,13 @@ if [ "${SKIP_DRAFT:-0}" != 1 ]; then
       --train-data "$DATA/train.jsonl" \
       --draft-layers 4 --divergence forward --epochs 1 --max-steps "${DRAFT_STEPS:-60}" \
       --learning-rate 2e-3 --batch-size 4 --warmup-steps 5 --max-sequence-length 320 --checkpoint-dir "$RUN"
-  step "speculative decoding: speed with and without the draft (identical output)"
-  "$BIN/bench-speculative" --checkpoint "$RUN/adapter-final.safetensors" \
-      --draft-checkpoint "$RUN/draft-model-final.safetensors" \
+  step "speculative decoding: speed with and without the draft, constrained as the package runs (identical output)"
+  "$BIN/bench" speculative --checkpoint "$RUN/adapter-final.safetensors" \
+      --draft-checkpoint "$RUN/draft-model-final.safetensors" --constrained \
       --prompts "$DATA/prompts.jsonl" --num-draft-tokens 3 | tee "$RUN/speculative.txt"
+  step "speculative decoding with prompt lookup (no draft to train), constrained"
+  "$BIN/bench" speculative --checkpoint "$RUN/adapter-final.safetensors" --draft ngram --constrained \
+      --prompts "$DATA/prompts.jsonl" --num-draft-tokens 3 | tee "$RUN/speculative-ngram.txt"
   DRAFT_ARGS=(--draft-checkpoint "$RUN/draft-model-final.safetensors")
 else
   DRAFT_ARGS=()
@@ -59,7 +66,7 @@ step "generate with the package"
 
 step "results"
 cat "$RUN/eval-table.txt"
-[ -f "$RUN/speculative.txt" ] && tail -n 5 "$RUN/speculative.txt"
+[ -f "$RUN/speculative.txt" ] && tail -n 3 "$RUN/speculative.txt" && tail -n 3 "$RUN/speculative-ngram.txt"
 echo "adapter: $RUN/adapter-final.safetensors; package: $RUN/export/calendar_extraction.fmadapter"
 # Each run keeps its own log (metrics.jsonl: a header naming the run, then a row per step), loss
 # curve and TensorBoard event files in a folder of its own; docs/run-logs.md.

@@ -42,16 +42,19 @@ public final class LanguageModel: @unchecked Sendable {
 
     /// The base with the adapter at `path`: a checkpoint (adapter-*.safetensors), an
     /// `.fmadapter` package or a PEFT folder. An adapter trained on another base is refused
-    /// with both signatures.
-    public func adapted(with path: String) throws -> AdaptedModel {
+    /// with both signatures. `draft` picks speculative decoding's draft: by default (`auto`) a
+    /// package's own draft when it carries one; `.ngram` prompt lookup; a draft checkpoint.
+    /// Replies are the same with any draft, guided ones included; only the speed differs.
+    public func adapted(with path: String, draft: DraftSelection = DraftSelection()) throws -> AdaptedModel {
         let loaded = try LoadedModel.load(base: base, adapter: path)
-        return AdaptedModel(model: self, adapter: loaded.adapter)
+        return AdaptedModel(model: self, adapter: loaded.adapter, draft: try draft.resolve(loaded))
     }
 
-    /// The base with an adapter already in memory (checked against the base).
-    public func adapted(with adapter: Adapter) throws -> AdaptedModel {
-        try adapter.requireBase(base)
-        return AdaptedModel(model: self, adapter: adapter)
+    /// The base with an adapter already in memory (checked against the base), with a draft
+    /// (`.ngram`, or a draft checkpoint) if asked for.
+    public func adapted(with adapter: Adapter?, draft: DraftSelection = DraftSelection(kind: .none)) throws -> AdaptedModel {
+        try adapter?.requireBase(base)
+        return AdaptedModel(model: self, adapter: adapter, draft: try draft.resolve(LoadedModel(base: base, adapter: adapter)))
     }
 }
 
@@ -60,12 +63,18 @@ public final class AdaptedModel: @unchecked Sendable {
     public let model: LanguageModel
     public let adapter: Adapter?
     let engine: InferenceModel
+    /// Speculative decoding's draft and γ (nil: none).
+    let draft: (drafter: Drafter, tokens: Int)?
 
-    init(model: LanguageModel, adapter: Adapter?) {
+    init(model: LanguageModel, adapter: Adapter?, draft: (drafter: Drafter, tokens: Int, notes: [String])? = nil) {
         self.model = model
         self.adapter = adapter
+        self.draft = draft.map { ($0.drafter, $0.tokens) }
         engine = InferenceModel(base: model.base.weights, adapter: adapter, activations: model.activations, kvCache: model.kvCache)
     }
+
+    /// The draft replies are generated with ("model" or "ngram (n 2-4)"), nil without one.
+    public var draftName: String? { draft?.drafter.name }
 
     /// The adapter's digest (nil for the bare base).
     public var adapterSignature: String? { adapter?.signature }

@@ -69,6 +69,16 @@ public struct Response<Content: Sendable>: Sendable {
     /// Tokens the guide forced (appended without a choice).
     public let forcedTokens: Int
     public let tokensPerSecond: Double
+    /// Speculative decoding (a model with a draft): tokens the draft proposed and the model kept.
+    public var draftTokensProposed = 0
+    public var draftTokensAccepted = 0
+
+    /// The same reply with its content decoded.
+    func with<T: Sendable>(content value: T) -> Response<T> {
+        Response<T>(content: value, rawContent: rawContent, promptTokens: promptTokens, reusedPromptTokens: reusedPromptTokens,
+                    generatedTokens: generatedTokens, forcedTokens: forcedTokens, tokensPerSecond: tokensPerSecond,
+                    draftTokensProposed: draftTokensProposed, draftTokensAccepted: draftTokensAccepted)
+    }
 }
 
 /// A function the model may call: its name, description and argument schema (as Schema.md
@@ -202,8 +212,7 @@ public final class LanguageModelSession: @unchecked Sendable {
     public func respond(to prompt: String, schema: JSONSchema, options: GenerationOptions = .init()) async throws -> Response<JSONValue> {
         let r = try await run(prompt: prompt, schema: schema, options: options, toolChoice: .none, onText: nil)
         let value = try JSONValue.parse(r.rawContent, context: "guided reply")
-        return Response(content: value, rawContent: r.rawContent, promptTokens: r.promptTokens, reusedPromptTokens: r.reusedPromptTokens,
-                        generatedTokens: r.generatedTokens, forcedTokens: r.forcedTokens, tokensPerSecond: r.tokensPerSecond)
+        return r.with(content: value)
     }
 
     /// A reply constrained to `schema` and decoded as `type` (the schema should describe it).
@@ -216,8 +225,7 @@ public final class LanguageModelSession: @unchecked Sendable {
         } catch {
             throw RuntimeError.decoding("\(T.self) from \(r.rawContent.prefix(200)): \(error)")
         }
-        return Response(content: value, rawContent: r.rawContent, promptTokens: r.promptTokens, reusedPromptTokens: r.reusedPromptTokens,
-                        generatedTokens: r.generatedTokens, forcedTokens: r.forcedTokens, tokensPerSecond: r.tokensPerSecond)
+        return r.with(content: value)
     }
 
     // MARK: the turn
@@ -303,17 +311,22 @@ public final class LanguageModelSession: @unchecked Sendable {
         let request = GenerationRequest(prompt: ids, maxNewTokens: options.maximumResponseTokens, stopTokens: base.stopTokenIds,
                                         sampling: options.sampling, seed: options.seed, constraint: constraint)
         var decoder = StreamingDecoder(tokenizer: base.tokenizer, skipSpecialTokens: true)
-        let (tokens, stats) = Generator.generate(model.engine, request, cache: cache) { id in
+        let onToken: (Int) -> Bool = { id in
             let piece = decoder.feed(id)
             if !piece.isEmpty { onText?(piece) }
             return !Task.isCancelled
         }
+        let (tokens, stats) = model.draft.map {
+            let r = SpeculativeDecoder(target: model.engine, drafter: $0.drafter, draftTokens: $0.tokens).generate(request, cache: cache, onToken: onToken)
+            return (r.tokens, r.stats.generation)
+        } ?? Generator.generate(model.engine, request, cache: cache, onToken: onToken)
         let tail = decoder.finish()
         if !tail.isEmpty { onText?(tail) }
         cachedTokens = Array((ids + tokens).prefix(cache.count))
         let text = base.tokenizer.decode(tokens, skipSpecialTokens: true)
         return (text, Response(content: text, rawContent: text, promptTokens: ids.count, reusedPromptTokens: reused,
-                               generatedTokens: stats.generatedTokens, forcedTokens: stats.forcedTokens, tokensPerSecond: stats.tokensPerSecond), stats)
+                               generatedTokens: stats.generatedTokens, forcedTokens: stats.forcedTokens, tokensPerSecond: stats.tokensPerSecond,
+                               draftTokensProposed: stats.draftTokensProposed, draftTokensAccepted: stats.draftTokensAccepted), stats)
     }
 
     /// Runs `ids` into the cache after what it already holds of them.

@@ -3,7 +3,7 @@
 // the large ones are fresh mmaps and the heap top is trimmed, so every step page-faults and the
 // kernel zeroes the pages again (about a quarter of a train step's time in `perf`). Turning off
 // mmap for large blocks and the trimming makes freed buffers come straight back. Peak RSS does
-// not grow (measured with bench-train: 3.56 GB before, 3.60 GB after).
+// not grow (measured with bench train: 3.56 GB before, 3.60 GB after).
 // Leaves out a tensor-level buffer pool: the allocator already does that job once told to.
 #if canImport(Glibc)
 import Glibc

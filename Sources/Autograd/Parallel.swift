@@ -37,7 +37,7 @@ enum Parallel {
 /// thousands of such loops per step. Here the workers spin on one atomic word for a short while
 /// after each loop (`spinNanoseconds`), so the next loop starts on every core at once; then
 /// they sleep on a semaphore. A 2-way loop of 12 µs halves runs 1.7x faster than one thread
-/// here, and 0.7x with concurrentPerform (`bench` prints both on its last line).
+/// here, and 0.7x with concurrentPerform (`bench engine` prints both on its last line).
 ///
 /// Protocol: one 64-bit word holds generation (16 bits) | helpers allowed (8) | chunks (20) |
 /// next unclaimed chunk (20). A loop publishes a new word; every participant (the caller and

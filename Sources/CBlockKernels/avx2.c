@@ -410,7 +410,7 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
 
 // Output rows in groups of four; activation rows in tiles of 4, 2 or 1; k in chunks whose rows
 // fit in XBUDGET bytes when more than one row outgrows it (see avx512.c). 32 KB here: on this
-// level's tiles (bench-kernels --levels 1, the Intel Xeon) 16 KB made k = 2048 at 4-8 rows up to
+// level's tiles (bench kernels --levels 1, the Intel Xeon) 16 KB made k = 2048 at 4-8 rows up to
 // 5% slower, while 32 KB left it as it was and took Q4_K 8192x2048 at 8 rows from 5.1 to 4.0
 // one-row products.
 enum { XBUDGET = 32768 };

@@ -192,7 +192,7 @@ INLINE void k16_scales(const uint32_t type, const uint8_t *p, float scales[16]) 
 // all), so these are the reference dequantization's values, not a rounding of them. The 4-bit
 // types look theirs up in a 16-entry table d·(0..15) (vpermps on the nibble, which reads only
 // an index's low four bits) instead of converting and multiplying: one instruction for two.
-// bench-kernels, hot, one thread, 8 rows over 1 (old -> new): Q4_1 576x1536 3.3 -> 2.8, Q8_0
+// bench kernels, hot, one thread, 8 rows over 1 (old -> new): Q4_1 576x1536 3.3 -> 2.8, Q8_0
 // 3.4 -> 2.8, Q4_K 2048x8192 4.4 -> 3.7 with one row 19% faster, Q6_K 3.1 -> 2.7; one row of
 // Q8_0 costs ~6% more (its conversion is not a table), Q4_1's and Q4_0's the same or less.
 //

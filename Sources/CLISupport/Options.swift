@@ -22,6 +22,7 @@ public struct BaseModelOptions: ParsableArguments {
 
     public func load() throws -> BaseModel {
         FullCopyReport.install()
+        try CPULevel.checkEnvironment()  // a misspelt ADAPTER_CPU_LEVEL is refused, not ignored
         return try BaseModel.load(path: try BaseModel.resolvePath(baseModel), storage: baseWeights)
     }
 
@@ -182,7 +183,8 @@ extension LoRATarget: ExpressibleByArgument {}
 extension ActivationPrecision: ExpressibleByArgument {}
 extension KVCachePrecision: ExpressibleByArgument {}
 
-/// How decoding multiplies stored weights (generate, evaluate-adapter, bench-speculative).
+/// How decoding multiplies stored weights and stores the KV cache (generate, evaluate-adapter, serve,
+/// bench decode, bench speculative).
 public struct DecodingOptions: ParsableArguments {
     @Option(help: "What stored base weights are multiplied with when decoding: float32 (the reference numbers) or q8 (activations quantized to int8 per 32 values, per 256 for K-quant weights, with integer dot products, as llama.cpp does: faster on most CPUs, logits move by a few percent).")
     public var activations: ActivationPrecision = .float32
@@ -193,7 +195,7 @@ public struct DecodingOptions: ParsableArguments {
     public init() {}
 }
 
-/// The adapter's shape: rank, alpha, targets, dropout (train-adapter, bench-train).
+/// The adapter's shape: rank, alpha, targets, dropout (train-adapter).
 public struct LoRAOptions: ParsableArguments {
     @Option(help: "LoRA rank r.")
     public var rank: Int = LoRAConfig().rank
@@ -225,6 +227,14 @@ public struct LoRAOptions: ParsableArguments {
     }
 
     public func validate() throws { _ = try config() }
+}
+
+/// The adapter forms every tool takes, for option help: ModelDefinition's one list
+/// (`Adapter.formDescriptions`), which the loader's own errors name too, so `--help` says what
+/// the loader reads (Tests/CLISupportTests/HelpTextTests checks every adapter option against it).
+public enum AdapterForms {
+    /// "an adapter checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder (...)".
+    public static var phrase: String { Adapter.acceptedForms }
 }
 
 extension ReportTarget: ExpressibleByArgument {}

@@ -41,6 +41,10 @@ public struct EvaluationSettings: Sendable {
     /// Also generate every model's replies to response_format turns constrained to their schema
     /// (guided generation): one more row per model, "LABEL constrained".
     public var constrained = false
+    /// Generate with a draft (speculative decoding, one reply at a time instead of batched; the
+    /// same replies): a trained one given as a checkpoint or carried by an adapter's package, or
+    /// prompt lookup. nil: no draft.
+    public var draft: DraftSelection?
     /// The folder whose evaluation/ subfolder keeps the scores (metrics.jsonl, and with TensorBoard
     /// reporting a run per model at its training step); nil keeps no log.
     public var logRoot: String?
@@ -145,11 +149,16 @@ public enum EvaluationRun {
         // holds the same weights as the last epoch's when the run ended on an epoch: once is enough.
         // Any adapter form (checkpoint, .fmadapter package, PEFT folder); checkpoints also give their step.
         var loaded: [String: Adapter] = [:]
+        var packagedDrafts: [String: LoadedModel] = [:]
         var steps: [String: Int] = [:]
         for m in models {
             guard let path = m.checkpoint else { continue }
             let adapter: Adapter
-            if Adapter.form(of: path) == .checkpoint {
+            if s.draft != nil && Adapter.form(of: path) == .package {
+                let l = try LoadedModel.load(base: base, adapter: path)  // the package's own draft too
+                packagedDrafts[path] = l
+                adapter = l.adapter!
+            } else if Adapter.form(of: path) == .checkpoint {
                 let c = try Checkpoint.load(path, moments: false)
                 try c.requireAdapter(for: base)
                 steps[path] = c.header.state.step
@@ -229,7 +238,8 @@ public enum EvaluationRun {
                 "models": models.map { ["label": $0.label, "checkpoint": $0.checkpoint ?? NSNull()] as [String: Any] },
                 "samples": data.samples.count, "targets": targets.count, "turns": "\(s.turns)", "max_new_tokens": maxNew,
                 "max_sequence_length": s.maxSequenceLength, "batch_size": s.batchSize, "generation_batch_size": s.generationBatchSize,
-                "activations": "\(s.activations)", "kv_cache": "\(s.kvCache)", "constrained": s.constrained]
+                "activations": "\(s.activations)", "kv_cache": "\(s.kvCache)", "constrained": s.constrained,
+                "draft": s.draft.map { "\($0.kind)" } ?? "none"]
             let l = try RunLog(root: root, runId: RunLog.newRunId(kind: "evaluation"),
                                header: RunHeader(kind: "evaluation", title: "evaluation on \(URL(fileURLWithPath: s.evalData).lastPathComponent)", settings: settings),
                                report: s.report, resume: nil)
@@ -257,13 +267,17 @@ public enum EvaluationRun {
             var constrainedSummary: ModelSummary? = nil
             if s.generate {
                 let engine = InferenceModel(base: base.weights, adapter: adapter, activations: s.activations, kvCache: s.kvCache)
+                let draft = try s.draft?.resolve(m.checkpoint.flatMap { packagedDrafts[$0] } ?? LoadedModel(base: base, adapter: adapter))
+                for n in draft?.notes ?? [] { onEvent(.note("\(m.label): \(n)")) }
                 for guided in s.constrained ? [false, true] : [false] {
                     let tg = Date()
                     var row = guided ? ModelSummary(label: m.label + " constrained", checkpoint: m.checkpoint, step: summary.step) : summary
                     row.constrained = guided
+                    row.draft = draft.map { "\($0.drafter.name), gamma \($0.tokens)" }
                     let label = row.label
                     try Evaluator.generate(engine, targets: targets, base: base, encoder: encoder, maxNewTokens: maxNew,
-                                           batchSize: s.generationBatchSize, label: label, constraints: guided ? constraints : nil) { ti, r in
+                                           batchSize: s.generationBatchSize, label: label, constraints: guided ? constraints : nil,
+                                           draft: draft.map { ($0.drafter, $0.tokens) }) { ti, r in
                     row.add(r)
                     if let output {
                         do {

@@ -1,8 +1,9 @@
 // Evaluating one model (the base, or the base with an adapter) on eval samples: teacher-forced
 // eval loss over every assistant token (the same batches and loss as train-adapter's eval), and
 // greedy generation of each chosen assistant turn from the turns before it, scored by
-// ReplyMetrics, several conversations decoding at once. Leaves out sampling (greedy only, so runs
-// are repeatable) and speculative decoding.
+// ReplyMetrics, several conversations decoding at once, or one at a time with a draft
+// (speculative decoding: the same replies, constrained ones included). Leaves out sampling
+// (greedy only, so runs are repeatable).
 import DataSchema
 import Foundation
 import Guidance
@@ -66,6 +67,9 @@ public struct TargetResult: Sendable, Codable, Equatable {
     public var closedByLimit: Bool? = nil
     public var prefillSeconds: Double
     public var decodeSeconds: Double
+    /// Speculative decoding only: tokens the draft proposed and the target kept.
+    public var draftTokensProposed: Int? = nil
+    public var draftTokensAccepted: Int? = nil
 }
 
 /// The figures of one model over the whole eval set.
@@ -108,6 +112,11 @@ public struct ModelSummary: Sendable, Codable, Equatable {
     public var decodeSeconds = 0.0
     public var tokensPerSecond: Double?
     public var seconds = 0.0
+    /// The draft replies were generated with (speculative decoding; nil: none), and its tokens
+    /// proposed and kept over the whole set.
+    public var draft: String?
+    public var draftTokensProposed = 0
+    public var draftTokensAccepted = 0
 
     public init(label: String, checkpoint: String?, step: Int?) {
         self.label = label
@@ -137,6 +146,8 @@ public struct ModelSummary: Sendable, Codable, Equatable {
         if !r.stoppedAtEndOfTurn { hitTokenLimit += 1 }
         prefillSeconds += r.prefillSeconds
         decodeSeconds += r.decodeSeconds
+        draftTokensProposed += r.draftTokensProposed ?? 0
+        draftTokensAccepted += r.draftTokensAccepted ?? 0
     }
 
     /// Fills the rates from the counts (nil where nothing applies).
@@ -218,7 +229,9 @@ public enum Evaluator {
                             generatedTokens: stats.generatedTokens, stoppedAtEndOfTurn: stats.stoppedAtEndOfTurn,
                             constrained: request.constraint != nil, incomplete: request.constraint != nil ? stats.incomplete : nil,
                             closedByLimit: request.constraint != nil ? stats.closedByLimit : nil,
-                            prefillSeconds: stats.prefillSeconds, decodeSeconds: stats.decodeSeconds)
+                            prefillSeconds: stats.prefillSeconds, decodeSeconds: stats.decodeSeconds,
+                            draftTokensProposed: stats.draftTokensProposed > 0 ? stats.draftTokensProposed : nil,
+                            draftTokensAccepted: stats.draftTokensProposed > 0 ? stats.draftTokensAccepted : nil)
     }
 
     /// Greedy generation of one target, decoded with special tokens skipped, then scored.
@@ -232,11 +245,21 @@ public enum Evaluator {
 
     /// Greedy generation of every target, `batchSize` conversations decoding together (the same
     /// replies as one at a time), reported through `onResult(index, result)` in target order.
+    /// With a draft each target is generated alone by speculative decoding (the same replies).
     public static func generate(_ engine: InferenceModel, targets: [EvalTarget], base: BaseModel, encoder: TrainingEncoder,
                                 maxNewTokens: Int, batchSize: Int, label: String, constraints: ConstraintLibrary? = nil,
+                                draft: (drafter: Drafter, tokens: Int)? = nil,
                                 onResult: (Int, TargetResult) throws -> Void) throws {
         let requests = try targets.map { t throws(EvaluationError) in
             try request(for: t, base: base, encoder: encoder, maxNewTokens: maxNewTokens, constraints: constraints)
+        }
+        if let draft {
+            let decoder = SpeculativeDecoder(target: engine, drafter: draft.drafter, draftTokens: draft.tokens)
+            for (i, request) in requests.enumerated() {
+                let (tokens, stats) = decoder.generate(request)
+                try onResult(i, result(for: targets[i], request: request, tokens: tokens, stats: stats.generation, base: base, label: label))
+            }
+            return
         }
         var finished: [Int: TargetResult] = [:]
         var next = 0

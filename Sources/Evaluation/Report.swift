@@ -39,6 +39,12 @@ public enum EvaluationTable {
         lines.insert(String(repeating: "-", count: lines[0].count), at: 1)
         var out = "\(report.evalData): \(report.samples) samples, \(report.targets) \(report.turns == .last ? "final replies" : "assistant turns") generated greedily (at most \(report.maxNewTokens) new tokens)\n"
         out += lines.joined(separator: "\n") + "\n"
+        for m in report.models {
+            guard let draft = m.draft else { continue }
+            let ratio = m.draftTokensProposed > 0 ? Double(m.draftTokensAccepted) / Double(m.draftTokensProposed) : 0
+            out += String(format: "%@: speculative decoding with the %@ draft: %d tokens proposed, %d kept (%.1f%%)\n",
+                          m.label, draft, m.draftTokensProposed, m.draftTokensAccepted, ratio * 100)
+        }
         for n in report.notes { out += "note: \(n)\n" }
         return out
     }
@@ -48,5 +54,23 @@ public enum EvaluationTable {
         e.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
         e.keyEncodingStrategy = .convertToSnakeCase
         return String(decoding: try e.encode(report), as: UTF8.self)
+    }
+}
+
+/// evaluate-adapter's progress lines, from the run's events: exact matches counted per row (a
+/// model's plain and constrained rows are separate rows, each with its own count), a line every
+/// `every` replies of a row and at its last.
+public struct EvaluationProgress: Sendable {
+    public let every: Int
+    private var exact: [String: Int] = [:]
+
+    public init(every: Int = 10) { self.every = max(1, every) }
+
+    /// The line to print for `event`, if any.
+    public mutating func line(for event: EvaluationEvent) -> String? {
+        guard case .generated(let label, let done, let total, let r) = event else { return nil }
+        if r.exactMatch { exact[label, default: 0] += 1 }
+        guard done % every == 0 || done == total else { return nil }
+        return "\(label): generated \(done)/\(total), exact match so far \(exact[label] ?? 0)/\(done)"
     }
 }

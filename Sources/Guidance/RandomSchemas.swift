@@ -2,7 +2,7 @@
 // optional properties, odd key names), arrays with bounds, strings with lengths and patterns,
 // integers and numbers with bounds, enums and consts of any JSON, type arrays, anyOf, oneOf
 // with type-disjoint branches, single-branch allOf, $defs with $ref, and "any value".
-// The corpus of the soundness tests (Tests/GuidanceTests) and of bench-guided-decoding.
+// The corpus of the soundness tests (Tests/GuidanceTests) and of bench guided-decoding.
 import DataSchema
 
 public struct RandomSchemas {

@@ -75,6 +75,13 @@ struct GuidedReply {
         return constraint.mask(logits: row, state, remaining: remaining)
     }
 
+    /// The tokens allowed with `remaining` tokens left (`TokenConstraint.allowedTokens(_:remaining:)`):
+    /// nil when none is, else the mask and whether the limit narrowed it.
+    func allowed(remaining: Int) -> (mask: TokenMask, narrowed: Bool)? {
+        if state.isDead { return nil }
+        return constraint.allowedTokens(state, remaining: remaining)
+    }
+
     /// Takes `token` (allowed by the mask, so this cannot fail) and returns the tokens forced
     /// after it, at most `room`, each taken too.
     mutating func take(_ token: Int, room: Int) -> [Int] {

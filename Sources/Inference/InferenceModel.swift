@@ -176,6 +176,19 @@ public final class InferenceModel: @unchecked Sendable {
         outputHead(x + (tokens.count - rows) * config.hiddenSize, rows: rows, ws: ws, into: &logits)  // [rows, V]
     }
 
+    /// `forward` with logits only for the new tokens at `rows` (increasing indices into `tokens`):
+    /// [rows.count, V]. A verify pass needs the rows that check a proposal, not the rows of
+    /// tokens a grammar forced (the output head is a fifth of a SmolLM2 row's work).
+    public func forward(_ tokens: [Int], cache: KVCache, logitsAt rows: [Int], into logits: inout [Float]) {
+        precondition(!tokens.isEmpty && !rows.isEmpty && zip(rows, rows.dropFirst()).allSatisfy { $0 < $1 }
+                     && rows.first! >= 0 && rows.last! < tokens.count, "[InferenceModel.forward] rows \(rows) of \(tokens.count) tokens")
+        let ws = cache.workspace, D = config.hiddenSize
+        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count)], ws)  // [n, D]
+        // gather in place: rows[k] >= k, and every later source row lies past destination k
+        for (k, r) in rows.enumerated() where k != r { (x + k * D).update(from: x + r * D, count: D) }  // [rows, D]
+        outputHead(x, rows: rows.count, ws: ws, into: &logits)  // [rows, V]
+    }
+
     /// Final hidden states (after the final norm) of every new token, [n, D]: the teacher's
     /// targets when a draft is distilled.
     public func hiddenStates(_ tokens: [Int], cache: KVCache) -> [Float] {
@@ -265,7 +278,7 @@ public final class InferenceModel: @unchecked Sendable {
     /// New rows of one segment from which `auto` runs its attention as blocked products.
     public static let blockedAttentionRows = 32
 
-    /// The attention path of the passes run in this task (tests and `bench-decode` compare them).
+    /// The attention path of the passes run in this task (tests and `bench decode` compare them).
     @TaskLocal public static var promptAttention: PromptAttention = .auto
 
     struct Segment {

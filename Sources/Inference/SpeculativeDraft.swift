@@ -130,3 +130,95 @@ public enum SpeculativeCost {
         return best
     }
 }
+
+/// Prompt lookup drafting (Saxena 2023, "prompt lookup decoding"): the token that followed the
+/// most recent earlier occurrence of the text's last n tokens, for the longest n from `maximum`
+/// down to `minimum` that occurs earlier. No model and no cache: it pays where a reply copies
+/// spans of its prompt or of itself (extraction, rewriting, tool arguments), and costs only the
+/// verify rows of proposals the target rejects where it does not.
+public struct NGramDraft: Sendable, Equatable {
+    public var minimum: Int
+    public var maximum: Int
+
+    public init(minimum: Int = 2, maximum: Int = 4) {
+        precondition(minimum >= 1 && maximum >= minimum, "[NGramDraft] n from \(minimum) to \(maximum)")
+        self.minimum = minimum
+        self.maximum = maximum
+    }
+
+    /// The token after the latest earlier occurrence of `text`'s longest matching suffix, or nil.
+    public func propose(after text: [Int]) -> Int? {
+        let L = text.count
+        guard L >= 2 else { return nil }
+        for n in stride(from: min(maximum, L - 1), through: minimum, by: -1) {
+            let last = text[L - 1]
+            // starts s with s + n ≤ L − 1, so text[s + n] exists and precedes the suffix's end
+            var s = L - n - 1
+            while s >= 0 {
+                if text[s + n - 1] == last {
+                    var k = 0
+                    while k < n - 1 && text[s + k] == text[L - n + k] { k += 1 }
+                    if k == n - 1 { return text[s + n] }
+                }
+                s -= 1
+            }
+        }
+        return nil
+    }
+}
+
+/// Which draft a tool decodes with: `auto` (a trained draft given as a checkpoint or carried by
+/// the adapter's package, else none), `model` (that trained draft, required), `ngram` (prompt
+/// lookup) or `none`.
+public enum DraftKind: String, Sendable, CaseIterable {
+    case auto, model, ngram, none
+}
+
+/// A tool's draft settings, resolved against the loaded model (`resolve`).
+public struct DraftSelection: Sendable {
+    public var kind: DraftKind
+    /// A draft-model checkpoint (train-draft) given apart from the adapter.
+    public var checkpoint: String?
+    /// γ; nil: the package's speculativeDecodingDraftTokenCount for its own draft, else `defaultTokens`.
+    public var tokens: Int?
+    public var precision: InferenceModel.WeightPrecision
+    public var ngram: NGramDraft
+    public static let defaultTokens = 5
+
+    public init(kind: DraftKind = .auto, checkpoint: String? = nil, tokens: Int? = nil,
+                precision: InferenceModel.WeightPrecision = .float16, ngram: NGramDraft = NGramDraft()) {
+        self.kind = kind
+        self.checkpoint = checkpoint
+        self.tokens = tokens
+        self.precision = precision
+        self.ngram = ngram
+    }
+
+    /// The draft for `model`, with γ and notes worth telling the user (a draft distilled from
+    /// another adapter); nil for no draft. Throws when `model` is asked for and there is none,
+    /// or the checkpoint is not a draft for this base.
+    public func resolve(_ model: LoadedModel) throws -> (drafter: Drafter, tokens: Int, notes: [String])? {
+        switch kind {
+        case .none:
+            return nil
+        case .ngram:
+            return (.ngram(ngram), tokens ?? Self.defaultTokens, [])
+        case .auto, .model:
+            if let checkpoint {
+                let engine = try DraftEngine.load(path: checkpoint, base: model.base, precision: precision)
+                var notes: [String] = []
+                if engine.teacherAdapterSignature != model.adapterSignature {
+                    notes.append("the draft was distilled from \(engine.teacherAdapterSignature == nil ? "the bare base model" : "another adapter"), not from this model; the output is unchanged but fewer draft tokens may be accepted")
+                }
+                return (.model(engine), tokens ?? Self.defaultTokens, notes)
+            }
+            if let packaged = model.draft {
+                return (.model(DraftEngine(packaged, precision: precision)), tokens ?? model.draftTokenCount ?? Self.defaultTokens, [])
+            }
+            if kind == .model {
+                throw ModelError.unsupported("--draft model needs a trained draft: give --draft-checkpoint (a draft-model-*.safetensors from train-draft) or an .fmadapter package that carries one; or use --draft ngram, which needs no training")
+            }
+            return nil
+        }
+    }
+}

@@ -115,8 +115,26 @@ public struct Adapter: Sendable {
         switch form(of: path) {
         case .peft(let folder): return try loadPEFT(folder: folder, base: base)
         case .package: return try FMAdapterPackage.load(path).adapter
-        case .checkpoint: return try fromCheckpoint(CheckpointFile.load(path, moments: false))
+        case .checkpoint:
+            guard FileManager.default.fileExists(atPath: path) else {
+                throw ModelError.io(path: path, reason: "no such file or folder; an adapter is \(acceptedForms)")
+            }
+            return try fromCheckpoint(CheckpointFile.load(path, moments: false))
         }
+    }
+
+    /// The forms `load` reads, in the words the tools' `--help` and the loader's errors use: one
+    /// list, so a tool's help cannot fall behind the loader (Tests/CLISupportTests holds every
+    /// adapter option's help to it).
+    public static let formDescriptions = [
+        "an adapter checkpoint (adapter-*.safetensors)",
+        "an .fmadapter package",
+        "a PEFT folder (adapter_config.json + adapter_model.safetensors, or that .safetensors file)",
+    ]
+
+    /// `formDescriptions` as one phrase: "a, b or c".
+    public static var acceptedForms: String {
+        formDescriptions.dropLast().joined(separator: ", ") + " or " + formDescriptions.last!
     }
 
     /// The forms an adapter is stored in.

@@ -273,7 +273,7 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
     case panels
 
     /// Input rows up to which `auto` takes the block kernels (0: never beyond `streamingRows`).
-    /// Measured with `bench-decode --many-rows blocks|panels`, 2 threads, AVX-512 with VNNI,
+    /// Measured with `bench decode --many-rows blocks|panels`, 2 threads, AVX-512 with VNNI,
     /// 2026-11-25, a busy machine (best of 3-5): q8 activations ran 2.5-2.7x faster through the
     /// blocks on the 1B shape (Q4_K) at 64 and 128 rows and 1.3-1.5x on SmolLM2 (Q4_1) at 64
     /// and 256. Float32 activations on Q4_K: 1.3x at 64 and 128 rows, even at 256; on Q4_1 the

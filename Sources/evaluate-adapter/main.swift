@@ -1,4 +1,4 @@
-// evaluate-adapter: the base model and adapter checkpoints side by side on an eval file (eval
+// evaluate-adapter: the base model and adapters (any form) side by side on an eval file (eval
 // loss, perplexity, exact match, JSON/schema checks, tool-call accuracy, tokens/s). Thin: parse
 // flags, call Evaluation.EvaluationRun, print the table (or JSON) to stdout, progress to stderr.
 import ArgumentParser
@@ -13,7 +13,7 @@ extension TurnSelection: ExpressibleByArgument {}
 struct EvaluateAdapter: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "evaluate-adapter",
-        abstract: "Evaluate the base model and adapter checkpoints on an eval file, side by side.",
+        abstract: "Evaluate the base model and adapters on an eval file, side by side.",
         discussion: """
             For each model: eval loss and perplexity over the assistant tokens (teacher-forced, as \
             train-adapter reports them), then greedy generation of each sample's last assistant turn from the \
@@ -26,11 +26,12 @@ struct EvaluateAdapter: ParsableCommand {
     @OptionGroup(title: "Chat template") var chatTemplate: ChatTemplateOptions
     @OptionGroup(title: "Decoding") var decoding: DecodingOptions
     @OptionGroup(title: "Reporting") var report: ReportOptions
+    @OptionGroup(title: "Speculative decoding") var drafting: DraftOptions
 
     @Option(help: "Eval data: JSONL conversations ending in an assistant turn (Schema.md).")
     var evalData: String
 
-    @Option(help: "An adapter checkpoint (adapter-*.safetensors); repeat to compare several.")
+    @Option(help: "An adapter to evaluate: \(AdapterForms.phrase). Repeat to compare several.")
     var checkpoint: [String] = []
 
     @Option(help: "A train-adapter --checkpoint-dir: evaluates every adapter-epoch{N}.safetensors and adapter-final.safetensors in it.")
@@ -106,10 +107,15 @@ struct EvaluateAdapter: ParsableCommand {
         s.activations = decoding.activations
         s.kvCache = decoding.kvCache
         s.constrained = constrained
+        let draft = drafting.selection(default: .none)
+        s.draft = draft.kind == .none ? nil : draft
+        if s.draft != nil && generationBatchSize > 1 {
+            printer.log("note: with a draft each reply is generated alone (speculative decoding), not \(generationBatchSize) at a time; the replies are the same")
+        }
         s.report = report.settings()
         s.logRoot = logDir ?? s.defaultLogRoot
         if s.logRoot == nil { printer.log("note: the scores are not logged (no folder): give --log-dir to keep them for TensorBoard") }
-        var exact = 0
+        var progress = EvaluationProgress()
         let report = try EvaluationRun.run(s, base: base) { event in
             switch event {
             case .note(let text):
@@ -117,15 +123,11 @@ struct EvaluateAdapter: ParsableCommand {
             case .dataLoaded(let samples, let targets, let summary):
                 printer.log("eval data: \(summary); evaluating \(samples) samples, \(targets) turns to generate")
             case .modelStarted(let label, let index, let count):
-                exact = 0
                 printer.log("[\(index + 1)/\(count)] \(label)")
             case .lossComputed(let label, let loss, let tokens, let seconds):
                 printer.log(String(format: "%@: eval loss %.4f, perplexity %.3f over %d tokens (%.1fs)", label, loss, Foundation.exp(loss), tokens, seconds))
-            case .generated(let label, let done, let total, let r):
-                if r.exactMatch { exact += 1 }
-                if done % 10 == 0 || done == total {
-                    printer.log("\(label): generated \(done)/\(total), exact match so far \(exact)/\(done)")
-                }
+            case .generated:
+                if let line = progress.line(for: event) { printer.log(line) }
             case .modelFinished(let m):
                 printer.log(String(format: "%@ done in %@", m.label, ProgressPrinter.duration(m.seconds)))
             }

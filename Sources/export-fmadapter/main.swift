@@ -43,7 +43,7 @@ struct ExportCommand: ParsableCommand {
     @Option(help: "Adapter name: letters, digits and underscores only (the runtime's rule).")
     var adapterName: String
 
-    @Option(help: "Adapter checkpoint (adapter-*.safetensors); for --format peft/gguf an .fmadapter package also works.")
+    @Option(help: "The adapter. For the package (--format fmadapter): an adapter checkpoint (adapter-*.safetensors); for --format peft or gguf, any form: \(AdapterForms.phrase).")
     var checkpoint: String
 
     @Option(help: "Draft model checkpoint (draft-model-*.safetensors) to package with the adapter.")
@@ -225,7 +225,7 @@ struct FuseCommand: ParsableCommand {
 
     @OptionGroup var model: BaseModelOptions
 
-    @Option(help: "Adapter: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder.")
+    @Option(help: "The adapter to merge: \(AdapterForms.phrase).")
     var checkpoint: String
 
     @Option(help: "Output: a .gguf file for gguf-f32/gguf-f16, a folder for safetensors.")
@@ -247,7 +247,7 @@ struct Logits: ParsableCommand {
 
     @OptionGroup var model: BaseModelOptions
 
-    @Option(help: "Adapter: a checkpoint, an .fmadapter package or a PEFT folder (omit for the bare base).")
+    @Option(help: "Adapter: \(AdapterForms.phrase) (omit for the bare base).")
     var checkpoint: String?
 
     @Option(help: "Text to tokenize (no chat template).")

@@ -9,7 +9,6 @@ import Inference
 import ModelAssets
 import ModelDefinition
 
-extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
 
 struct Generate: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -28,23 +27,20 @@ struct Generate: ParsableCommand {
             (docs/guided-generation.md). --choice and --regex constrain the reply without changing the \
             prompt. A reply the token limit cuts before it is a whole value is reported incomplete, and \
             the command exits with status 3.
+
+            Speculative decoding: with a draft (a package's own, --draft-checkpoint, or --draft ngram for \
+            prompt lookup, which needs no training) the draft proposes tokens and the model checks them \
+            several at a time; replies are the same as without it, guided ones included.
             """)
 
     @OptionGroup var model: BaseModelOptions
     @OptionGroup var chatTemplate: ChatTemplateOptions
     @OptionGroup var decoding: DecodingOptions
 
-    @Option(help: "Adapter to apply to the base model: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder; a package's draft (and its draft token count) is used for speculative decoding unless --draft-checkpoint is given.")
+    @Option(help: "Adapter to apply to the base model: \(AdapterForms.phrase). A package's draft (and its draft token count) is used for speculative decoding unless --draft says otherwise.")
     var checkpoint: String?
 
-    @Option(help: "Draft-model checkpoint (draft-model-*.safetensors, from train-draft) for speculative decoding; the output is the same as without it, only faster.")
-    var draftCheckpoint: String?
-
-    @Option(help: "Tokens the draft proposes per target pass (gamma) with --draft-checkpoint.")
-    var numDraftTokens: Int = 5
-
-    @Option(help: "How the draft holds its weights: float16 (half the bytes per draft step, faster) or float32. The output is the same either way.")
-    var draftPrecision: InferenceModel.WeightPrecision = .float16
+    @OptionGroup var drafting: DraftOptions
 
     @Option(help: "The user message, or a path to a .jsonl file of conversations ending in a user turn.")
     var prompt: String
@@ -90,7 +86,6 @@ struct Generate: ParsableCommand {
         guard temperature >= 0, temperature.isFinite else { throw ValidationError("--temperature must be 0 (greedy) or positive") }
         if let k = topK, k < 1 { throw ValidationError("--top-k must be at least 1") }
         if let p = topP, !(p > 0 && p <= 1) { throw ValidationError("--top-p must be in (0, 1]") }
-        guard numDraftTokens >= 1 else { throw ValidationError("--num-draft-tokens must be at least 1") }
         if !choice.isEmpty && regex != nil { throw ValidationError("give --choice or --regex, not both") }
         if (!choice.isEmpty || regex != nil) && responseFormat != nil { throw ValidationError("--response-format already constrains the reply; drop --choice/--regex") }
         if raw && (system != nil || responseFormat != nil || prompt.hasSuffix(".jsonl")) {
@@ -113,18 +108,11 @@ struct Generate: ParsableCommand {
         try chatTemplate.apply(to: &loaded.base)
         let base = loaded.base
         let engine = InferenceModel(loaded, activations: decoding.activations, kvCache: decoding.kvCache)
-        let drafter = try draftCheckpoint.map { try DraftEngine.load(path: $0, base: base, precision: draftPrecision) }
-            ?? loaded.draft.map { DraftEngine($0, precision: draftPrecision) }
-        // a package's own draft runs with the package's speculativeDecodingDraftTokenCount
-        let numDraftTokens = draftCheckpoint == nil ? (loaded.draftTokenCount ?? self.numDraftTokens) : self.numDraftTokens
-        // A separately given draft may come from another adapter (a package's draft is its own).
-        if draftCheckpoint != nil, let drafter, drafter.teacherAdapterSignature != loaded.adapterSignature {
-            FileHandle.standardError.write(Data("note: the draft was distilled from \(drafter.teacherAdapterSignature == nil ? "the bare base model" : "another adapter"), not from this model; the output is unchanged but fewer draft tokens may be accepted\n".utf8))
-        }
+        let draft = try drafting.selection(default: .auto).resolve(loaded)
+        for note in draft?.notes ?? [] { FileHandle.standardError.write(Data("note: \(note)\n".utf8)) }
         let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
 
         let format = try parsedResponseFormat()
-        let guided = format != nil || !choice.isEmpty || regex != nil
         var conversations: [[Message]] = []
         if prompt.hasSuffix(".jsonl") && FileManager.default.fileExists(atPath: prompt) {
             let data = try DataReader.read(path: prompt, options: ReadOptions(mode: .prompt))
@@ -153,9 +141,6 @@ struct Generate: ParsableCommand {
             return made
         }
         let fixed: TokenConstraint? = try choice.isEmpty ? regex.map { try library().regex($0) } : library().choice(choice)
-        if drafter != nil && (guided || conversations.contains { $0.last(where: { $0.role == .user })?.responseFormat != nil } && !unconstrained) {
-            throw ValidationError("speculative decoding does not take a constraint yet: drop the draft (--draft-checkpoint, or use the adapter checkpoint instead of its package) or pass --unconstrained")
-        }
         var incompleteReplies = 0
         let sampling = SamplingOptions(temperature: temperature, topK: topK, topP: topP)
         for (i, conversation) in conversations.enumerated() {
@@ -177,8 +162,8 @@ struct Generate: ParsableCommand {
             }
             let tokens: [Int], stats: GenerationStats
             var alpha: Double? = nil
-            if let drafter {
-                let r = SpeculativeDecoder(target: engine, draft: drafter, draftTokens: numDraftTokens).generate(request, onToken: stream)
+            if let draft {
+                let r = SpeculativeDecoder(target: engine, drafter: draft.drafter, draftTokens: draft.tokens).generate(request, onToken: stream)
                 (tokens, stats, alpha) = (r.tokens, r.stats.generation, r.stats.alpha)
             } else {
                 (tokens, stats) = Generator.generate(engine, request, onToken: stream)
@@ -196,8 +181,8 @@ struct Generate: ParsableCommand {
                     : "[constrained: complete, \(stats.forcedTokens) of \(stats.generatedTokens) tokens forced by the grammar]\n").utf8))
             }
             if let alpha {
-                let spec = String(format: "[speculative, gamma %d: %d draft tokens proposed, %d accepted (acceptance ratio %.3f), alpha %.3f, %d target passes]\n",
-                                  numDraftTokens, stats.draftTokensProposed, stats.draftTokensAccepted, stats.acceptanceRatio,
+                let spec = String(format: "[speculative (%@ draft), gamma %d: %d draft tokens proposed, %d accepted (acceptance ratio %.3f), alpha %.3f, %d target passes]\n",
+                                  draft!.drafter.name, draft!.tokens, stats.draftTokensProposed, stats.draftTokensAccepted, stats.acceptanceRatio,
                                   alpha, stats.targetForwardCalls)
                 FileHandle.standardError.write(Data(spec.utf8))
             }

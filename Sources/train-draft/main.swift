@@ -35,7 +35,7 @@ struct TrainDraft: ParsableCommand {
     @OptionGroup(title: "Checkpoints") var checkpoints: CheckpointOptions
     @OptionGroup(title: "Reporting") var report: TrainingReportOptions
 
-    @Option(help: "The teacher's adapter: a checkpoint (adapter-*.safetensors), an .fmadapter package or a PEFT folder. Without it the teacher is the bare base model.")
+    @Option(help: "The teacher's adapter: \(AdapterForms.phrase). Without it the teacher is the bare base model.")
     var checkpoint: String?
 
     @Option(help: "Build the draft from this many evenly spaced blocks of the base model (with its embeddings and final norm). Default 2 unless --draft-model is given.")

@@ -131,6 +131,56 @@ final class RowAdapterTests: XCTestCase {
         checkMixedBatch(base, steps: 3)
     }
 
+    /// Segments of several tokens (forced tokens, a draft's proposals) from conversations with
+    /// different adapters in one pass: each segment's logit rows are the bits it gets alone, and
+    /// the caches hold what a pass alone leaves.
+    func checkSegmentedPass(_ base: BaseModel, file: StaticString = #filePath, line: UInt = #line) {
+        let V = base.config.vocabSize
+        let adapters: [Adapter?] = [randomAdapter(base, seed: 1), nil, randomAdapter(base, seed: 2), randomAdapter(base, seed: 1)]
+        let lengths = [1, 4, 3, 6], wanted = [[0], [1, 3], [0, 1, 2], [5]]
+        let shared = InferenceModel(base: base.weights)
+        let rowAdapters = adapters.map { $0.map { RowAdapter($0, config: base.config) } }
+        let alone = adapters.map { InferenceModel(base: base.weights, adapter: $0) }
+        var segments: [InferenceModel.PassSegment] = [], aloneCaches: [KVCache] = []
+        for b in adapters.indices {
+            let prompt = (0..<(5 + 3 * b)).map { (13 * $0 + 7 * b + 3) % V }
+            let cache = shared.makeCache(capacity: 64), own = shared.makeCache(capacity: 64)
+            var scratch: [Float] = []
+            shared.forward(prompt, cache: cache, adapter: rowAdapters[b], into: &scratch)
+            alone[b].forward(prompt, cache: own, into: &scratch)
+            aloneCaches.append(own)
+            segments.append(.init(tokens: (0..<lengths[b]).map { (5 * $0 + 17 * b + 1) % V }, cache: cache, adapter: rowAdapters[b], logitRows: wanted[b]))
+        }
+        var logits: [Float] = []
+        shared.forward(segments: segments, into: &logits)
+        XCTAssertEqual(logits.count, wanted.joined().count * V, file: file, line: line)
+        var row = 0
+        for b in adapters.indices {
+            var reference: [Float] = []
+            alone[b].forward(segments[b].tokens, cache: aloneCaches[b], logitsAt: wanted[b], into: &reference)
+            XCTAssertEqual(Array(logits[(row * V)..<((row + wanted[b].count) * V)]), reference, "segment \(b)", file: file, line: line)
+            XCTAssertEqual(segments[b].cache.count, aloneCaches[b].count, file: file, line: line)
+            row += wanted[b].count
+        }
+        // a next step from each cache agrees too: the keys and values the pass stored are the same
+        var next: [Float] = []
+        shared.forward(batch: [1, 2, 3, 4], caches: segments.map(\.cache), adapters: rowAdapters, into: &next)
+        for b in adapters.indices {
+            XCTAssertEqual(Array(next[(b * V)..<((b + 1) * V)]), alone[b].forward([b + 1], cache: aloneCaches[b]), "step after segment \(b)", file: file, line: line)
+        }
+    }
+
+    func testSegmentedPassEqualsEachSegmentAloneOnTheTinyModel() throws {
+        checkSegmentedPass(try BaseModel.load(path: try TinyAssets.writeModel(in: TinyAssets.tempDir()), storage: .stored))
+    }
+
+    func testSegmentedPassEqualsEachSegmentAloneOnSmolLM2() throws {
+        guard let path = ProcessInfo.processInfo.environment["ADAPTER_BASE_MODEL"], FileManager.default.fileExists(atPath: path) else {
+            throw XCTSkip("needs the real base model: set ADAPTER_BASE_MODEL (scripts/fetch-model.sh prints its path)")
+        }
+        checkSegmentedPass(try BaseModel.load(path: path, storage: .stored))
+    }
+
     func testARowAdapterOverFloat32WeightsMatchesTheMergedModelToRounding() throws {
         let base = try BaseModel.load(path: try TinyAssets.writeModel(in: TinyAssets.tempDir()), storage: .float32)
         let adapter = randomAdapter(base, seed: 4)

@@ -99,6 +99,34 @@ final class SessionTests: XCTestCase {
         }
     }
 
+    /// A session on a model with a draft (prompt lookup) gives the replies a session without one
+    /// gives, plain and guided, over several turns that reuse the cache.
+    func testADraftChangesNoReply() async throws {
+        let lm = try tinyModel()
+        let adapter = randomAdapter(lm.base, seed: 3)
+        let plain = try lm.adapted(with: adapter)
+        let drafted = try lm.adapted(with: adapter, draft: DraftSelection(kind: .ngram, tokens: 4, ngram: NGramDraft(minimum: 1, maximum: 3)))
+        XCTAssertNil(plain.draftName)
+        XCTAssertEqual(drafted.draftName, "ngram (n 1-3)")
+        let schema = try JSONSchema(try JSONValue.parse(#"{"type":"object","properties":{"p":{"enum":["abc","abd"]},"n":{"type":"integer","minimum":0,"maximum":99}},"required":["p","n"]}"#))
+        let a = LanguageModelSession(model: plain, instructions: "copy: abc abc abd"), b = LanguageModelSession(model: drafted, instructions: "copy: abc abc abd")
+        for (i, prompt) in ["say abc abc", "and abd abd", "again abc"].enumerated() {
+            let options = GenerationOptions(maximumResponseTokens: 20)
+            if i == 1 {
+                let x = try await a.respond(to: prompt, schema: schema, options: options), y = try await b.respond(to: prompt, schema: schema, options: options)
+                XCTAssertEqual(y.rawContent, x.rawContent, "guided turn \(i)")
+            } else {
+                let x = try await a.respond(to: prompt, options: options), y = try await b.respond(to: prompt, options: options)
+                XCTAssertEqual(y.content, x.content, "turn \(i)")
+                XCTAssertEqual(y.reusedPromptTokens, x.reusedPromptTokens, "turn \(i): the cache holds the same tokens")
+                XCTAssertEqual(x.draftTokensProposed, 0)
+                XCTAssertGreaterThan(y.draftTokensProposed, 0, "turn \(i): the draft proposed")
+            }
+        }
+        XCTAssertEqual(b.transcript, a.transcript)
+        XCTAssertThrowsError(try lm.adapted(with: adapter, draft: DraftSelection(kind: .model)), "no trained draft to use")
+    }
+
     func testSessionsWithDifferentAdaptersShareOneBase() async throws {
         let lm = try tinyModel()
         let a = try lm.adapted(with: randomAdapter(lm.base, seed: 3)), b = try lm.adapted(with: randomAdapter(lm.base, seed: 4))

@@ -79,36 +79,6 @@ final class SpeculativeDecodingTests: XCTestCase {
 
     // MARK: the sampled distribution
 
-    /// Upper 0.1% point of chi-square with `df` degrees of freedom (Wilson–Hilferty).
-    func chiSquareCritical(df: Int) -> Double {
-        let d = Double(df), z = 3.09
-        return d * pow(1 - 2 / (9 * d) + z * (2 / (9 * d)).squareRoot(), 3)
-    }
-
-    /// Pearson's statistic of `counts` against `probabilities`, pooling cells expected below 5.
-    func chiSquare(counts: [Int: Int], probabilities: [Int: Double], n: Int) -> (stat: Double, df: Int) {
-        var stat = 0.0, cells = 0, pooledObserved = 0, pooledExpected = 0.0
-        for (k, p) in probabilities {
-            let e = p * Double(n), o = counts[k] ?? 0
-            if e < 5 {
-                pooledObserved += o
-                pooledExpected += e
-            } else {
-                stat += (Double(o) - e) * (Double(o) - e) / e
-                cells += 1
-            }
-        }
-        let unexpected = counts.filter { probabilities[$0.key] == nil }.values.reduce(0, +)
-        pooledObserved += unexpected
-        if pooledExpected > 0 {
-            stat += (Double(pooledObserved) - pooledExpected) * (Double(pooledObserved) - pooledExpected) / pooledExpected
-            cells += 1
-        } else if pooledObserved > 0 {
-            stat = .infinity
-        }
-        return (stat, max(1, cells - 1))
-    }
-
     func testFirstTokenDistributionIsTheTargets() throws {
         let m = try makeModels()
         let sampling = SamplingOptions(temperature: 0.7)
@@ -125,8 +95,8 @@ final class SpeculativeDecodingTests: XCTestCase {
                                                                      seed: UInt64(s) &* 0x9E37_79B9 &+ 1))
                 counts[tokens[0], default: 0] += 1
             }
-            let (stat, df) = chiSquare(counts: counts, probabilities: exact, n: n)
-            XCTAssertLessThan(stat, chiSquareCritical(df: df), "\(name): first-token distribution differs from the target's (chi2 \(stat), df \(df))")
+            let (stat, df) = ChiSquare.statistic(counts: counts, probabilities: exact, n: n)
+            XCTAssertLessThan(stat, ChiSquare.critical(df: df), "\(name): first-token distribution differs from the target's (chi2 \(stat), df \(df))")
         }
         // control: the draft's own distribution is told apart by the same test
         let draft = m.drafts[0].engine
@@ -134,8 +104,8 @@ final class SpeculativeDecodingTests: XCTestCase {
         var rng = SeededRNG(seed: 5)
         var counts: [Int: Int] = [:]
         for _ in 0..<n { counts[Sampler.draw(q, rng: &rng), default: 0] += 1 }
-        let (stat, df) = chiSquare(counts: counts, probabilities: exact, n: n)
-        XCTAssertGreaterThan(stat, chiSquareCritical(df: df), "the test should reject the draft's own distribution")
+        let (stat, df) = ChiSquare.statistic(counts: counts, probabilities: exact, n: n)
+        XCTAssertGreaterThan(stat, ChiSquare.critical(df: df), "the test should reject the draft's own distribution")
     }
 
     func testFirstTwoTokensJointDistributionIsTheTargets() throws {
@@ -160,8 +130,8 @@ final class SpeculativeDecodingTests: XCTestCase {
                                                                     seed: UInt64(s) &* 0x2545_F491 &+ 7))
                     counts[t[0] * V + t[1], default: 0] += 1
                 }
-                let (stat, df) = chiSquare(counts: counts, probabilities: exact, n: n)
-                XCTAssertLessThan(stat, chiSquareCritical(df: df), "\(name), gamma \(gamma): joint distribution differs (chi2 \(stat), df \(df))")
+                let (stat, df) = ChiSquare.statistic(counts: counts, probabilities: exact, n: n)
+                XCTAssertLessThan(stat, ChiSquare.critical(df: df), "\(name), gamma \(gamma): joint distribution differs (chi2 \(stat), df \(df))")
             }
         }
     }

@@ -14,12 +14,7 @@ import TestSupport
 import XCTest
 
 final class GuidedGenerationTests: XCTestCase {
-    static let schemas: [String] = [
-        #"{"type":"object","properties":{"title":{"type":"string","maxLength":12},"day":{"enum":["mon","tue","wed"]},"minutes":{"type":["integer","null"],"minimum":0,"maximum":600},"attendees":{"type":"array","items":{"type":"string","maxLength":8},"maxItems":3},"location":{"type":["string","null"],"maxLength":10}},"required":["title","day","minutes","attendees"],"additionalProperties":false}"#,
-        #"{"type":"array","items":{"type":"object","properties":{"ok":{"type":"boolean"},"n":{"type":"number","minimum":-5,"maximum":5}},"required":["ok"]},"minItems":1,"maxItems":2}"#,
-        #"{"enum":["red","green",3,null,{"a":[1,2]}]}"#,
-        #"{"type":"string","pattern":"^[A-Z]{2}-\\d{3}$"}"#,
-    ]
+    static let schemas = GuidedGenerationSchemas.all
 
     func schema(_ text: String) throws -> JSONSchema { try JSONSchema(try JSONValue.parse(text)) }
 
@@ -164,6 +159,62 @@ final class GuidedGenerationTests: XCTestCase {
         XCTAssertEqual(guided.incompleteReplies, 0, "{\"pick\":\"a\",\"n\":0} fits in 24 tokens")
         XCTAssertEqual(guided.jsonValidRate, 1)
         XCTAssertTrue(EvaluationTable.render(report).contains("incomplete"))
+    }
+
+    /// Evaluation with a draft (prompt lookup; speculative decoding one reply at a time) gives the
+    /// batched evaluation's replies and scores, plain and constrained, and reports the draft.
+    func testEvaluationWithADraftGivesTheSameReplies() throws {
+        let dir = TinyAssets.tempDir()
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1))
+        let format = #"{"type":"json_schema","json_schema":{"name":"Pick","schema":{"type":"object","properties":{"pick":{"enum":["a","b"]},"n":{"type":"integer","minimum":0,"maximum":9}},"required":["pick","n"],"additionalProperties":false}}}"#
+        let lines = (0..<5).map { i in
+            #"{"messages":[{"role":"user","content":"pick a or b, \"pick\":\"a\" \#(i)","response_format":\#(format)},{"role":"assistant","content":"{\"pick\":\"a\",\"n\":\#(i)}"}]}"#
+        }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/eval.jsonl", atomically: true, encoding: .utf8)
+        func run(_ draft: DraftSelection?, output: String) throws -> (EvaluationReport, [String]) {
+            var s = EvaluationSettings(evalData: dir + "/eval.jsonl")
+            s.computeLoss = false
+            s.maxNewTokens = 40
+            s.constrained = true
+            s.draft = draft
+            s.outputPath = dir + "/" + output
+            let report = try EvaluationRun.run(s, base: base)
+            let replies = try String(contentsOfFile: dir + "/" + output, encoding: .utf8).split(separator: "\n").map {
+                try JSONValue.parse(String($0), context: output)["output"]?.stringValue ?? ""
+            }
+            return (report, replies)
+        }
+        let (plain, plainReplies) = try run(nil, output: "plain.jsonl")
+        let (drafted, draftedReplies) = try run(DraftSelection(kind: .ngram, tokens: 3, ngram: NGramDraft(minimum: 1, maximum: 3)), output: "drafted.jsonl")
+        XCTAssertEqual(draftedReplies, plainReplies)
+        XCTAssertEqual(drafted.models.map(\.exactMatches), plain.models.map(\.exactMatches))
+        XCTAssertEqual(drafted.models.map(\.schemaConforming), plain.models.map(\.schemaConforming))
+        XCTAssertEqual(drafted.models.map(\.incompleteReplies), plain.models.map(\.incompleteReplies))
+        XCTAssertTrue(drafted.models.allSatisfy { $0.draft != nil && $0.draftTokensProposed > 0 }, "\(drafted.models.map(\.draftTokensProposed))")
+        XCTAssertTrue(plain.models.allSatisfy { $0.draft == nil })
+        XCTAssertTrue(EvaluationTable.render(drafted).contains("speculative decoding with the ngram"))
+        // --draft model with no trained draft anywhere is refused, saying what to give
+        XCTAssertThrowsError(try run(DraftSelection(kind: .model), output: "none.jsonl")) { error in
+            XCTAssertTrue(error.localizedDescription.contains("--draft-checkpoint"), error.localizedDescription)
+        }
+    }
+
+    /// The progress lines count exact matches per row: a model's constrained row starts from zero
+    /// (the counter was once shared and printed "exact match so far 116/40").
+    func testProgressCountsExactMatchesPerRow() {
+        func result(_ exact: Bool) -> TargetResult {
+            TargetResult(model: "m", sample: 0, line: 1, turn: 1, promptTokens: 1, reference: "", output: "", exactMatch: exact,
+                         json: nil, toolCalls: nil, generatedTokens: 1, stoppedAtEndOfTurn: true, prefillSeconds: 0, decodeSeconds: 0)
+        }
+        var progress = EvaluationProgress(every: 2)
+        var lines: [String] = []
+        let events: [(String, Int, Bool)] = [("a", 1, true), ("a", 2, true), ("a", 3, false),
+                                             ("a constrained", 1, true), ("a constrained", 2, false), ("a constrained", 3, false)]
+        for (label, done, exact) in events {
+            if let line = progress.line(for: .generated(label: label, done: done, total: 3, result: result(exact))) { lines.append(line) }
+        }
+        XCTAssertEqual(lines, ["a: generated 2/3, exact match so far 2/2", "a: generated 3/3, exact match so far 2/3",
+                               "a constrained: generated 2/3, exact match so far 1/2", "a constrained: generated 3/3, exact match so far 1/3"])
     }
 
     /// SmolLM2 on the extraction example's requests: the base model alone writes no valid JSON;

@@ -1,5 +1,5 @@
 """PEFT LoRA speed/memory peer on the CPU (fp32) for SmolLM2-135M-Instruct: the PyTorch side of
-scripts/bench.sh, beside the toolkit's bench-train on the same workload. Leaves out quantized or
+scripts/bench.sh, beside the toolkit's `bench train` on the same workload. Leaves out quantized or
 bf16 runs, GPUs and data loading beyond one train.jsonl. Follows PEFT's documented LoRA recipe
 (LoraConfig + get_peft_model on a transformers causal LM, torch AdamW).
 

@@ -1,4 +1,4 @@
-// Constrained-decoding costs: grammar compile time per schema, and per generated token the
+// `bench guidance`: constrained-decoding costs: grammar compile time per schema, and per generated token the
 // time to get the token mask (cached per DFA state; a new state walks the vocabulary trie)
 // and the whole constrained step (forced tokens + mask + advance), p50/p99/max over seeded
 // random walks, with the share of tokens that were forced. Vocabularies: a GGUF model's
@@ -10,9 +10,9 @@ import Foundation
 import Guidance
 import ModelAssets
 
-struct BenchGuidance: ParsableCommand {
+struct GuidanceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-guidance",
+        commandName: "guidance",
         abstract: "Time grammar compilation and per-token masks for guided (schema-constrained) generation.")
 
     @Option(help: "A GGUF model whose tokenizer gives the vocabulary (SmolLM2-135M-Instruct.Q4_1.gguf: 49,152 tokens).")
@@ -222,9 +222,9 @@ struct BenchGuidance: ParsableCommand {
     }
 }
 
-func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+fileprivate func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
-func select(_ words: [UInt64], _ k: Int) -> Int {
+fileprivate func select(_ words: [UInt64], _ k: Int) -> Int {
     var k = k
     for (w, word) in words.enumerated() {
         let c = word.nonzeroBitCount
@@ -238,21 +238,19 @@ func select(_ words: [UInt64], _ k: Int) -> Int {
     return -1
 }
 
-func percentile(_ values: [UInt64], _ p: Double) -> UInt64 {
+fileprivate func percentile(_ values: [UInt64], _ p: Double) -> UInt64 {
     guard !values.isEmpty else { return 0 }
     let sorted = values.sorted()
     return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p + 0.5))]
 }
 
-func mean(_ values: [UInt64]) -> UInt64 { values.isEmpty ? 0 : values.reduce(0, +) / UInt64(values.count) }
+fileprivate func mean(_ values: [UInt64]) -> UInt64 { values.isEmpty ? 0 : values.reduce(0, +) / UInt64(values.count) }
 
-func micro(_ ns: UInt64) -> String {
+fileprivate func micro(_ ns: UInt64) -> String {
     let us = Double(ns) / 1000
     return us < 10 ? String(format: "%.2f µs", us) : us < 1000 ? String(format: "%.0f µs", us) : String(format: "%.2f ms", us / 1000)
 }
 
-func format(_ x: Double) -> String { x < 10 ? String(format: "%.2f", x) : String(format: "%.0f", x) }
-func percent(_ a: Int, _ b: Int) -> String { b == 0 ? "-" : String(format: "%.0f%%", 100 * Double(a) / Double(b)) }
-func pad(_ s: String, _ width: Int) -> String { s.count >= width ? s + " " : s + String(repeating: " ", count: width - s.count) }
+fileprivate func format(_ x: Double) -> String { x < 10 ? String(format: "%.2f", x) : String(format: "%.0f", x) }
+fileprivate func percent(_ a: Int, _ b: Int) -> String { b == 0 ? "-" : String(format: "%.0f%%", 100 * Double(a) / Double(b)) }
 
-BenchGuidance.main()

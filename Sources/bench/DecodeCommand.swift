@@ -1,4 +1,4 @@
-// bench-decode: the toolkit's side of the decoding benchmark beside llama.cpp's llama-bench
+// `bench decode`: the toolkit's side of the decoding benchmark beside llama.cpp's llama-bench
 // (scripts/bench-decode.sh runs both on the same GGUF): prefill tokens/s of a P-token prompt,
 // greedy decoding tokens/s of G one-token steps from an empty context (as llama-bench's tg),
 // load time, peak RSS, the weight bytes one decoding step reads and the fraction of this
@@ -11,9 +11,9 @@ import Inference
 import ModelAssets
 import ModelDefinition
 
-struct BenchDecode: ParsableCommand {
+struct DecodeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-decode",
+        commandName: "decode",
         abstract: "Measure prefill and decoding speed, load time and peak memory on a base model (the llama-bench comparison).")
 
     @OptionGroup var model: BaseModelOptions
@@ -93,15 +93,14 @@ struct BenchDecode: ParsableCommand {
             decode.append(Double(genTokens) / (monotonicSeconds() - s))
         }
         let batched = batchRows.isEmpty ? [] : measureBatches(engine, base: base)
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        let rss = Double(usage.ru_maxrss) / 1024  // before the bandwidth probe allocates its buffer
+        let rss = peakRSSMB()  // before the bandwidth probe allocates its buffer
         let bandwidth = Self.memoryBandwidth()
         let bytes = engine.bytesPerToken
         let meanDecode = decode.reduce(0, +) / Double(decode.count)
         let streamed = Double(bytes) * meanDecode / 1e9
         let result: [String: Any] = [
             "model": base.path, "base_weights": model.baseWeights.rawValue, "activations": decoding.activations.rawValue, "kv_cache": decoding.kvCache.rawValue, "many_rows": manyRows.rawValue, "prompt_attention": promptAttention.rawValue, "threads": threads,
+            "cpu_level": CPULevel.active, "blas_core": BLAS.coreName,
             "prompt_tokens": promptTokens, "gen_tokens": genTokens,
             "prefill_tokens_per_s": prefill.reduce(0, +) / Double(prefill.count), "prefill_tokens_per_s_best": prefill.max()!,
             "decode_tokens_per_s": meanDecode, "decode_tokens_per_s_best": decode.max()!,
@@ -109,8 +108,8 @@ struct BenchDecode: ParsableCommand {
             "bandwidth_gb_s": bandwidth, "streamed_gb_s": streamed, "fraction_of_bandwidth": streamed / bandwidth,
             "batched": batched.map { ["rows": $0.rows, "adapters": batchAdapters, "adapter_precision": batchAdapterPrecision.rawValue, "context": batchContext, "tokens_per_s": $0.tokensPerSecond, "ms_per_pass": $0.msPerPass] },
         ]
-        FileHandle.standardError.write(Data(String(format: "%@ (%@ weights, %d threads): prefill %.1f tokens/s (best %.1f), decode %.1f tokens/s (best %.1f); load %.2fs; peak RSS %.0f MB; %.1f MB read per token = %.1f GB/s, %.0f%% of the measured %.1f GB/s\n",
-                                                   base.path, model.baseWeights.rawValue, threads, result["prefill_tokens_per_s"] as! Double, prefill.max()!,
+        FileHandle.standardError.write(Data(String(format: "%@ (%@ weights, %d threads, CPU level %@): prefill %.1f tokens/s (best %.1f), decode %.1f tokens/s (best %.1f); load %.2fs; peak RSS %.0f MB; %.1f MB read per token = %.1f GB/s, %.0f%% of the measured %.1f GB/s\n",
+                                                   base.path, model.baseWeights.rawValue, threads, CPULevel.summary, result["prefill_tokens_per_s"] as! Double, prefill.max()!,
                                                    meanDecode, decode.max()!, loadSeconds, rss, Double(bytes) / 1e6, streamed, 100 * streamed / bandwidth, bandwidth).utf8))
         if let out {
             let data = try JSONSerialization.data(withJSONObject: result, options: [.prettyPrinted, .sortedKeys])
@@ -184,8 +183,3 @@ struct BenchDecode: ParsableCommand {
     }
 }
 
-extension ManyRowsPath: ExpressibleByArgument {}
-extension InferenceModel.PromptAttention: ExpressibleByArgument {}
-extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
-
-BenchDecode.main()

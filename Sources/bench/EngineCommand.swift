@@ -1,4 +1,4 @@
-// Engine benchmark: one SmolLM2-135M-shaped decoder layer (RMSNorm, GQA attention with RoPE,
+// `bench engine`: one SmolLM2-135M-shaped decoder layer (RMSNorm, GQA attention with RoPE,
 // SwiGLU MLP) with LoRA on all 7 projections over frozen base weights, T tokens in one row.
 // Prints forward and forward+backward times, the matmul GFLOP/s they achieve, and OpenBLAS
 // sgemm GFLOP/s on the same projection shapes measured in the same run.
@@ -6,8 +6,10 @@ import ArgumentParser
 import Autograd
 import Foundation
 
-struct Bench: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Time one LoRA decoder layer forward and backward.")
+struct EngineCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "engine",
+        abstract: "Time one LoRA decoder layer forward and backward against OpenBLAS's sgemm on the same shapes.")
     @Option(help: "Tokens per step (one sequence).") var tokens = 1024
     @Option(help: "Hidden size D.") var hidden = 576
     @Option(help: "MLP inner size.") var ffn = 1536
@@ -207,4 +209,3 @@ struct UncheckedPointer: @unchecked Sendable {
     init(_ p: UnsafeMutablePointer<Float>) { pointer = p }
 }
 
-Bench.main()

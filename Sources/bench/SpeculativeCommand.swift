@@ -1,32 +1,35 @@
-// bench-speculative: greedy tokens/second with and without a trained draft on the same prompts,
-// checking that the outputs are identical (speculative decoding is lossless), and printing α, γ,
-// both speeds and their ratio. Rerun it to check any speed-up claimed for speculative decoding.
+// `bench speculative`: greedy tokens/second with and without a draft (a trained one, or prompt
+// lookup) on the same prompts, plain or constrained to each prompt's response_format, checking
+// that the outputs are identical (speculative decoding is lossless), and printing α, γ, both
+// speeds and their ratio. Forced tokens count as the target's work on both sides. Rerun it to
+// check any speed-up claimed for speculative decoding.
 import ArgumentParser
 import CLISupport
 import DataSchema
 import Foundation
+import Guidance
 import Inference
 import ModelAssets
 import ModelDefinition
 
-extension InferenceModel.WeightPrecision: ExpressibleByArgument {}
-
-struct BenchSpeculative: ParsableCommand {
+struct SpeculativeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-speculative",
-        abstract: "Measure greedy decoding speed with and without a draft model (speculative decoding) and check identical output.")
+        commandName: "speculative",
+        abstract: "Measure greedy decoding speed with and without a draft (speculative decoding), plain or constrained, and check identical output.")
 
     @OptionGroup var model: BaseModelOptions
     @OptionGroup var chatTemplate: ChatTemplateOptions
     @OptionGroup var decoding: DecodingOptions
 
-    @Option(help: "Adapter for the target model (base + adapter): a checkpoint, an .fmadapter package or a PEFT folder.")
+    @Option(help: "Adapter for the target model (base + adapter): \(AdapterForms.phrase).")
     var checkpoint: String?
 
-    @Option(help: "Draft-model checkpoint (from train-draft).")
-    var draftCheckpoint: String
+    @OptionGroup var drafting: DraftSourceOptions
 
-    @Option(help: "Prompts: a .jsonl file of conversations ending in a user turn (Schema.md). Default: a few built-in ones.")
+    @Flag(help: "Constrain each reply to its prompt's response_format (guided generation), with and without the draft alike; prompts without one stay unconstrained.")
+    var constrained = false
+
+    @Option(help: "Prompts: a .jsonl file of conversations ending in a user turn, or an eval file (each conversation up to its last user turn) (Schema.md). Default: a few built-in ones.")
     var prompts: String?
 
     @Option(help: "Use at most this many prompts from the file.")
@@ -40,9 +43,6 @@ struct BenchSpeculative: ParsableCommand {
 
     @Option(help: "Generate every prompt this many times, alternating plain and speculative runs, and keep each one's fastest decode (steadier on a shared machine).")
     var repeats: Int = 1
-
-    @Option(help: "How the draft holds its weights: float16 (half the bytes per draft step) or float32. The output is the same either way.")
-    var draftPrecision: InferenceModel.WeightPrecision = .float16
 
     func validate() throws {
         guard numDraftTokens.allSatisfy({ $0 >= 1 }), !numDraftTokens.isEmpty else { throw ValidationError("--num-draft-tokens values must be at least 1") }
@@ -61,20 +61,46 @@ struct BenchSpeculative: ParsableCommand {
         try chatTemplate.apply(to: &loaded.base)
         let base = loaded.base
         let target = InferenceModel(loaded, activations: decoding.activations, kvCache: decoding.kvCache)
-        let draft = try DraftEngine.load(path: draftCheckpoint, base: base, precision: draftPrecision)
+        guard let resolved = try drafting.selection(default: .auto).resolve(loaded) else {
+            throw ValidationError("no draft to measure: give --draft-checkpoint (from train-draft), an .fmadapter package that carries a draft, or --draft ngram")
+        }
+        let drafter = resolved.drafter
+        for n in resolved.notes { FileHandle.standardError.write(Data("note: \(n)\n".utf8)) }
+        let library = constrained ? try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds) : nil
         let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
         var conversations: [[Message]] = []
         if let prompts {
-            conversations = try DataReader.read(path: prompts, options: ReadOptions(mode: .prompt)).samples.map(\.messages)
+            // conversations ending in a user turn, or an eval file's (ending in the reference reply,
+            // which is dropped: the prompt is the turns before it)
+            if let read = try? DataReader.read(path: prompts, options: ReadOptions(mode: .prompt)) {
+                conversations = read.samples.map(\.messages)
+            } else {
+                conversations = try DataReader.read(path: prompts, options: ReadOptions(mode: .train)).samples.map { sample in
+                    let m = sample.messages
+                    return Array(m[...(m.lastIndex(where: { $0.role == .user }) ?? m.count - 1)])
+                }
+            }
         } else {
             conversations = Self.builtIn.map { [Message(role: .user, content: $0)] }
         }
         conversations = Array(conversations.prefix(maxPrompts))
-        let cost = SpeculativeCost.measure(target: target, draft: draft)
         func out(_ s: String) { FileHandle.standardOutput.write(Data((s + "\n").utf8)) }
-        out("target: \(base.path)" + (checkpoint.map { " + adapter \($0)" } ?? "") + "; draft: \(draftCheckpoint) (\(draftPrecision.rawValue) weights)")
-        out(String(format: "measured cost ratio c = %.3f (draft %.2f ms, target %.2f ms per token); %d prompts, %d new tokens max, greedy",
-                   cost.ratio, cost.draftSecondsPerToken * 1000, cost.targetSecondsPerToken * 1000, conversations.count, maxNewTokens))
+        let draftName: String
+        switch drafter {
+        case .model:
+            draftName = (drafting.draftCheckpoint ?? "the package's draft") + " (\(drafting.draftPrecision.rawValue) weights)"
+        case .ngram:
+            draftName = "prompt lookup, n \(drafting.ngramMin)-\(drafting.ngramMax)"
+        }
+        out("target: \(base.path)" + (checkpoint.map { " + adapter \($0)" } ?? "") + "; draft: \(draftName)")
+        let mode = constrained ? "greedy, constrained to each prompt's response_format" : "greedy"
+        if case .model(let draft) = drafter {
+            let cost = SpeculativeCost.measure(target: target, draft: draft)
+            out(String(format: "measured cost ratio c = %.3f (draft %.2f ms, target %.2f ms per token); %d prompts, %d new tokens max, %@",
+                       cost.ratio, cost.draftSecondsPerToken * 1000, cost.targetSecondsPerToken * 1000, conversations.count, maxNewTokens, mode))
+        } else {
+            out("\(conversations.count) prompts, \(maxNewTokens) new tokens max, \(mode)")
+        }
         // the cost of a target pass by rows scored, at the first prompt's length: verifying γ proposals is a (γ+1)-row pass
         let context = try encoder.encodePrompt(conversations[0]).count
         func cpuSeconds() -> Double {
@@ -98,7 +124,7 @@ struct BenchSpeculative: ParsableCommand {
         // warm-up (page in weights, allocate)
         let warm = GenerationRequest(prompt: try encoder.encodePrompt(conversations[0]), maxNewTokens: 8, stopTokens: base.stopTokenIds)
         _ = Generator.generate(target, warm)
-        _ = SpeculativeDecoder(target: target, draft: draft, draftTokens: numDraftTokens[0]).generate(warm)
+        _ = SpeculativeDecoder(target: target, drafter: drafter, draftTokens: numDraftTokens[0]).generate(warm)
 
         struct Totals { var tokens = 0; var decode = 0.0; var all = 0.0; var proposed = 0; var accepted = 0; var checked = 0; var overlap = 0.0; var calls = 0
                        var draft = 0.0; var verify = 0.0 }
@@ -106,10 +132,15 @@ struct BenchSpeculative: ParsableCommand {
         var spec = [Int: Totals]()
         var allIdentical = true
         for (i, conversation) in conversations.enumerated() {
-            let request = GenerationRequest(prompt: try encoder.encodePrompt(conversation), maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds)
+            var constraint: TokenConstraint? = nil
+            if let library, let format = conversation.last(where: { $0.role == .user })?.responseFormat {
+                constraint = try library.jsonSchema(format.schema)
+            }
+            let request = GenerationRequest(prompt: try encoder.encodePrompt(conversation), maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
+                                            constraint: constraint)
             // Plain and each gamma in turn, `repeats` rounds; outputs are deterministic, so each
             // keeps its fastest decode.
-            let decoders = numDraftTokens.map { SpeculativeDecoder(target: target, draft: draft, draftTokens: $0) }
+            let decoders = numDraftTokens.map { SpeculativeDecoder(target: target, drafter: drafter, draftTokens: $0) }
             let (reference, firstStats) = Generator.generate(target, request)
             var ps = firstStats
             var runs = decoders.map { $0.generate(request) }
@@ -126,6 +157,7 @@ struct BenchSpeculative: ParsableCommand {
             plain.decode += ps.decodeSeconds
             plain.all += ps.decodeSeconds + ps.prefillSeconds
             var line = String(format: "prompt %d (%d tokens): plain %d tokens %.1f tok/s", i + 1, request.prompt.count, ps.generatedTokens, ps.tokensPerSecond)
+            if constraint != nil { line += " (constrained: \(ps.forcedTokens) forced\(ps.incomplete ? ", INCOMPLETE" : ""))" }
             for (j, g) in numDraftTokens.enumerated() {
                 let (tokens, s) = runs[j]
                 let same = tokens == reference
@@ -173,4 +205,3 @@ struct BenchSpeculative: ParsableCommand {
     }
 }
 
-BenchSpeculative.main()

@@ -1,4 +1,4 @@
-// Micro-benchmark of CBlockKernels' bk_matmul_nt on SmolLM2-135M's and a 1B model's matrix
+// `bench kernels`: micro-benchmark of CBlockKernels' bk_matmul_nt on SmolLM2-135M's and a 1B model's matrix
 // shapes, per ggml type and feature level: m = 1 time, GB/s of weight bytes, GFLOP/s on 1 and 2
 // threads, m = 4 and m = 8 cost relative to m = 1, beside the machine's streaming-read bandwidth;
 // float activations (bk_matmul_nt), q8 activations (bk_quantize_q8 + bk_matmul_nt_q8) and, for
@@ -10,46 +10,9 @@ import CBlockKernels
 import Foundation
 import ModelAssets
 
-enum Shape: String, CaseIterable, ExpressibleByArgument {
-    case attention = "576x576", keyValue = "576x192", gateUp = "576x1536", down = "1536x576", head = "576x49152"
-    case large = "2048x8192", largeDown = "8192x2048"
-
-    /// (k inputs, n outputs): a weight matrix of n rows of k values.
-    var kn: (k: Int, n: Int) {
-        let parts = rawValue.split(separator: "x").map { Int($0)! }
-        return (parts[0], parts[1])
-    }
-}
-
-enum TypeName: String, CaseIterable, ExpressibleByArgument {
-    case f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_NL, q2_K, q3_K, q4_K, q5_K, q6_K
-    var type: GGMLType {
-        switch self {
-        case .f32: .f32
-        case .f16: .f16
-        case .bf16: .bf16
-        case .q8_0: .q8_0
-        case .q4_0: .q4_0
-        case .q4_1: .q4_1
-        case .q5_0: .q5_0
-        case .q5_1: .q5_1
-        case .iq4_NL: .iq4_NL
-        case .q2_K: .q2_K
-        case .q3_K: .q3_K
-        case .q4_K: .q4_K
-        case .q5_K: .q5_K
-        case .q6_K: .q6_K
-        }
-    }
-}
-
-enum Mode: String, CaseIterable, ExpressibleByArgument {
-    case float, q8, q8k
-}
-
-struct BenchKernels: ParsableCommand {
+struct KernelsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-kernels",
+        commandName: "kernels",
         abstract: "Time block-format matrix-vector products (bk_matmul_nt) per type, CPU level and shape.")
 
     @Option(parsing: .upToNextOption, help: "Types to time (default: all of them).") var types: [TypeName] = TypeName.allCases
@@ -134,8 +97,6 @@ struct BenchKernels: ParsableCommand {
 
     func name(_ level: Int32) -> String { String(cString: bk_level_name(level)) }
 
-    func pad(_ s: String, _ width: Int) -> String { s.count >= width ? s + " " : s + String(repeating: " ", count: width - s.count) }
-
     /// bk_dequantize_rows of 64 rows x 2048 (512 KiB of floats: written to L2), per type and level:
     /// GB/s of float32 written and of block bytes read.
     func timeDequantize(_ levels: [Int32]) {
@@ -156,7 +117,7 @@ struct BenchKernels: ParsableCommand {
                 while spent < budget / 1000 {
                     let start = DispatchTime.now().uptimeNanoseconds
                     let rc = bk_dequantize_rows_at(level, type.rawValue, pool.copy(0), rowBytes, 0, rows, k, out)
-                    precondition(rc == 0, "[bench-kernels] bk_dequantize_rows_at returned \(rc)")
+                    precondition(rc == 0, "[bench kernels] bk_dequantize_rows_at returned \(rc)")
                     let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
                     best = min(best, seconds)
                     spent += seconds
@@ -184,7 +145,7 @@ struct BenchKernels: ParsableCommand {
             if f.cold { copy = copy + 1 < pool.copies ? copy + 1 : 1 }
             if mode != .float {
                 let rc = mode == .q8 ? bk_quantize_q8_at(level, x, f.m, k, xq) : bk_quantize_q8k_at(level, x, f.m, k, xq)
-                precondition(rc == 0, "[bench-kernels] quantizing for \(mode) returned \(rc) for k=\(k)")
+                precondition(rc == 0, "[bench kernels] quantizing for \(mode) returned \(rc) for k=\(k)")
             }
             let chunks = f.threads == 1 ? 1 : min(4 * f.threads, (n + 3) / 4)
             let grain = ((n + chunks - 1) / chunks + 3) / 4 * 4
@@ -196,7 +157,7 @@ struct BenchKernels: ParsableCommand {
                     case .q8k: bk_matmul_nt_q8k_at(level, type.rawValue, xq, f.m, k, w, pool.rowBytes, n0, n1, y, n)
                     case .float: bk_matmul_nt_at(level, type.rawValue, x, f.m, k, w, pool.rowBytes, n0, n1, y, n)
                     }
-                    precondition(rc == 0, "[bench-kernels] \(mode) product returned \(rc) for \(type) k=\(k)")
+                    precondition(rc == 0, "[bench kernels] \(mode) product returned \(rc) for \(type) k=\(k)")
                 }
             }
         }
@@ -255,6 +216,46 @@ struct BenchKernels: ParsableCommand {
     }
 }
 
+// The flags' value types, named inside the command (one module holds every subcommand).
+extension KernelsCommand {
+    enum Shape: String, CaseIterable, ExpressibleByArgument {
+        case attention = "576x576", keyValue = "576x192", gateUp = "576x1536", down = "1536x576", head = "576x49152"
+        case large = "2048x8192", largeDown = "8192x2048"
+
+        /// (k inputs, n outputs): a weight matrix of n rows of k values.
+        var kn: (k: Int, n: Int) {
+            let parts = rawValue.split(separator: "x").map { Int($0)! }
+            return (parts[0], parts[1])
+        }
+    }
+
+    enum TypeName: String, CaseIterable, ExpressibleByArgument {
+        case f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_NL, q2_K, q3_K, q4_K, q5_K, q6_K
+        var type: GGMLType {
+            switch self {
+            case .f32: .f32
+            case .f16: .f16
+            case .bf16: .bf16
+            case .q8_0: .q8_0
+            case .q4_0: .q4_0
+            case .q4_1: .q4_1
+            case .q5_0: .q5_0
+            case .q5_1: .q5_1
+            case .iq4_NL: .iq4_NL
+            case .q2_K: .q2_K
+            case .q3_K: .q3_K
+            case .q4_K: .q4_K
+            case .q5_K: .q5_K
+            case .q6_K: .q6_K
+            }
+        }
+    }
+
+    enum Mode: String, CaseIterable, ExpressibleByArgument {
+        case float, q8, q8k
+    }
+}
+
 /// `copies` back-to-back copies of one random weight matrix of `type` (finite fp16 scales).
 final class WeightPool {
     let rowBytes: Int, copies: Int, matrixBytes: Int
@@ -299,4 +300,3 @@ final class WeightPool {
     func deallocate() { base.deallocate() }
 }
 
-BenchKernels.main()

@@ -1,4 +1,4 @@
-// bench-train: the toolkit's side of the peer benchmark (scripts/peers/peft_bench.py).
+// `bench train`: the toolkit's side of the peer benchmark (scripts/peers/peft_bench.py).
 // On the base model (default SmolLM2-135M) it measures what peft_bench measures, the same way:
 // forward tokens/s (no grad), greedy generation tokens/s (KV cache), LoRA training tokens/s
 // (forward + backward + AdamW over all seven projections, loss over every position), and peak
@@ -13,15 +13,9 @@ import ModelAssets
 import ModelDefinition
 import Training
 
-func peakRSSMB() -> Double {
-    var usage = rusage()
-    getrusage(RUSAGE_SELF.rawValue, &usage)
-    return Double(usage.ru_maxrss) / 1024
-}
-
-struct BenchTrain: ParsableCommand {
+struct TrainCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-train",
+        commandName: "train",
         abstract: "Measure forward, generation and LoRA training speed and peak memory on the base model.")
 
     @OptionGroup var model: BaseModelOptions
@@ -190,4 +184,3 @@ func measureSgemm(rows n: Int, config c: ModelConfig) -> Double {
     return flops / best / 1e9
 }
 
-BenchTrain.main()
