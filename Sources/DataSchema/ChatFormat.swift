@@ -56,7 +56,7 @@ public struct ChatFormat: ConversationRenderer {
     /// Strings that end an assistant turn in this template's output (EOS and the end-of-turn tokens it writes).
     public let endOfTurnMarkers: [String]
     /// What a user should know about how prompts are rendered (printed by the executables when loading).
-    public let notes: [String]
+    public private(set) var notes: [String]
 
     /// - Parameters:
     ///   - specialTokens: the tokenizer's named special tokens (`bos_token`, `eos_token`, ...).
@@ -112,6 +112,28 @@ public struct ChatFormat: ConversationRenderer {
             notes.append("prompts are rendered with \(source.origin)")
         }
         self.notes = notes
+        if readsTools && readsToolCalls, let written = probeToolCall(), !written.contains("<tool_call>") {
+            self.notes.append("guided tool calls (generate, the session API, serve) are constrained to and read back in the <tool_call> format (Schema.md), not the one this template writes for a call (\(written.debugDescription)); a model trained on its own format may call tools less reliably under that constraint")
+        }
+    }
+
+    /// How the template writes an assistant turn that calls one tool: the text after the user
+    /// turn (nil when the template refuses the probe or does not show the call).
+    func probeToolCall() -> String? {
+        var holder = Message(role: .system, content: "", tools: [ToolDefinition(name: "probe_tool", description: "A probe.")])
+        holder.holdsRecordTools = true
+        var call = Message(role: .assistant, content: "", toolCalls: [ToolCall(id: "call00001", name: "probe_tool", arguments: .object([]))])
+        call.contentOmitted = true
+        let question = "Which probe?", asked = [holder, Message(role: .user, content: question)]
+        guard let text = try? render(asked + [call], addGenerationPrompt: false).text,
+              let r = text.range(of: question, options: .backwards) else { return nil }
+        // What follows the generation prompt when the template keeps it, else what follows the question.
+        var after = String(text[r.upperBound...])
+        if let prompt = try? render(asked, addGenerationPrompt: true).text, text.utf8.starts(with: prompt.utf8) {
+            after = String(decoding: text.utf8.dropFirst(prompt.utf8.count), as: UTF8.self)
+        }
+        guard after.contains("probe_tool") else { return nil }
+        return String(trainedPart(of: after).prefix(120))
     }
 
     /// The model's own template (or the one set on the base), with the tokenizer's special tokens.
