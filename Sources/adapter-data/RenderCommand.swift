@@ -80,8 +80,12 @@ struct RenderCommand: ParsableCommand {
 
         let data = try DataReader.read(path: file, options: ReadOptions(mode: .any, skipInvalid: true))
         var outputs: [(line: Int, object: [String: Any], text: String?, error: String?)] = []
-        for issue in data.issues {
-            outputs.append((issue.line, ["line": issue.line, "error": issue.message], nil, issue.message))
+        // One object per input line: a line's issues (there may be several) joined.
+        var issuesByLine: [Int: [String]] = [:]
+        for issue in data.issues { issuesByLine[issue.line, default: []].append(issue.message) }
+        for (line, messages) in issuesByLine {
+            let message = messages.joined(separator: "; ")
+            outputs.append((line, ["line": line, "error": message], nil, message))
         }
         for sample in data.samples {
             do {

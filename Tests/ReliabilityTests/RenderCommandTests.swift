@@ -27,7 +27,8 @@ final class RenderCommandTests: XCTestCase {
         let (training, expected) = try fixture("gemma2.jinja", "training")
         let (withSystem, _) = try fixture("gemma2.jinja", "training_with_system")
         let file = dir + "/records.jsonl"
-        try [try line(["messages": training]), try line(["messages": withSystem]), #"{"text": "Once upon a time"}"#]
+        try [try line(["messages": training]), try line(["messages": withSystem]), #"{"text": "Once upon a time"}"#,
+             #"{"messages": [{"role": "user", "content": ""}, {"role": "assistant", "content": ""}]}"#]
             .joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
         let template = Self.jinjaFixtures.appendingPathComponent("templates/gemma2.jinja").path
         let r = ChildProcess.run(tool, ["render", file, "--chat-template", template, "--bos-token", "<bos>", "--eos-token", "<eos>", "--json"],
@@ -35,11 +36,15 @@ final class RenderCommandTests: XCTestCase {
         XCTAssertEqual(r.status, 1, r.output)
         let objects = r.output.split(separator: "\n").filter { $0.hasPrefix("{") }
             .map { try! JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
-        XCTAssertEqual(objects.count, 3, r.output)
+        XCTAssertEqual(objects.count, 4, r.output)
         XCTAssertEqual(objects[0]["text"] as? String, expected)
         XCTAssertEqual(objects[1]["line"] as? Int, 2)
         XCTAssertTrue((objects[1]["error"] as? String ?? "").contains("System role not supported"), "\(objects[1])")
         XCTAssertEqual(objects[2]["text"] as? String, "Once upon a time")
+        // A line with two problems is one object holding both.
+        XCTAssertEqual(objects[3]["line"] as? Int, 4)
+        XCTAssertEqual(objects[3]["error"] as? String, "user turn has empty content (turn 1); assistant turn has empty content and no tool calls (turn 2)")
+        XCTAssertTrue(r.output.contains("2 of 4 records could not be rendered"), r.output)
     }
 
     func testDateFixesStrftimeNowAndTheGenerationPromptEndsTheText() throws {
