@@ -21,6 +21,7 @@ public enum DataIssueKind: String, Sendable, Codable, CaseIterable, Comparable {
     case schema = "JSON schema"
     case transform = "data transform"
     case noTargetTokens = "no target tokens"
+    case chatTemplate = "chat template"
 
     public static func < (lhs: DataIssueKind, rhs: DataIssueKind) -> Bool {
         allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
@@ -66,6 +67,9 @@ public enum DataSchemaError: LocalizedError, Equatable {
     case invalidOption(name: String, message: String)
     /// Writing an output file failed.
     case unwritableFile(path: String, reason: String)
+    /// The chat template does not load, or refused a conversation (`raise_exception`) or could
+    /// not render it; `origin` names the template, `message` says what and where.
+    case chatTemplate(origin: String, message: String)
 
     public var errorDescription: String? {
         switch self {
@@ -92,6 +96,8 @@ public enum DataSchemaError: LocalizedError, Equatable {
             return "\(name): \(message)"
         case let .unwritableFile(path, reason):
             return "\(path): cannot write the file (\(reason)); check that the folder exists and is writable."
+        case let .chatTemplate(origin, message):
+            return "chat template (\(origin)): \(message)"
         }
     }
 }
