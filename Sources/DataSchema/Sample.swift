@@ -129,14 +129,15 @@ enum Decoding {
             let keys = Set(members.map(\.key))
             if keys.contains("messages") {
                 try allowOnly(members, ["messages", "metadata"], in: "a sample object",
-                              hint: { $0 == "tools" ? "; put \"tools\" on the system message" : "" })
+                              hint: { $0 == "tools" ? "; put \"tools\" on the system message" : preferenceHint($0) })
                 guard let items = value["messages"]!.arrayValue else {
                     throw LineProblem(.wrongType, "\"messages\" must be an array of messages, got \(value["messages"]!.typeName)")
                 }
                 return try messages(items)
             }
             if keys.contains("prompt") {
-                try allowOnly(members, ["prompt", "completion", "response", "metadata"], in: "a prompt/completion sample")
+                try allowOnly(members, ["prompt", "completion", "response", "metadata"], in: "a prompt/completion sample",
+                              hint: preferenceHint)
                 if keys.contains("completion") && keys.contains("response") {
                     throw LineProblem(.unknownKey, "both \"completion\" and \"response\" are given; keep one")
                 }
@@ -153,10 +154,19 @@ enum Decoding {
                 }
                 return out
             }
+            if keys.contains("chosen") || keys.contains("rejected") {
+                throw LineProblem(.unknownKey, "the object is a preference pair\(preferenceHint("chosen")); \(sampleShape)")
+            }
             throw LineProblem(.missingField, "the object has neither \"messages\" nor \"prompt\"; \(sampleShape)")
         default:
             throw LineProblem(.wrongType, "\(sampleShape), got \(value.typeName)")
         }
+    }
+
+    /// Said of a "chosen" or "rejected" key in a supervised sample.
+    static func preferenceHint(_ key: String) -> String {
+        key == "chosen" || key == "rejected"
+            ? " (preference pairs, prompt/chosen/rejected, train with train-adapter --objective dpo, ipo or orpo)" : ""
     }
 
     static func allowOnly(_ members: [JSONMember], _ allowed: [String], in what: String,
