@@ -32,7 +32,8 @@ FIELDS = {
                               "best_gamma_greedy", "best_speedup_greedy"]),
     "evaluation": ("evaluate/", ["eval_loss", "perplexity", "exact_match_rate", "json_valid_rate",
                                  "schema_conformance_rate", "json_equal_rate", "tool_name_accuracy",
-                                 "tool_argument_accuracy", "incomplete_replies", "tokens_per_second"]),
+                                 "tool_argument_accuracy", "incomplete_replies", "tokens_per_second",
+                                 "preference_accuracy", "preference_margin", "reward_accuracy"]),
 }
 GAMMA_TABLES = [("expected", "speedup", "draft/expected_speedup/gamma_"),
                 ("expected", "tokens_per_target_call", "draft/tokens_per_target_call/gamma_"),

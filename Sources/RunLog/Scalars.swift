@@ -15,7 +15,7 @@ public enum MetricScalars {
                                   "best_gamma_greedy", "best_speedup_greedy"]),
         "evaluation": ("evaluate/", ["eval_loss", "perplexity", "exact_match_rate", "json_valid_rate", "schema_conformance_rate",
                                      "json_equal_rate", "tool_name_accuracy", "tool_argument_accuracy", "incomplete_replies",
-                                     "tokens_per_second"]),
+                                     "tokens_per_second", "preference_accuracy", "preference_margin", "reward_accuracy"]),
     ]
 
     /// Preference training's measurements (TRL's names), in train and eval rows.
