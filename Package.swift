@@ -153,7 +153,7 @@ let package = Package(
             linkerSettings: selfContained),
         .testTarget(
             name: "ServerTests",
-            dependencies: ["Server", "TestSupport", "Export", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
+            dependencies: ["Server", "TestSupport", "Export", "Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
                            .product(name: "Hummingbird", package: "hummingbird")]),
     ]
 )

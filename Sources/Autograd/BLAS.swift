@@ -49,6 +49,10 @@ public enum BLAS {
         return openblas_get_corename().map { String(cString: $0) } ?? "unknown"
     }
 
+    /// The kernels ADAPTER_CPU_LEVEL selects when it names a level below this CPU's best
+    /// ("Haswell" for avx2, "Sandybridge" for portable; see `adapter_blas_level_core`), else nil.
+    public static var levelCore: String? { adapter_blas_level_core().map { String(cString: $0) } }
+
     /// The kernels this CPU can run at its best ("SkylakeX", "Haswell"), nil when neither.
     public static var preferredCore: String? { adapter_blas_preferred_core().map { String(cString: $0) } }
 

@@ -1,5 +1,6 @@
 // The public entry points: checks type and shape, picks the feature level once per process
-// (__builtin_cpu_supports) or as bk_set_level says, and hands the work to that level's file.
+// (__builtin_cpu_supports, capped by ADAPTER_CPU_LEVEL) or as bk_set_level says, and hands the
+// work to that level's file.
 // The kernels live in portable.c, avx2.c, avx512.c and (q8 activations, every block type but
 // Q2_K) q8_portable.c, q8.c;
 // q8k.c (Q4_K with per-256 activations) has its own entry points.
@@ -9,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int detect_best(void) {
 #if defined(__x86_64__)
@@ -25,14 +27,46 @@ static int detect_best(void) {
 #endif
 }
 
-// -1 until first use; both words are written with a value every thread would compute alike.
+// ADAPTER_CPU_LEVEL: the level named by the environment (bk_level_request's values).
+static int parse_request(void) {
+    const char *v = getenv("ADAPTER_CPU_LEVEL");
+    if (v == NULL || v[0] == 0) return BK_LEVEL_UNSET;
+    for (int level = 0; level < BK_LEVEL_COUNT; level++)
+        if (strcmp(v, bk_level_name(level)) == 0) return level;
+    return BK_LEVEL_UNKNOWN;
+}
+
+// Unset (-1; the request -3) until first use; each word is written with a value every thread
+// would compute alike.
+static _Atomic int cpu_level = -1;
+static _Atomic int request = -3;
 static _Atomic int best_level = -1;
 static _Atomic int chosen_level = -1;
+
+int bk_cpu_level(void) {
+    int level = atomic_load_explicit(&cpu_level, memory_order_relaxed);
+    if (level < 0) {
+        level = detect_best();
+        atomic_store_explicit(&cpu_level, level, memory_order_relaxed);
+    }
+    return level;
+}
+
+int bk_level_request(void) {
+    int r = atomic_load_explicit(&request, memory_order_relaxed);
+    if (r == -3) {
+        r = parse_request();
+        atomic_store_explicit(&request, r, memory_order_relaxed);
+    }
+    return r;
+}
 
 int bk_best_level(void) {
     int level = atomic_load_explicit(&best_level, memory_order_relaxed);
     if (level < 0) {
-        level = detect_best();
+        level = bk_cpu_level();
+        const int r = bk_level_request();
+        if (r >= 0 && r < level) level = r;
         atomic_store_explicit(&best_level, level, memory_order_relaxed);
     }
     return level;

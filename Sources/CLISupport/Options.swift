@@ -22,6 +22,7 @@ public struct BaseModelOptions: ParsableArguments {
 
     public func load() throws -> BaseModel {
         FullCopyReport.install()
+        try CPULevel.checkEnvironment()  // a misspelt ADAPTER_CPU_LEVEL is refused, not ignored
         return try BaseModel.load(path: try BaseModel.resolvePath(baseModel), storage: baseWeights)
     }
 

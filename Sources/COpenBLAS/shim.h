@@ -26,18 +26,42 @@ static inline const char *adapter_blas_preferred_core(void) {
     return NULL;
 }
 
+/// The OpenBLAS core that stands for the level ADAPTER_CPU_LEVEL names (CBlockKernels' level
+/// names, read there too: bk_level_request) when that level is below what this CPU runs:
+/// "Haswell" for avx2 (AVX2 + FMA, as a Zen 3's "Zen" kernels), "Sandybridge" for portable (AVX
+/// without FMA: a CPU without AVX2 rounds every product before adding it); NULL otherwise
+/// (unset, unknown, or a level the CPU's own best kernels already are: avx512 and avx512vnni
+/// both take SkylakeX's).
+static inline const char *adapter_blas_level_core(void) {
+    const char *v = getenv("ADAPTER_CPU_LEVEL");
+    if (v == NULL) return NULL;
+    const char *best = adapter_blas_preferred_core();
+    const int cpu = best == NULL ? 0 : strcmp(best, "Haswell") == 0 ? 1 : 2;
+    const int want = strcmp(v, "portable") == 0 ? 0 : strcmp(v, "avx2") == 0 ? 1
+                   : strcmp(v, "avx512") == 0 || strcmp(v, "avx512vnni") == 0 ? 2 : -1;
+    if (want < 0 || want >= cpu) return NULL;
+    return want == 0 ? "Sandybridge" : "Haswell";
+}
+
 /// A DYNAMIC_ARCH OpenBLAS picks its kernels by CPU model when loaded, and an OpenBLAS older
 /// than the CPU does not know the model: Debian 12's 0.3.21 on an Intel family 6 model 207 falls
 /// back to its Prescott (SSE3) kernels, whose sgemm ran 83 GFLOPS where SkylakeX's ran 398 on the
 /// same 2 cores. When that happened (the core is "Prescott" on a CPU with AVX2), and
 /// OPENBLAS_CORETYPE does not say otherwise, this selects the preferred core through
 /// OpenBLAS's own exported re-initialization (gotoblas_dynamic_quit/init, which read
-/// OPENBLAS_CORETYPE; the variable is set for that call only). Call it before the first BLAS
-/// call. Returns the core in use.
+/// OPENBLAS_CORETYPE; the variable is set for that call only). ADAPTER_CPU_LEVEL below the
+/// CPU's best selects that level's core the same way (adapter_blas_level_core), so a test run
+/// at a lower level multiplies as such a CPU would. Call it before the first BLAS call.
+/// Returns the core in use.
 static inline const char *adapter_blas_select_core(void) {
     const char *name = openblas_get_corename();
-    const char *want = adapter_blas_preferred_core();
-    if (getenv("OPENBLAS_CORETYPE") != NULL || name == NULL || want == NULL || strcmp(name, "Prescott") != 0) return name;
+    if (getenv("OPENBLAS_CORETYPE") != NULL || name == NULL) return name;
+    const char *want = adapter_blas_level_core();
+    if (want == NULL) {
+        want = adapter_blas_preferred_core();
+        if (want == NULL || strcmp(name, "Prescott") != 0) return name;
+    }
+    if (strcmp(name, want) == 0) return name;
     void *self = dlopen(NULL, RTLD_NOW);
     void (*quit)(void) = self ? (void (*)(void))dlsym(self, "gotoblas_dynamic_quit") : NULL;
     void (*init)(void) = self ? (void (*)(void))dlsym(self, "gotoblas_dynamic_init") : NULL;

@@ -45,7 +45,18 @@ public final class ConstraintLibrary: @unchecked Sendable {
 extension ConstraintLibrary {
     /// Replies that call one of `tools` (or, with `allowText`, plain text not beginning with `<`).
     public func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], allowText: Bool) throws(GuidanceError) -> TokenConstraint {
-        let key = "tools \(allowText) " + JSONValue.array(tools.map { .array([.string($0.name), $0.parameters?.root ?? .null]) }).compactText
-        return try constraint(key: key) { () throws(GuidanceError) in try Grammar.toolCall(tools, allowText: allowText) }
+        try toolCall(tools, otherwise: allowText ? .text : .none)
+    }
+
+    /// Replies that call one of `tools` or are `otherwise` (Grammar.toolCall(_:otherwise:)).
+    public func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], otherwise: Grammar.ToolCallAlternative) throws(GuidanceError) -> TokenConstraint {
+        let alternative: String
+        switch otherwise {
+        case .none: alternative = "none"
+        case .text: alternative = "text"
+        case let .value(schema): alternative = "value " + schema.root.compactText
+        }
+        let key = "tools " + JSONValue.array(tools.map { .array([.string($0.name), $0.parameters?.root ?? .null]) }).compactText + " or " + alternative
+        return try constraint(key: key) { () throws(GuidanceError) in try Grammar.toolCall(tools, otherwise: otherwise) }
     }
 }

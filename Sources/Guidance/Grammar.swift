@@ -69,45 +69,97 @@ public final class Grammar: Sendable {
 }
 
 extension Grammar {
+    /// What a tool reply may be instead of a call.
+    public enum ToolCallAlternative: Sendable, Equatable {
+        /// Nothing: the reply is a call (tool_choice required or a named tool).
+        case none
+        /// Plain text that does not begin with `<` (tool_choice auto).
+        case text
+        /// A value of this schema, as `jsonSchema` generates it (a guided reply in a session that
+        /// has tools: the answer, or a call first).
+        case value(JSONSchema)
+    }
+
     /// A reply that calls one of `tools` — `<tool_call>\n{"name":"NAME","arguments":{...}}\n</tool_call>`
     /// (the rendering of Schema.md's tool calls), the arguments valid against that tool's
     /// parameters (any JSON object when it has none) — or, with `allowText`, plain text that does
-    /// not begin with `<`. Parameters are inlined, so a tool's schema may not use `$ref`.
+    /// not begin with `<`.
     public static func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], allowText: Bool,
                                 stateLimit: Int = defaultStateLimit) throws(GuidanceError) -> Grammar {
+        try toolCall(tools, otherwise: allowText ? .text : .none, stateLimit: stateLimit)
+    }
+
+    /// A call of one of `tools` (as above) or `otherwise`, one automaton. Each tool's parameters
+    /// and the alternative's schema are compiled as documents of their own into one builder, so
+    /// each resolves its own `$ref`s (`#/$defs/...` of a nested `@Generable` type) and orders its
+    /// properties by its own `x-order`. Errors in a tool's parameters name the tool in their path
+    /// (`tool get_weather $.properties.unit`); the alternative's keep the schema's `$` path.
+    public static func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], otherwise: ToolCallAlternative,
+                                stateLimit: Int = defaultStateLimit) throws(GuidanceError) -> Grammar {
         guard !tools.isEmpty else { throw GuidanceError.noValue(path: "tools", reason: "no tool is declared") }
-        let calls: [JSONValue] = tools.map { tool in
-            .object([
-                JSONMember(key: "type", value: .string("object")),
-                JSONMember(key: "properties", value: .object([
-                    JSONMember(key: "name", value: .object([JSONMember(key: "const", value: .string(tool.name))])),
-                    JSONMember(key: "arguments", value: tool.parameters?.root ?? .object([JSONMember(key: "type", value: .string("object"))])),
-                ])),
-                JSONMember(key: "required", value: .array([.string("name"), .string("arguments")])),
-                JSONMember(key: "additionalProperties", value: .bool(false)),
-            ])
+        let b = NFABuilder(stateLimit: stateLimit)
+        var calls: [Fragment] = []
+        for tool in tools {
+            let parameters = tool.parameters ?? anyObject
+            let arguments: Fragment
+            do throws(GuidanceError) {
+                switch try SchemaCompiler(schema: parameters, builder: b).compile(parameters.root, at: SchemaLocation()) {
+                case let .value(f): arguments = f
+                case let .empty(path, reason): throw GuidanceError.noValue(path: path, reason: reason)
+                }
+            } catch {
+                throw error.inTool(tool.name)
+            }
+            calls.append(b.concat([b.literal("<tool_call>\n{\"name\":" + JSONValue.string(tool.name).compactText + ",\"arguments\":"),
+                                   arguments, b.literal("}\n</tool_call>")]))
+            if b.isOverLimit { throw GuidanceError.tooLarge(path: "tool \(tool.name)", limit: stateLimit) }
         }
-        let root: JSONValue = calls.count == 1 ? calls[0] : .object([JSONMember(key: "anyOf", value: .array(calls))])
-        let schema: JSONSchema
-        do throws(DataSchemaError) {
-            schema = try JSONSchema(root, context: "tool calls")
-        } catch {
-            throw GuidanceError.unsupported(path: "tools", keyword: "$ref", reason: "a tool's parameters must stand alone to be combined with the others (\(error.localizedDescription))")
-        }
-        let compiler = SchemaCompiler(schema: schema, stateLimit: stateLimit)
-        let b = compiler.b
-        guard case let .value(call) = try compiler.compile(schema.root, at: SchemaLocation()) else {
-            throw GuidanceError.noValue(path: "tools", reason: "no tool call can be generated for these parameters")
-        }
-        var branches = [b.concat([b.literal("<tool_call>\n"), call, b.literal("\n</tool_call>")])]
-        if allowText {
+        var summary = "tool call (\(tools.map(\.name).joined(separator: ", ")))"
+        switch otherwise {
+        case .none: break
+        case .text:
             let text = try ScalarNFA.compile(#"[^<][\s\S]*"#, reading: .raw, path: "text", stateLimit: stateLimit)
-            branches.append(try b.scalarStrings(text, minLength: 0, maxLength: nil, encoding: .raw, path: "text"))
+            calls.append(try b.scalarStrings(text, minLength: 0, maxLength: nil, encoding: .raw, path: "text"))
+            summary += " or text"
+        case let .value(schema):
+            switch try SchemaCompiler(schema: schema, builder: b).compile(schema.root, at: SchemaLocation()) {
+            case let .value(f): calls.append(f)
+            case let .empty(path, reason): throw GuidanceError.noValue(path: path, reason: reason)
+            }
+            summary += " or JSON schema"
         }
         if b.isOverLimit { throw GuidanceError.tooLarge(path: "tools", limit: stateLimit) }
-        guard let nfa = b.finish(b.union(branches)) else {
+        guard let nfa = b.finish(b.union(calls)) else {
             throw GuidanceError.noValue(path: "tools", reason: "no tool call can be generated")
         }
-        return Grammar(nfa: nfa, summary: "tool call (\(tools.map(\.name).joined(separator: ", ")))\(allowText ? " or text" : "")")
+        return Grammar(nfa: nfa, summary: summary)
+    }
+
+    /// A tool without parameters takes any object.
+    static let anyObject = try! JSONSchema(.object([JSONMember(key: "type", value: .string("object"))]))
+}
+
+extension GuidanceError {
+    /// The same error, its path naming the tool whose parameters it is in.
+    func inTool(_ name: String) -> GuidanceError {
+        let prefix = "tool \(name) "
+        switch self {
+        case let .unsupported(path, keyword, reason): return .unsupported(path: prefix + path, keyword: keyword, reason: reason)
+        case let .noValue(path, reason): return .noValue(path: prefix + path, reason: reason)
+        case let .invalidPattern(path, pattern, reason): return .invalidPattern(path: prefix + path, pattern: pattern, reason: reason)
+        case let .tooLarge(path, limit): return .tooLarge(path: prefix + path, limit: limit)
+        case .invalidVocabulary, .tokenNotAllowed: return self
+        }
+    }
+
+    /// The tool named at the start of this error's path (`inTool`), if any.
+    public var toolName: String? {
+        let path: String
+        switch self {
+        case let .unsupported(p, _, _), let .noValue(p, _), let .invalidPattern(p, _, _), let .tooLarge(p, _): path = p
+        case .invalidVocabulary, .tokenNotAllowed: return nil
+        }
+        guard path.hasPrefix("tool "), let end = path.dropFirst(5).firstIndex(of: " ") else { return nil }
+        return String(path[path.index(path.startIndex, offsetBy: 5)..<end])
     }
 }

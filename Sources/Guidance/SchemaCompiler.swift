@@ -147,6 +147,13 @@ final class SchemaCompiler {
         self.b = NFABuilder(stateLimit: stateLimit)
     }
 
+    /// Compiles into `builder`, which other schemas share: a tool call's arguments beside
+    /// another tool's and a response_format value, each schema resolving its own `$ref`s.
+    init(schema: JSONSchema, builder: NFABuilder) {
+        self.schema = schema
+        self.b = builder
+    }
+
     func checkSize(_ loc: SchemaLocation) throws(GuidanceError) {
         if b.isOverLimit { throw GuidanceError.tooLarge(path: loc.path, limit: b.stateLimit) }
     }
@@ -515,9 +522,11 @@ final class SchemaCompiler {
         var additionalAllowed = true
         if case .bool(false)? = additional { additionalAllowed = false }
 
-        // Entries in the schema's order, then required names that "properties" does not declare.
+        // Entries in the order "x-order" names them (Apple's GenerationSchema: a JSON object's
+        // keys carry no order, so the declared order travels beside them), the rest in the
+        // schema's order; then required names that "properties" does not declare.
         var entries: [(key: String, schema: JSONValue, loc: SchemaLocation, required: Bool)] = []
-        for m in declared {
+        for m in try ordered(declared, by: keyword("x-order"), at: loc) {
             entries.append((m.key, m.value, loc.appending("properties").appending(m.key), required.contains(m.key)))
         }
         var undeclared: [String] = []
@@ -592,6 +601,21 @@ final class SchemaCompiler {
         let open = b.literal("{")
         b.connect(open.end, f[0])
         return .value(Fragment(start: open.start, end: close.end))
+    }
+
+    /// `properties` in the order of `x-order` (an array of property names; names it does not
+    /// list follow in the schema's order, names that are not properties are passed over).
+    func ordered(_ declared: [JSONMember], by order: JSONValue?, at loc: SchemaLocation) throws(GuidanceError) -> [JSONMember] {
+        guard let order else { return declared }
+        guard let names = order.arrayValue, names.allSatisfy({ $0.stringValue != nil }) else {
+            throw unsupported(loc, "x-order", "it names the order properties are generated in and must be an array of property names, got \(order.compactText.prefix(80))")
+        }
+        var out: [JSONMember] = []
+        for name in names.compactMap(\.stringValue) {
+            if let m = declared.first(where: { $0.key == name }), !out.contains(where: { $0.key == name }) { out.append(m) }
+        }
+        for m in declared where !out.contains(where: { $0.key == m.key }) { out.append(m) }
+        return out
     }
 
     // MARK: any value

@@ -156,10 +156,11 @@ public struct SpeculativeReply {
     /// The draft proposes up to γ tokens, each followed by the tokens the grammar forces after it.
     /// Returns the tokens to run after the `cached` context tokens the target's cache holds, and
     /// the rows of them whose logits `accept` needs: the row before each drafted token and the last.
-    public mutating func prepare(cached: Int) -> (tokens: [Int], logitRows: [Int]) {
+    /// `speculate` false skips the draft this round (a plain step).
+    public mutating func prepare(cached: Int, speculate: Bool = true) -> (tokens: [Int], logitRows: [Int]) {
         precondition(!isFinished && cached < context.count, "[SpeculativeReply.prepare] finished, or the cache holds \(cached) of \(context.count) context tokens")
         let tDraft = monotonicSeconds()
-        let gamma = drafter == nil ? 0 : min(draftTokens, request.maxNewTokens - out.count - 1)
+        let gamma = drafter == nil || !speculate ? 0 : min(draftTokens, request.maxNewTokens - out.count - 1)
         proposal = gamma > 0 ? propose(gamma: gamma) : Proposal()
         stats.generation.draftTokensProposed += proposal.drafted
         stats.draftSeconds += monotonicSeconds() - tDraft

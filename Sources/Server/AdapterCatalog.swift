@@ -19,6 +19,8 @@ public final class AdapterCatalog: @unchecked Sendable {
         /// Seconds since 1970 when the file was last written (OpenAI's `created`).
         public let created: Int
         public let adapter: RowAdapter?
+        /// Speculative decoding's draft for this model's replies, and γ (nil: none).
+        public let draft: (drafter: Drafter, tokens: Int)?
     }
 
     /// An adapter in the folder that cannot be served, and why.
@@ -34,6 +36,9 @@ public final class AdapterCatalog: @unchecked Sendable {
     public let rescanInterval: Double
     private let baseCreated: Int
     private let adapterPrecision: InferenceModel.WeightPrecision
+    /// Which drafts replies get: `auto` a package's own, `ngram` prompt lookup for every model, `none`.
+    private let drafts: DraftSelection
+    private let baseDraft: (drafter: Drafter, tokens: Int)?
     private let lock = NSLock()
     private var lastScan = -Double.infinity
     /// By path: what was found there last, with the fingerprint it was loaded at.
@@ -41,10 +46,18 @@ public final class AdapterCatalog: @unchecked Sendable {
 
     /// `baseID` names the base in requests; `folder` (optional) holds the adapters, whose factors
     /// are kept at `adapterPrecision` (`RowAdapter.precision`).
+    /// `drafts`: `auto` serves a package's replies with its own draft, `ngram` every model's with
+    /// prompt lookup, `none` without (a checkpoint given in it is not used: each adapter has its own).
     public init(base: BaseModel, baseID: String, folder: String?, rescanInterval: Double = 1,
-                adapterPrecision: InferenceModel.WeightPrecision = .float32) throws(ServerError) {
+                adapterPrecision: InferenceModel.WeightPrecision = .float32,
+                drafts: DraftSelection = DraftSelection()) throws(ServerError) {
         self.base = base
         self.adapterPrecision = adapterPrecision
+        var drafts = drafts
+        drafts.checkpoint = nil
+        if drafts.kind == .model { drafts.kind = .auto }  // a package's own where it has one
+        self.drafts = drafts
+        baseDraft = drafts.kind == .ngram ? (.ngram(drafts.ngram), drafts.tokens ?? DraftSelection.defaultTokens) : nil
         self.baseID = baseID
         self.folder = folder
         self.rescanInterval = rescanInterval
@@ -63,7 +76,7 @@ public final class AdapterCatalog: @unchecked Sendable {
     public func listing() -> (models: [Model], refused: [Refusal]) {
         lock.withLock {
             scanIfDue(force: false)
-            var models = [Model(id: baseID, path: nil, created: baseCreated, adapter: nil)]
+            var models = [Model(id: baseID, path: nil, created: baseCreated, adapter: nil, draft: baseDraft)]
             var refused: [Refusal] = []
             for (_, e) in entries {
                 switch e.result {
@@ -148,7 +161,9 @@ public final class AdapterCatalog: @unchecked Sendable {
             }
             let attributes = try? FileManager.default.attributesOfItem(atPath: path)
             let created = Int((attributes?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0)
-            return .success(Model(id: id, path: path, created: created, adapter: RowAdapter(adapter, config: base.config, precision: adapterPrecision)))
+            let draft = try drafts.resolve(loaded)
+            return .success(Model(id: id, path: path, created: created, adapter: RowAdapter(adapter, config: base.config, precision: adapterPrecision),
+                                  draft: draft.map { ($0.drafter, $0.tokens) }))
         } catch {
             return .failure(Refusal(id: id, path: path, reason: error.localizedDescription))
         }

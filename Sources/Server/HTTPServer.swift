@@ -3,7 +3,8 @@
 // becomes an OpenAI error body `{"error": {"message", "type", "param", "code"}}` with its status
 // (a full queue: 503 with Retry-After), including the framework's own (unknown route, body too
 // large). A streaming client that disconnects makes the next write fail, which cancels its
-// request and frees its slot.
+// request and frees its slot. With keys (AccessKeys), every route but /health needs
+// `Authorization: Bearer KEY`; a refusal is a 401 error body with `WWW-Authenticate: Bearer`.
 import DataSchema
 import Foundation
 import HTTPTypes
@@ -15,10 +16,11 @@ public enum HTTPServer {
     /// Seconds to the millisecond, as a JSON number.
     static func seconds(_ s: Double) -> JSONValue { .number(JSONNumber((s * 1000).rounded() / 1000) ?? JSONNumber(0)) }
 
-    /// The server's routes over `service`.
-    public static func router(_ service: OpenAIService) -> Router<BasicRequestContext> {
+    /// The server's routes over `service`, behind `keys`.
+    public static func router(_ service: OpenAIService, keys: AccessKeys = .open) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: OpenAIErrorMiddleware())
+        router.add(middleware: AccessKeyMiddleware(keys: keys))
         router.get("/health") { _, _ -> Response in
             let s = service.scheduler.status, t = service.scheduler.timing, c = service.scheduler.promptCacheUse
             return json(object([("status", .string("ok")), ("active", number(s.active)), ("queued", number(s.queued)),
@@ -26,7 +28,8 @@ public enum HTTPServer {
                                 ("prefills", number(t.prefills)), ("prefill_tokens", number(t.prefillTokens)),
                                 ("prefill_seconds", seconds(t.prefillSeconds)), ("pass_seconds", seconds(t.passSeconds)),
                                 ("choose_seconds", seconds(t.chooseSeconds)),
-                                ("prompt_cache_hits", number(c.hits)), ("prompt_tokens_reused", number(c.reusedTokens))]))
+                                ("prompt_cache_hits", number(c.hits)), ("prompt_tokens_reused", number(c.reusedTokens)),
+                                ("unauthorized", number(keys.refused))]))
         }
         router.get("/v1/models") { _, _ -> Response in json(service.models()) }
         router.get("/v1/models/:id") { _, context -> Response in
@@ -41,12 +44,12 @@ public enum HTTPServer {
         return router
     }
 
-    /// An application serving `service` on `host:port` (0: a free port); `onRunning` gets the port.
-    public static func application(_ service: OpenAIService, host: String, port: Int,
+    /// An application serving `service` on `host:port` (0: a free port) behind `keys`; `onRunning` gets the port.
+    public static func application(_ service: OpenAIService, host: String, port: Int, keys: AccessKeys = .open,
                                    onRunning: @escaping @Sendable (Int) -> Void = { _ in }) -> some ApplicationProtocol {
         var logger = Logger(label: "serve")
         logger.logLevel = .warning
-        return Application(router: router(service), configuration: .init(address: .hostname(host, port: port), serverName: "adapter-toolkit-serve"),
+        return Application(router: router(service, keys: keys), configuration: .init(address: .hostname(host, port: port), serverName: "adapter-toolkit-serve"),
                            onServerRunning: { channel in onRunning(channel.localAddress?.port ?? port) }, logger: logger)
     }
 
@@ -86,6 +89,7 @@ public enum HTTPServer {
     static func errorResponse(_ error: ServerError) -> Response {
         var headers: HTTPFields = [:]
         if case .overloaded(_, let retryAfter) = error { headers[.retryAfter] = String(retryAfter) }
+        if case .unauthorized = error { headers[.wwwAuthenticate] = "Bearer" }
         return json(error.body, status: HTTPResponse.Status(code: error.status), headers: headers)
     }
 }
@@ -108,5 +112,17 @@ struct OpenAIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             return HTTPServer.errorResponse(.internal(String(describing: error)))
         }
+    }
+}
+
+/// Requests to every route but /health need one of the keys (when there are any).
+struct AccessKeyMiddleware<Context: RequestContext>: RouterMiddleware {
+    let keys: AccessKeys
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if keys.isRequired, request.uri.path != "/health", let refusal = keys.check(authorization: request.headers[.authorization]) {
+            throw refusal
+        }
+        return try await next(request, context)
     }
 }

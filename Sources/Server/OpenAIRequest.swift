@@ -3,7 +3,11 @@
 // Every field is checked, and a wrong one is answered 400 naming it (`param`) and what it must
 // be. Fields the API has but this server cannot honour (n > 1, logprobs, penalties) are refused,
 // never ignored; fields that change nothing here (user, metadata, store, ...) are accepted.
-// Reference: OpenAI's API reference, "Create chat completion" and "Create completion".
+// Reference: OpenAI's API reference, "Create chat completion" and "Create completion"; the
+// shapes Apple's ChatCompletionsLanguageModel (apple/foundation-models-utilities) sends are
+// taken as it sends them: `"tools": []` with `"tool_choice": "auto"`, greedy as `"top_p": 0`,
+// `max_completion_tokens`, content as text parts, a system message without content (empty
+// instructions), `response_format` beside tools.
 import DataSchema
 import Foundation
 import ModelAssets
@@ -79,6 +83,8 @@ struct Fields {
 /// Sampling and length settings common to both endpoints.
 struct SamplingParameters: Equatable {
     var maxTokens: Int?
+    /// The field max_tokens came from (max_completion_tokens wins when both are given).
+    var maxTokensParam = "max_tokens"
     var temperature = 1.0
     var topP: Double?
     var topK: Int?
@@ -95,13 +101,17 @@ struct SamplingParameters: Equatable {
             throw .invalidRequest("'\(key)' must be at least 1, got \(m).", param: key, code: "invalid_value")
         }
         maxTokens = given
+        maxTokensParam = key
         if let t = try f.number("temperature") {
             guard (0...2).contains(t) else { throw .invalidRequest("'temperature' must be between 0 and 2, got \(t).", param: "temperature", code: "invalid_value") }
             temperature = t
         }
         if let p = try f.number("top_p") {
-            guard p > 0 && p <= 1 else { throw .invalidRequest("'top_p' must be greater than 0 and at most 1, got \(p).", param: "top_p", code: "invalid_value") }
-            topP = p < 1 ? p : nil
+            guard p >= 0 && p <= 1 else { throw .invalidRequest("'top_p' must be between 0 and 1, got \(p).", param: "top_p", code: "invalid_value") }
+            // 0 keeps only the most likely token: greedy, whatever the temperature (Apple's
+            // ChatCompletionsLanguageModel sends its greedy sampling mode so)
+            if p == 0 { temperature = 0 }
+            topP = p > 0 && p < 1 ? p : nil
         }
         if let k = try f.int("top_k") {
             guard k >= 1 else { throw .invalidRequest("'top_k' must be at least 1, got \(k).", param: "top_k", code: "invalid_value") }
@@ -148,9 +158,11 @@ enum Guide: Equatable {
     case none
     /// response_format json_schema / json_object.
     case schema(JSONSchema, param: String)
-    /// Tools: a call (or, with `allowText`, text not starting with `<`); `toolsOffered` when the
-    /// prompt shows tools but text only is allowed (tool_choice none).
+    /// Tools: a call (or, with `allowText`, text not starting with `<`).
     case tools([ToolDefinition], allowText: Bool)
+    /// A call of one of the tools or the schema's value (response_format beside tools, tool_choice auto).
+    case toolsOrValue([ToolDefinition], JSONSchema, param: String)
+    /// The prompt shows tools but the reply is text (tool_choice none): text not starting with `<`.
     case textOnly
 }
 
@@ -173,7 +185,7 @@ struct ChatRequest {
         var callNames: [String: String] = [:]
         messages = []
         for (i, item) in list.enumerated() {
-            messages.append(try Self.message(try Fields(item, path: "messages[\(i)]"), callNames: &callNames))
+            messages.append(try Self.message(try Fields(item, path: "messages[\(i)]"), model: model, callNames: &callNames))
         }
         tools = try Self.tools(f)
         let choice = try Self.toolChoice(f, tools: tools)
@@ -184,13 +196,13 @@ struct ChatRequest {
                 messages.insert(Message(role: .system, content: "", tools: tools), at: 0)
             }
         }
-        var guide: Guide = .none
+        var value: (schema: JSONSchema, param: String)?
         if let rf = try f.object("response_format") {
             let type = try rf.string("type") ?? "text"
             switch type {
             case "text": break
             case "json_object":
-                guide = .schema(Self.anyObject, param: "response_format")
+                value = (Self.anyObject, "response_format")
             case "json_schema":
                 guard let js = try rf.object("json_schema") else { throw .invalidRequest("'response_format.json_schema' is required when type is json_schema.", param: "response_format.json_schema") }
                 let name = try js.string("name") ?? "response"
@@ -206,20 +218,24 @@ struct ChatRequest {
                 }
                 // the schema is rendered before the last user turn, as training renders a response_format
                 messages[u].responseFormat = ResponseFormat(name: name, description: try js.string("description"), strict: try js.bool("strict"), schema: schema)
-                guide = .schema(schema, param: "response_format.json_schema.schema")
+                value = (schema, "response_format.json_schema.schema")
             default:
                 throw .invalidRequest("'response_format.type' must be text, json_object or json_schema, got '\(type)'.", param: "response_format.type", code: "invalid_value")
             }
         }
-        if case .schema = guide, !tools.isEmpty, choice != .none {
-            throw .invalidRequest("'response_format' cannot be combined with tools here (a reply is either a tool call or a value); send tool_choice none or leave one out.", param: "response_format")
-        }
-        if guide == .none, !tools.isEmpty {
-            switch choice {
-            case .none: guide = .textOnly
-            case .auto: guide = .tools(tools, allowText: true)
-            case .required: guide = .tools(tools, allowText: false)
-            case .named(let n): guide = .tools(tools.filter { $0.name == n }, allowText: false)
+        // tool_choice decides whether a call may, must or must not come; a response_format is
+        // the reply when no call comes (with auto: a call, or the value)
+        let offered = tools
+        var guide = Guide.none
+        if let value { guide = .schema(value.schema, param: value.param) }
+        if !offered.isEmpty {
+            switch (choice, value) {
+            case (.none, nil): guide = .textOnly
+            case (.none, _?): break
+            case (.auto, let value?): guide = .toolsOrValue(offered, value.schema, param: value.param)
+            case (.auto, nil): guide = .tools(offered, allowText: true)
+            case (.required, _): guide = .tools(offered, allowText: false)
+            case (.named(let n), _): guide = .tools(offered.filter { $0.name == n }, allowText: false)
             }
         }
         if guide != .none, !sampling.stop.isEmpty {
@@ -252,8 +268,10 @@ struct ChatRequest {
         default:
             throw .invalidRequest("'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}.", param: "tool_choice")
         }
-        if tools.isEmpty && choice != .none {
-            throw .invalidRequest("'tool_choice' is set but no tools are given.", param: "tool_choice")
+        // no tools (absent or `[]`, as Apple's client sends every request without tools): auto
+        // and none mean the same, a call cannot be required
+        if tools.isEmpty && choice != .none && choice != .auto {
+            throw .invalidRequest("'tool_choice' asks for a tool call but no tools are given.", param: "tool_choice")
         }
         return choice
     }
@@ -287,8 +305,10 @@ struct ChatRequest {
         return out
     }
 
-    /// A message's text: a string, or an array of text parts.
-    static func content(_ f: Fields, allowMissing: Bool) throws(ServerError) -> String {
+    /// A message's text: a string, or an array of text parts (joined without a separator, as
+    /// the parts of one text). Image, audio and file parts are refused naming the model: every
+    /// model served here reads text only.
+    static func content(_ f: Fields, allowMissing: Bool, model: String) throws(ServerError) -> String {
         guard let v = f["content"] else {
             if allowMissing { return "" }
             throw .invalidRequest("'\(f.name("content"))' is required.", param: f.name("content"), code: "missing_required_parameter")
@@ -299,23 +319,32 @@ struct ChatRequest {
             var text = ""
             for (i, part) in parts.enumerated() {
                 let p = try Fields(part, path: f.name("content[\(i)]"))
-                guard try p.string("type") == "text", let t = try p.string("text") else {
-                    throw .invalidRequest("'\(p.path)' must be a text part {\"type\": \"text\", \"text\": ...}; this model reads text only.", param: p.path)
+                let type = try p.string("type")
+                switch type {
+                case "text":
+                    guard let t = try p.string("text") else { throw .invalidRequest("'\(p.name("text"))' is required in a text part.", param: p.name("text"), code: "missing_required_parameter") }
+                    text += t
+                case "image_url", "input_image", "input_audio", "file":
+                    throw .invalidRequest("'\(p.path)' is a '\(type!)' part, but the model '\(model)' reads text only: send the message as text (a string or {\"type\": \"text\", \"text\": ...} parts).",
+                                          param: p.path, code: "unsupported_content")
+                default:
+                    throw .invalidRequest("'\(p.path)' must be a text part {\"type\": \"text\", \"text\": ...}, got type \(type.map { "'\($0)'" } ?? "nothing"); the model '\(model)' reads text only.",
+                                          param: p.name("type"))
                 }
-                text += t
             }
             return text
         default: throw f.wrong("content", "a string or an array of text parts")
         }
     }
 
-    static func message(_ f: Fields, callNames: inout [String: String]) throws(ServerError) -> Message {
+    static func message(_ f: Fields, model: String, callNames: inout [String: String]) throws(ServerError) -> Message {
         guard let roleName = try f.string("role") else { throw .invalidRequest("'\(f.name("role"))' is required.", param: f.name("role"), code: "missing_required_parameter") }
         switch roleName {
         case "system", "developer":
-            return Message(role: .system, content: try content(f, allowMissing: false))
+            // Apple's client sends empty instructions as a system message without content
+            return Message(role: .system, content: try content(f, allowMissing: true, model: model))
         case "user":
-            return Message(role: .user, content: try content(f, allowMissing: false))
+            return Message(role: .user, content: try content(f, allowMissing: false, model: model))
         case "assistant":
             var calls: [ToolCall] = []
             for (i, item) in (try f.array("tool_calls") ?? []).enumerated() {
@@ -334,11 +363,19 @@ struct ChatRequest {
                 if let id { callNames[id] = name }
                 calls.append(ToolCall(id: id, name: name, arguments: arguments))
             }
-            let text = try content(f, allowMissing: !calls.isEmpty)
+            // Reasoning given back (Apple's client returns a reasoning model's thinking on the
+            // next assistant message). No template served here has a thinking block to render it
+            // in, and it is never silently dropped: refused until one does (issue 38, item 3:
+            // reasoning_content with the chat-template work).
+            if let reasoning = try f.string("reasoning_content"), !reasoning.isEmpty {
+                throw .invalidRequest("'\(f.name("reasoning_content"))' is given, but the model '\(model)' has no thinking block in its chat template to render it in; leave reasoning out of the conversation.",
+                                      param: f.name("reasoning_content"), code: "unsupported_parameter")
+            }
+            let text = try content(f, allowMissing: !calls.isEmpty, model: model)
             return Message(role: .assistant, content: text, toolCalls: calls)
         case "tool":
             let id = try f.string("tool_call_id")
-            return Message(role: .tool, content: try content(f, allowMissing: false), toolCallId: id,
+            return Message(role: .tool, content: try content(f, allowMissing: false, model: model), toolCallId: id,
                            name: try f.string("name") ?? id.flatMap { callNames[$0] })
         default:
             throw .invalidRequest("'\(f.name("role"))' must be system, developer, user, assistant or tool, got '\(roleName)'.", param: f.name("role"), code: "invalid_value")

@@ -4,8 +4,11 @@
 // response_format schema before the last user turn), so an adapter sees the prompts it was
 // trained on. Replies: `finish_reason` stop / length / tool_calls as OpenAI gives them; a
 // guided reply cut by max_tokens is answered `length` (never as a whole value); a tool call is
-// the model's `<tool_call>` block (Schema.md) read back into `tool_calls`.
-// Reference: OpenAI's API reference (chat completion object, chunk object, completions).
+// the model's `<tool_call>` block (Schema.md) read back into `tool_calls`, streamed as OpenAI
+// streams one (a delta with its index, id and name, then its arguments in pieces as decoded);
+// usage counts the prompt positions the prompt cache supplied (`prompt_tokens_details.cached_tokens`).
+// Reference: OpenAI's API reference (chat completion object, chunk object, completions), and
+// what Apple's ChatCompletionsLanguageModel reads of a stream (docs/foundation-models-client.md).
 import DataSchema
 import Foundation
 import Guidance
@@ -88,9 +91,13 @@ public final class OpenAIService: @unchecked Sendable {
         let request = try ChatRequest(Self.parse(body))
         let model = try catalog.model(request.model)
         let prompt = encoder.encodePrompt(request.messages)
-        let constraint = try constraint(request.guide)
+        let constraint = try constraint(request.guide, tools: request.tools)
         var mode: ReplyAssembler.Mode = .text
-        if case .tools(_, let allowText) = request.guide { mode = allowText ? .textOrToolCall : .toolCall }
+        switch request.guide {
+        case .tools(_, let allowText): mode = allowText ? .textOrToolCall : .toolCall
+        case .toolsOrValue: mode = .textOrToolCall  // a value never begins with `<`
+        case .none, .schema, .textOnly: break
+        }
         return try await run(prompt: prompt, model: model, sampling: request.sampling, constraint: constraint, kind: .chat, mode: mode)
     }
 
@@ -103,17 +110,22 @@ public final class OpenAIService: @unchecked Sendable {
         return try await run(prompt: prompt, model: model, sampling: request.sampling, constraint: nil, kind: .completion, mode: .text)
     }
 
-    func constraint(_ guide: Guide) throws(ServerError) -> TokenConstraint? {
+    func constraint(_ guide: Guide, tools: [ToolDefinition]) throws(ServerError) -> TokenConstraint? {
         do throws(GuidanceError) {
             switch guide {
             case .none: return nil
             case .schema(let schema, _): return try constraints.jsonSchema(schema)
             case .tools(let tools, let allowText): return try constraints.toolCall(tools.map { ($0.name, $0.parameters) }, allowText: allowText)
+            case .toolsOrValue(let tools, let schema, _): return try constraints.toolCall(tools.map { ($0.name, $0.parameters) }, otherwise: .value(schema))
             case .textOnly: return try constraints.regex(#"[^<][\s\S]*"#)
             }
         } catch {
+            // a tool's parameters are named by the tool (Grammar.toolCall's paths); the rest is the schema's
+            if let name = error.toolName, let i = tools.firstIndex(where: { $0.name == name }) {
+                throw .unsupportedGuide(error.localizedDescription, param: "tools[\(i)].function.parameters")
+            }
             switch guide {
-            case .schema(_, let param): throw .unsupportedGuide(error.localizedDescription, param: param)
+            case .schema(_, let param), .toolsOrValue(_, _, let param): throw .unsupportedGuide(error.localizedDescription, param: param)
             default: throw .unsupportedGuide(error.localizedDescription, param: "tools")
             }
         }
@@ -126,11 +138,11 @@ public final class OpenAIService: @unchecked Sendable {
         guard room >= 1 else { throw .contextExceeded(promptTokens: prompt.count, maxTokens: p.maxTokens ?? 1, limit: context) }
         let maxTokens = p.maxTokens ?? min(limits.defaultMaxTokens, room)
         if let cap = limits.maxTokensLimit, maxTokens > cap {
-            throw .invalidRequest("'max_tokens' is \(maxTokens), more than this server allows (\(cap)).", param: "max_tokens", code: "invalid_value")
+            throw .invalidRequest("'\(p.maxTokensParam)' is \(maxTokens), more than this server allows (\(cap)).", param: p.maxTokensParam, code: "invalid_value")
         }
         let request = DecodeRequest(prompt: prompt, adapter: model.adapter, maxTokens: maxTokens, stopTokens: catalog.base.stopTokenIds,
                                     sampling: SamplingOptions(temperature: Float(p.temperature), topK: p.topK, topP: p.topP.map(Float.init)),
-                                    seed: p.seed ?? UInt64.random(in: 0...UInt64.max), constraint: constraint)
+                                    seed: p.seed ?? UInt64.random(in: 0...UInt64.max), constraint: constraint, draft: model.draft)
         let (events, ticket) = try scheduler.submit(request)
         let format = ReplyFormat(kind: kind, id: ReplyFormat.newID(kind), created: Int(Date().timeIntervalSince1970), model: model.id,
                                  promptTokens: prompt.count, includeUsage: p.includeUsage)
@@ -153,20 +165,32 @@ public final class OpenAIService: @unchecked Sendable {
 
 // MARK: replies
 
+/// What a reply hands its client as it is decoded: text, the start of a tool call (its name,
+/// known once the call's head is decoded), or more of that call's arguments. (A reasoning
+/// model's thinking, streamed as `reasoning_content`, would be one more kind: issue 38 item 3,
+/// which comes with reading a model's own chat template.)
+enum ReplyPiece: Equatable {
+    case text(String)
+    case callStart(name: String)
+    case arguments(String)
+}
+
 /// The text of a reply as it is decoded: held back while it could still begin a stop sequence,
-/// cut at one; for tool replies, held whole once it begins with `<` (a call).
+/// cut at one; for tool replies, once it begins with `<` (a call), read as a call (ToolCallReader).
 struct ReplyAssembler {
     enum Mode { case text, textOrToolCall, toolCall }
     var decoder: StreamingDecoder
     let stop: [String]
     var mode: Mode
-    /// All text decoded (what a tool call is read from).
+    /// All text decoded.
     var raw = ""
     /// Released text not yet matched against every stop sequence.
     var held = ""
     var stoppedBySequence = false
     /// nil while a textOrToolCall reply has no text yet.
     var isCall: Bool?
+    /// The call, when the reply is one.
+    var call = ToolCallReader()
 
     init(decoder: StreamingDecoder, stop: [String], mode: Mode) {
         self.decoder = decoder
@@ -175,20 +199,27 @@ struct ReplyAssembler {
         isCall = mode == .text ? false : mode == .toolCall ? true : nil
     }
 
-    /// Text to hand to the client now.
-    mutating func take(_ ids: [Int]) -> String {
+    /// What to hand to the client now.
+    mutating func take(_ ids: [Int]) -> [ReplyPiece] {
         var piece = ""
         for id in ids { piece += decoder.feed(id) }
         return release(piece, final: false)
     }
 
-    mutating func finish() -> String { release(decoder.finish(), final: true) }
+    mutating func finish() -> [ReplyPiece] { release(decoder.finish(), final: true) }
 
-    private mutating func release(_ piece: String, final: Bool) -> String {
+    private mutating func release(_ piece: String, final: Bool) -> [ReplyPiece] {
         raw += piece
-        if stoppedBySequence { return "" }
+        if stoppedBySequence { return [] }
+        // `raw` was empty until now when this decides, so the reader sees the call from its start
         if isCall == nil, let first = raw.first { isCall = first == "<" }
-        guard isCall == false else { return "" }
+        if isCall == true { return call.feed(piece) }
+        guard isCall == false else { return [] }
+        let text = releaseText(piece, final: final)
+        return text.isEmpty ? [] : [.text(text)]
+    }
+
+    private mutating func releaseText(_ piece: String, final: Bool) -> String {
         held += piece
         if stop.isEmpty || held.isEmpty {
             defer { held = "" }
@@ -215,13 +246,114 @@ struct ReplyAssembler {
         held = String(held.suffix(keep))
         return out
     }
+}
 
-    /// The tool call of a whole `<tool_call>` reply, or nil.
-    var toolCall: (name: String, arguments: JSONValue)? {
-        let open = "<tool_call>\n", close = "\n</tool_call>"
-        guard raw.hasPrefix(open), raw.hasSuffix(close), raw.count >= open.count + close.count,
-              let call = try? JSONValue.parse(String(raw.dropFirst(open.count).dropLast(close.count)), context: "tool call"),
-              let name = call["name"]?.stringValue, let arguments = call["arguments"] else { return nil }
+/// A `<tool_call>\n{"name":"NAME","arguments":ARGS}\n</tool_call>` reply (Schema.md's rendering,
+/// which the tool grammar generates compactly) read as it is decoded: the name once its string
+/// and `,"arguments":` are whole, then the arguments' JSON text as it comes, up to where the
+/// value ends (its depth of brackets back to zero outside strings; a scalar ends at the call's
+/// closing `}`). Pieces end at a decoded piece's end or at an ASCII byte, so each is UTF-8 text.
+struct ToolCallReader {
+    static let head = Array("<tool_call>\n{\"name\":".utf8)
+    static let argumentsKey = Array(",\"arguments\":".utf8)
+    static let tail = Array("}\n</tool_call>".utf8)
+    private static let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+
+    private(set) var bytes: [UInt8] = []
+    /// The tool's name, once its head is decoded.
+    private(set) var name: String?
+    /// The text is not a call in the expected shape (never with the tool grammar in force).
+    private(set) var broken = false
+    private var argumentsStart: Int?
+    /// Where the arguments end (exclusive), once their value is whole.
+    private var argumentsEnd: Int?
+    private var scanned = 0, depth = 0
+    private var inString = false, escaped = false
+
+    mutating func feed(_ text: String) -> [ReplyPiece] {
+        bytes += text.utf8
+        guard !broken else { return [] }
+        var out: [ReplyPiece] = []
+        if argumentsStart == nil {
+            guard let name = readHead() else { return [] }
+            self.name = name
+            out.append(.callStart(name: name))
+        }
+        guard let start = argumentsStart, argumentsEnd == nil else { return out }
+        let from = max(scanned, start)
+        scanned = from
+        while scanned < bytes.count {
+            let c = bytes[scanned]
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if c == Self.backslash {
+                    escaped = true
+                } else if c == Self.quote {
+                    inString = false
+                    if depth == 0 { argumentsEnd = scanned + 1 }
+                }
+            } else {
+                switch c {
+                case Self.quote: inString = true
+                case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    if depth == 0 {
+                        argumentsEnd = scanned  // a scalar value, ended by the call's `}`
+                    } else {
+                        depth -= 1
+                        if depth == 0 { argumentsEnd = scanned + 1 }
+                    }
+                default: break
+                }
+            }
+            if let end = argumentsEnd {
+                scanned = end
+                break
+            }
+            scanned += 1
+        }
+        if scanned > from { out.append(.arguments(String(decoding: bytes[from..<scanned], as: UTF8.self))) }
+        return out
+    }
+
+    /// The name, once `<tool_call>\n{"name":"NAME","arguments":` is whole; marks the text
+    /// broken as soon as it cannot be that.
+    private mutating func readHead() -> String? {
+        let h = Self.head
+        let n = min(bytes.count, h.count)
+        guard bytes[..<n].elementsEqual(h[..<n]) else { broken = true; return nil }
+        guard bytes.count > h.count else { return nil }
+        guard bytes[h.count] == Self.quote else { broken = true; return nil }
+        var i = h.count + 1, escape = false
+        while i < bytes.count {
+            if escape { escape = false } else if bytes[i] == Self.backslash { escape = true } else if bytes[i] == Self.quote { break }
+            i += 1
+        }
+        guard i < bytes.count else { return nil }
+        let nameEnd = i + 1, k = Self.argumentsKey
+        let m = min(bytes.count - nameEnd, k.count)
+        guard bytes[nameEnd..<(nameEnd + m)].elementsEqual(k[..<m]) else { broken = true; return nil }
+        guard m == k.count else { return nil }
+        guard let name = (try? JSONValue.parse(String(decoding: bytes[h.count..<nameEnd], as: UTF8.self), context: "tool call name"))?.stringValue else {
+            broken = true
+            return nil
+        }
+        argumentsStart = nameEnd + k.count
+        return name
+    }
+
+    /// The arguments' text decoded so far.
+    var arguments: String {
+        guard let start = argumentsStart else { return "" }
+        return String(decoding: bytes[start..<max(start, argumentsEnd ?? scanned)], as: UTF8.self)
+    }
+
+    /// The call, when the text is a whole call: the head, arguments that parse as JSON, the tail.
+    var whole: (name: String, arguments: String)? {
+        guard !broken, let name, let start = argumentsStart, let end = argumentsEnd,
+              bytes[end...].elementsEqual(Self.tail),
+              (try? JSONValue.parse(String(decoding: bytes[start..<end], as: UTF8.self), context: "tool call arguments")) != nil else { return nil }
         return (name, arguments)
     }
 }
@@ -240,18 +372,28 @@ struct ReplyFormat {
         (kind == .chat ? "chatcmpl-" : "cmpl-") + String((0..<24).map { _ in "0123456789abcdef".randomElement()! })
     }
 
-    func usage(_ completionTokens: Int) -> JSONValue {
+    /// `cachedTokens`: prompt positions the prompt cache supplied.
+    func usage(_ completionTokens: Int, cachedTokens: Int) -> JSONValue {
         object([("prompt_tokens", number(promptTokens)), ("completion_tokens", number(completionTokens)),
-                ("total_tokens", number(promptTokens + completionTokens))])
+                ("total_tokens", number(promptTokens + completionTokens)),
+                ("prompt_tokens_details", object([("cached_tokens", number(cachedTokens))]))])
     }
 
     func head(_ objectName: String) -> [(String, JSONValue)] {
         [("id", .string(id)), ("object", .string(objectName)), ("created", number(created)), ("model", .string(model))]
     }
 
+    /// One streamed tool-call delta (OpenAI's shape): the first gives the call's id, type and
+    /// name with empty arguments, the next ones more of the arguments only (a client joins the
+    /// deltas of one index; Apple's concatenates id and name across them, so they come once).
+    struct ToolCallDelta {
+        var id: String?
+        var name: String?
+        var arguments: String
+    }
+
     /// A streamed chunk with one choice.
-    func chunk(content: String? = nil, role: Bool = false, toolCall: (id: String, name: String, arguments: String)? = nil,
-               finishReason: String? = nil) -> JSONValue {
+    func chunk(content: String? = nil, role: Bool = false, toolCall: ToolCallDelta? = nil, finishReason: String? = nil) -> JSONValue {
         let finish: JSONValue = finishReason.map { .string($0) } ?? .null
         switch kind {
         case .completion:
@@ -262,10 +404,13 @@ struct ReplyFormat {
             if role { delta.append(("role", .string("assistant"))) }
             if let content { delta.append(("content", .string(content))) }
             if let call = toolCall {
-                delta.append(("tool_calls", .array([object([
-                    ("index", number(0)), ("id", .string(call.id)), ("type", .string("function")),
-                    ("function", object([("name", .string(call.name)), ("arguments", .string(call.arguments))])),
-                ])])))
+                var entry: [(String, JSONValue)] = [("index", number(0))]
+                if let id = call.id { entry += [("id", .string(id)), ("type", .string("function"))] }
+                var function: [(String, JSONValue)] = []
+                if let name = call.name { function.append(("name", .string(name))) }
+                function.append(("arguments", .string(call.arguments)))
+                entry.append(("function", object(function)))
+                delta.append(("tool_calls", .array([object(entry)])))
             }
             let choice = object([("index", number(0)), ("delta", object(delta)), ("logprobs", .null), ("finish_reason", finish)])
             return object(head("chat.completion.chunk") + [("choices", .array([choice]))] + (includeUsage ? [("usage", .null)] : []))
@@ -273,16 +418,19 @@ struct ReplyFormat {
     }
 
     /// The last streamed chunk when usage was asked for: no choices, the usage.
-    func usageChunk(_ completionTokens: Int) -> JSONValue {
-        object(head(kind == .chat ? "chat.completion.chunk" : "text_completion") + [("choices", .array([])), ("usage", usage(completionTokens))])
+    func usageChunk(_ completionTokens: Int, cachedTokens: Int) -> JSONValue {
+        object(head(kind == .chat ? "chat.completion.chunk" : "text_completion") + [("choices", .array([])),
+                                                                                    ("usage", usage(completionTokens, cachedTokens: cachedTokens))])
     }
 
     /// The whole (non-streamed) reply.
-    func whole(content: String?, toolCall: (id: String, name: String, arguments: String)?, finishReason: String, completionTokens: Int) -> JSONValue {
+    func whole(content: String?, toolCall: (id: String, name: String, arguments: String)?, finishReason: String, completionTokens: Int,
+               cachedTokens: Int) -> JSONValue {
+        let usage = usage(completionTokens, cachedTokens: cachedTokens)
         switch kind {
         case .completion:
             let choice = object([("text", .string(content ?? "")), ("index", number(0)), ("logprobs", .null), ("finish_reason", .string(finishReason))])
-            return object(head("text_completion") + [("choices", .array([choice])), ("usage", usage(completionTokens))])
+            return object(head("text_completion") + [("choices", .array([choice])), ("usage", usage)])
         case .chat:
             var message: [(String, JSONValue)] = [("role", .string("assistant")), ("content", content.map { .string($0) } ?? .null)]
             if let call = toolCall {
@@ -292,7 +440,7 @@ struct ReplyFormat {
                 ])])))
             }
             let choice = object([("index", number(0)), ("message", object(message)), ("logprobs", .null), ("finish_reason", .string(finishReason))])
-            return object(head("chat.completion") + [("choices", .array([choice])), ("usage", usage(completionTokens))])
+            return object(head("chat.completion") + [("choices", .array([choice])), ("usage", usage)])
         }
     }
 }
@@ -307,7 +455,7 @@ public final class ReplyStream: @unchecked Sendable {
     private var out: [String] = []
     private var started = false, done = false
     private var generated = 0
-    /// The whole reply's parts, for `whole()`.
+    /// The whole reply's parts, for `whole()`: its text, or its call (id, name, arguments as streamed).
     private var text = ""
     private var finishReason = "stop"
     private var call: (id: String, name: String, arguments: String)?
@@ -329,7 +477,8 @@ public final class ReplyStream: @unchecked Sendable {
             if done { return nil }
             if !started {
                 started = true
-                if format.kind == .chat { emit(format.chunk(content: "", role: true)) }
+                // the role alone: whether the reply is text or a call is not known yet
+                if format.kind == .chat { emit(format.chunk(role: true)) }
                 continue
             }
             guard let event = await iterator.next() else {
@@ -339,9 +488,7 @@ public final class ReplyStream: @unchecked Sendable {
             switch event {
             case .tokens(let ids):
                 generated += ids.count
-                let piece = assembler.take(ids)
-                text += piece
-                if !piece.isEmpty { emit(format.chunk(content: piece)) }
+                send(assembler.take(ids))
                 if assembler.stoppedBySequence {
                     ticket.cancel()  // the reply is over: free the slot now
                     end(.stop, complete: true)
@@ -358,20 +505,36 @@ public final class ReplyStream: @unchecked Sendable {
     func whole() async throws(ServerError) -> JSONValue {
         while await next() != nil {}
         if finishReason == "error" { throw .unavailable }
-        return format.whole(content: call == nil ? text : nil, toolCall: call, finishReason: finishReason, completionTokens: generated)
+        return format.whole(content: call == nil ? text : nil, toolCall: call, finishReason: finishReason, completionTokens: generated,
+                            cachedTokens: ticket.cachedPromptTokens)
     }
 
     private func emit(_ value: JSONValue) { out.append("data: " + value.compactText + "\n\n") }
 
+    private func send(_ pieces: [ReplyPiece]) {
+        for piece in pieces {
+            switch piece {
+            case .text(let t):
+                text += t
+                emit(format.chunk(content: t))
+            case .callStart(let name):
+                let id = ReplyFormat.newID(.chat).replacingOccurrences(of: "chatcmpl-", with: "call_")
+                call = (id, name, "")
+                emit(format.chunk(toolCall: .init(id: id, name: name, arguments: "")))
+            case .arguments(let a):
+                call?.arguments += a
+                emit(format.chunk(toolCall: .init(arguments: a)))
+            }
+        }
+    }
+
     private func end(_ reason: DecodeFinish?, complete: Bool) {
         guard !done else { return }
         done = true
-        let tail = assembler.finish()
-        text += tail
-        if !tail.isEmpty { emit(format.chunk(content: tail)) }
+        send(assembler.finish())
         switch reason {
         case nil, .cancelled?:
-            // the server stopped (a client that left reads nothing more)
+            // the server stopped (a client that left reads nothing more): an OpenAI error event
             finishReason = "error"
             emit(object([("error", object([("message", .string(ServerError.unavailable.localizedDescription)), ("type", .string("server_overloaded")),
                                             ("param", .null), ("code", .null)]))]))
@@ -383,18 +546,17 @@ public final class ReplyStream: @unchecked Sendable {
             finishReason = "length"  // cut: a guided reply is not a whole value
         }
         if assembler.isCall == true {
-            if reason == .stop, complete, let c = assembler.toolCall {
-                call = (ReplyFormat.newID(.chat).replacingOccurrences(of: "chatcmpl-", with: "call_"), c.name, c.arguments.compactText)
-                finishReason = "tool_calls"
-                emit(format.chunk(toolCall: call))
+            if call != nil {
+                // streamed as far as it came; whole only when it ended at a stop and reads back whole
+                finishReason = reason == .stop && complete && assembler.call.whole != nil ? "tool_calls" : "length"
             } else {
-                // a call cut by max_tokens: its text, reported as cut
+                // cut before its name (or not a call's shape): its text, reported as it ended
                 text = assembler.raw
                 emit(format.chunk(content: assembler.raw))
             }
         }
         emit(format.chunk(finishReason: finishReason))
-        if format.includeUsage { emit(format.usageChunk(generated)) }
+        if format.includeUsage { emit(format.usageChunk(generated, cachedTokens: ticket.cachedPromptTokens)) }
         out.append("data: [DONE]\n\n")
     }
 }

@@ -10,7 +10,10 @@
 // stored weights again: on SmolLM2 a 1,300-token prompt took ~1.3x as long in 128-token chunks). A row ends at a stop token, at its token budget, or when its consumer goes
 // away (a client that disconnects, also during its prefill), and frees its slot at once. A prompt
 // that begins like a recent one with the same adapter copies those positions' keys and values
-// (PromptCache).
+// (PromptCache). A row carries every token it has to feed into one pass: the tokens a grammar forced
+// after its choice, and, when the request has a draft (a package's own, or prompt lookup) and few
+// rows are decoding, the draft's proposals, which the pass verifies (speculative decoding; each row a
+// `SpeculativeReply`, so a reply is the one the generation loop gives it alone).
 import Autograd
 import Foundation
 import Guidance
@@ -28,9 +31,11 @@ public struct DecodeRequest: Sendable {
     /// Guided generation: each token is chosen among those the constraint allows; tokens it
     /// forces are taken without a choice; the reply ends at a stop token only once it is whole.
     public var constraint: TokenConstraint?
+    /// Speculative decoding's draft and γ (nil: none); used while few rows decode (`Scheduler.draftRowLimit`).
+    public var draft: (drafter: Drafter, tokens: Int)?
 
     public init(prompt: [Int], adapter: RowAdapter?, maxTokens: Int, stopTokens: Set<Int>, sampling: SamplingOptions = .init(),
-                seed: UInt64 = 0, constraint: TokenConstraint? = nil) {
+                seed: UInt64 = 0, constraint: TokenConstraint? = nil, draft: (drafter: Drafter, tokens: Int)? = nil) {
         self.prompt = prompt
         self.adapter = adapter
         self.maxTokens = maxTokens
@@ -38,6 +43,12 @@ public struct DecodeRequest: Sendable {
         self.sampling = sampling
         self.seed = seed
         self.constraint = constraint
+        self.draft = draft
+    }
+
+    /// The generation loop's request for the same reply.
+    var generation: GenerationRequest {
+        GenerationRequest(prompt: prompt, maxNewTokens: maxTokens, stopTokens: stopTokens, sampling: sampling, seed: seed, constraint: constraint)
     }
 }
 
@@ -66,6 +77,7 @@ public final class DecodeTicket: @unchecked Sendable {
     let continuation: AsyncStream<DecodeEvent>.Continuation
     private let lock = NSLock()
     private var cancelled = false
+    private var cached = 0
     weak var scheduler: Scheduler?
 
     init(request: DecodeRequest, continuation: AsyncStream<DecodeEvent>.Continuation) {
@@ -74,6 +86,13 @@ public final class DecodeTicket: @unchecked Sendable {
     }
 
     public var isCancelled: Bool { lock.withLock { cancelled } }
+
+    /// Prompt positions copied from the prompt cache instead of computed (set when the request
+    /// is admitted, before its first token; OpenAI's usage.prompt_tokens_details.cached_tokens).
+    public var cachedPromptTokens: Int {
+        get { lock.withLock { cached } }
+        set { lock.withLock { cached = newValue } }
+    }
 
     public func cancel() {
         lock.withLock { cancelled = true }
@@ -89,6 +108,9 @@ public final class Scheduler: @unchecked Sendable {
     public let queueCapacity: Int
     /// How much of the prompts is prefilled between two decoding passes while replies are in flight.
     public let prefillChunk: PrefillChunk
+    /// Rows with a draft propose tokens only while at most this many rows decode: a batch already
+    /// shares each weight stream among its rows, and a verified row costs a pass more rows.
+    public let draftRowLimit: Int
     /// Seconds per prompt token of the prefills so far (a moving average; decoding thread only).
     private var prefillRate: Double?
 
@@ -122,13 +144,14 @@ public final class Scheduler: @unchecked Sendable {
     /// much of the prompts is prefilled between two passes while replies are in flight (a
     /// chunk's logits are a whole prefill's to float rounding).
     public init(model: InferenceModel, maxActive: Int, queueCapacity: Int, promptCacheBytes: Int = 128 << 20,
-                prefillChunk: PrefillChunk = .seconds(0.5)) {
-        precondition(maxActive >= 1 && queueCapacity >= 0 && promptCacheBytes >= 0 && prefillChunk.isValid,
-                     "[Scheduler] maxActive \(maxActive), queueCapacity \(queueCapacity), promptCacheBytes \(promptCacheBytes), prefillChunk \(prefillChunk)")
+                prefillChunk: PrefillChunk = .seconds(0.5), draftRowLimit: Int = 1) {
+        precondition(maxActive >= 1 && queueCapacity >= 0 && promptCacheBytes >= 0 && prefillChunk.isValid && draftRowLimit >= 0,
+                     "[Scheduler] maxActive \(maxActive), queueCapacity \(queueCapacity), promptCacheBytes \(promptCacheBytes), prefillChunk \(prefillChunk), draftRowLimit \(draftRowLimit)")
         self.model = model
         self.maxActive = maxActive
         self.queueCapacity = queueCapacity
         self.prefillChunk = prefillChunk
+        self.draftRowLimit = draftRowLimit
         promptCache = PromptCache(budget: promptCacheBytes)
     }
 
@@ -242,13 +265,15 @@ public final class Scheduler: @unchecked Sendable {
     struct Row {
         let ticket: DecodeTicket
         let cache: KVCache
-        var rng: SeededRNG
-        var state: ConstraintState?
-        /// Prompt tokens still to prefill (after a kept prefix); the row decodes once none are left.
+        /// Prompt tokens still to prefill (after a kept prefix; the last prompt token opens the
+        /// first pass); the row decodes once none are left.
         var pending: ArraySlice<Int>
-        /// Tokens to feed, one per pass (the last chosen one, then those forced after it).
-        var feed: [Int] = []
-        var generated = 0
+        /// The reply, round by round: what the next pass feeds (the last chosen token, the tokens
+        /// forced after it, a draft's proposals) and what its logits decide.
+        var reply: SpeculativeReply
+        /// The prompt's keys and values were offered to the prompt cache (after the first pass).
+        var kept = false
+        var generated: Int { reply.out.count }
     }
 
     private func run() {
@@ -284,10 +309,20 @@ public final class Scheduler: @unchecked Sendable {
                 }
                 let r = t.request
                 let t0 = monotonicSeconds()
-                let cache = model.makeCache(capacity: r.prompt.count + r.maxTokens + 1)
+                let cache = model.makeCache(capacity: r.prompt.count + r.maxTokens + (r.draft?.tokens ?? 0) + 2)
                 let rest = promptCache.seed(cache, for: r.prompt, adapter: r.adapter)
-                rows.append(Row(ticket: t, cache: cache, rng: SeededRNG(seed: r.seed), state: r.constraint?.start(), pending: rest))
+                t.cachedPromptTokens = r.prompt.count - rest.count
+                rows.append(Row(ticket: t, cache: cache, pending: rest.dropLast(),
+                                reply: SpeculativeReply(r.generation, drafter: r.draft?.drafter, draftTokens: r.draft?.tokens ?? 1)))
                 addPrefillSeconds(monotonicSeconds() - t0)
+                if rest.count <= 1 {  // nothing to prefill: the kept prefix held all but the last token
+                    condition.lock()
+                    prefills += 1
+                    prefillTokens += r.prompt.count
+                    promptCacheHits = promptCache.hits
+                    reusedTokens = promptCache.reusedTokens
+                    condition.unlock()
+                }
             }
             rows.removeAll { r in
                 if r.ticket.isCancelled { finish(r.ticket, .cancelled, generated: r.generated, complete: false) }
@@ -296,25 +331,19 @@ public final class Scheduler: @unchecked Sendable {
             // prompts in admission order: while replies are being decoded, the chunk's budget of
             // tokens (`prefillChunk` at the measured rate) before their next pass; with none, the whole prompt
             var used = 0
-            var ended: [Int] = []
             let budget = prefillChunk.tokens(rate: prefillRate)
             for b in rows.indices where !rows[b].pending.isEmpty {
-                let decoding = rows.indices.count(where: { rows[$0].pending.isEmpty && !ended.contains($0) })
+                let decoding = rows.indices.count(where: { rows[$0].pending.isEmpty })
                 let take = decoding == 0 ? rows[b].pending.count : min(rows[b].pending.count, budget - used)
                 if take <= 0 { break }
                 let t0 = monotonicSeconds()
                 let r = rows[b].ticket.request
                 let chunk = rows[b].pending.prefix(take)
-                model.forward(Array(chunk), cache: rows[b].cache, adapter: r.adapter, into: &logits)  // [1, V]
+                model.forward(Array(chunk), cache: rows[b].cache, adapter: r.adapter, into: &logits)  // [1, V], unused
                 observer?(.prefill(tokens: take, decoding: decoding))
                 rows[b].pending.removeFirst(take)
                 used += take
-                var done = false
-                if rows[b].pending.isEmpty {
-                    promptCache.keep(r.prompt, adapter: r.adapter, from: rows[b].cache, model: model)
-                    if !logits.withUnsafeMutableBufferPointer({ step(&rows[b], logits: $0, row: 0) }) { ended.append(b) }
-                    done = true
-                }
+                let done = rows[b].pending.isEmpty
                 let seconds = monotonicSeconds() - t0
                 let rate = seconds / Double(take)
                 prefillRate = prefillRate.map { 0.5 * $0 + 0.5 * rate } ?? rate
@@ -328,30 +357,42 @@ public final class Scheduler: @unchecked Sendable {
                 }
                 condition.unlock()
             }
-            for b in ended.reversed() { rows.remove(at: b) }
-            // one pass for every row whose prompt is done
+            // one pass for every row whose prompt is done: each feeds its pending tokens (the last
+            // prompt token or chosen token, the tokens forced after it) and, while few rows decode,
+            // its draft's proposals; its logit rows decide its next tokens
             let decoding = rows.indices.filter { rows[$0].pending.isEmpty }
             if !decoding.isEmpty {
                 let t0 = monotonicSeconds()
-                model.forward(batch: decoding.map { rows[$0].feed[0] }, caches: decoding.map { rows[$0].cache },
-                              adapters: decoding.map { rows[$0].ticket.request.adapter }, into: &logits)  // [B, V]
+                let speculate = decoding.count <= draftRowLimit
+                var segments: [InferenceModel.PassSegment] = []
+                for b in decoding {
+                    let (tokens, logitRows) = rows[b].reply.prepare(cached: rows[b].cache.count, speculate: speculate)
+                    segments.append(.init(tokens: tokens, cache: rows[b].cache, adapter: rows[b].ticket.request.adapter, logitRows: logitRows))
+                }
+                model.forward(segments: segments, into: &logits)  // [Σ logit rows, V]
                 let t1 = monotonicSeconds()
                 // before the rows' tokens reach their consumers, who may look at the steps as soon as they end
                 observer?(.pass(rows: decoding.count, prefilling: rows.count - decoding.count))
-                // rows with forced tokens still to feed need no choice; the others choose on every
-                // core (each row's mask, sampler and stream are its own)
-                for b in decoding { rows[b].feed.removeFirst() }
-                let choosing = decoding.indices.filter { rows[decoding[$0]].feed.isEmpty }  // logits rows
+                var offsets: [Int] = [0]
+                for s in segments { offsets.append(offsets.last! + s.logitRows.count) }
+                // each row's masks, sampling and stream are its own: on every core
+                let V = model.config.vocabSize
                 var going = [Bool](repeating: true, count: rows.count)
                 rows.withUnsafeMutableBufferPointer { rp in
                     going.withUnsafeMutableBufferPointer { gp in
                         logits.withUnsafeMutableBufferPointer { lp in
-                            WorkerPool.forEach(choosing.count) { i in
-                                let l = choosing[i], b = decoding[l]
-                                gp[b] = self.step(&rp[b], logits: lp, row: l)
+                            WorkerPool.forEach(decoding.count) { i in
+                                let b = decoding[i]
+                                let part = UnsafeMutableBufferPointer(rebasing: lp[(offsets[i] * V)..<(offsets[i + 1] * V)])
+                                gp[b] = self.advance(&rp[b], logits: part)
                             }
                         }
                     }
+                }
+                for b in decoding where !rows[b].kept {  // the prompt's positions, now all in the cache
+                    let r = rows[b].ticket.request
+                    promptCache.keep(r.prompt, adapter: r.adapter, from: rows[b].cache, model: model)
+                    rows[b].kept = true
                 }
                 let t2 = monotonicSeconds()
                 condition.lock()
@@ -374,49 +415,27 @@ public final class Scheduler: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Chooses the row's next token from logits row `row` (masked by its constraint), hands it and
-    /// the tokens forced after it to the consumer; false when the reply ends here.
-    private func step(_ r: inout Row, logits: UnsafeMutableBufferPointer<Float>, row: Int) -> Bool {
-        let request = r.ticket.request
-        let V = model.config.vocabSize
-        let range = (row * V)..<((row + 1) * V)
-        if let state = r.state {
-            if state.isDead {
-                finish(r.ticket, .noContinuation, generated: r.generated, complete: false)
-                return false
-            }
-            // Near max_tokens only tokens after which the reply can still be completed in time.
-            let remaining = request.maxTokens - r.generated
-            _ = state.constraint.mask(logits: UnsafeMutableBufferPointer(rebasing: logits[range]), state, remaining: remaining)
+    /// Decides the row's round from its logit rows (masked by its constraint), hands the new tokens
+    /// to the consumer, rolls the cache back past rejected proposals; false when the reply ends here.
+    private func advance(_ r: inout Row, logits: UnsafeMutableBufferPointer<Float>) -> Bool {
+        let ticket = r.ticket
+        var taken: [Int] = []
+        let keep = r.reply.accept(logits) { token in
+            taken.append(token)
+            return true
         }
-        let next = Sampler.sample(UnsafeBufferPointer(rebasing: logits[range]), request.sampling, rng: &r.rng)
-        var forced: [Int] = []
-        if var state = r.state {
-            do {
-                try state.advance(token: next)
-                let room = request.maxTokens - r.generated - 1
-                if !state.isFinished && room > 0 {
-                    forced = Array(state.constraint.forcedTokens(state).prefix(room))
-                    try state.advance(tokens: forced)
-                }
-            } catch {
-                preconditionFailure("[Scheduler] the constraint refused a token its own mask allowed: \(error)")
-            }
-            r.state = state
+        r.cache.truncate(to: keep)  // never below the prompt: the prompt cache copies it after this pass
+        if !taken.isEmpty { ticket.continuation.yield(.tokens(taken)) }
+        guard r.reply.isFinished else { return true }
+        let g = r.reply.stats.generation
+        if g.stoppedAtEndOfTurn {
+            finish(ticket, .stop, generated: r.generated, complete: !g.incomplete || ticket.request.constraint == nil)
+        } else if r.generated >= ticket.request.maxTokens {
+            finish(ticket, .length, generated: r.generated, complete: false)
+        } else {
+            finish(ticket, .noContinuation, generated: r.generated, complete: false)
         }
-        if request.stopTokens.contains(next) {
-            finish(r.ticket, .stop, generated: r.generated, complete: r.state?.isComplete ?? true)
-            return false
-        }
-        let taken = [next] + forced
-        r.generated += taken.count
-        r.ticket.continuation.yield(.tokens(taken))
-        if r.generated >= request.maxTokens {
-            finish(r.ticket, .length, generated: r.generated, complete: false)
-            return false
-        }
-        r.feed = taken
-        return true
+        return false
     }
 
     /// Called without the lock held.

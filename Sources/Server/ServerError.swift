@@ -19,6 +19,9 @@ public enum ServerError: Error, LocalizedError, Equatable, Sendable {
     /// The body is larger than the server takes.
     case bodyTooLarge(limit: Int)
     case notFound(String)
+    /// The server requires a key (`serve --api-key`) and the request gave none or another
+    /// (`missing`: no `Authorization: Bearer` header at all).
+    case unauthorized(missing: Bool)
     /// The server is shutting down.
     case unavailable
     /// A bug: never expected; answered 500 with what happened.
@@ -28,6 +31,7 @@ public enum ServerError: Error, LocalizedError, Equatable, Sendable {
         switch self {
         case .invalidRequest, .contextExceeded, .unsupportedGuide, .refusedModel: return 400
         case .unknownModel, .notFound: return 404
+        case .unauthorized: return 401
         case .bodyTooLarge: return 413
         case .overloaded, .unavailable: return 503
         case .internal: return 500
@@ -37,7 +41,7 @@ public enum ServerError: Error, LocalizedError, Equatable, Sendable {
     /// OpenAI's error `type`.
     public var type: String {
         switch self {
-        case .invalidRequest, .unknownModel, .refusedModel, .contextExceeded, .unsupportedGuide, .bodyTooLarge, .notFound:
+        case .invalidRequest, .unknownModel, .refusedModel, .contextExceeded, .unsupportedGuide, .bodyTooLarge, .notFound, .unauthorized:
             return "invalid_request_error"
         case .overloaded, .unavailable: return "server_overloaded"
         case .internal: return "server_error"
@@ -63,6 +67,7 @@ public enum ServerError: Error, LocalizedError, Equatable, Sendable {
         case .unsupportedGuide: return "unsupported_schema"
         case .overloaded: return "queue_full"
         case .bodyTooLarge: return "body_too_large"
+        case .unauthorized(let missing): return missing ? "missing_api_key" : "invalid_api_key"
         default: return nil
         }
     }
@@ -80,6 +85,10 @@ public enum ServerError: Error, LocalizedError, Equatable, Sendable {
             return "The server is at capacity (\(queued) requests waiting); retry after \(retryAfter) s."
         case let .bodyTooLarge(limit): return "The request body is larger than \(limit) bytes."
         case let .notFound(what): return what
+        case .unauthorized(true):
+            return "This server requires an API key: send the header 'Authorization: Bearer KEY' with a key it was started with (serve --api-key, --api-key-file)."
+        case .unauthorized(false):
+            return "The API key given is not one this server accepts: send 'Authorization: Bearer KEY' with a key it was started with (serve --api-key, --api-key-file)."
         case .unavailable: return "The server is shutting down."
         case let .internal(what): return "Internal error: \(what)"
         }

@@ -100,6 +100,7 @@ struct DecodeCommand: ParsableCommand {
         let streamed = Double(bytes) * meanDecode / 1e9
         let result: [String: Any] = [
             "model": base.path, "base_weights": model.baseWeights.rawValue, "activations": decoding.activations.rawValue, "kv_cache": decoding.kvCache.rawValue, "many_rows": manyRows.rawValue, "prompt_attention": promptAttention.rawValue, "threads": threads,
+            "cpu_level": CPULevel.active, "blas_core": BLAS.coreName,
             "prompt_tokens": promptTokens, "gen_tokens": genTokens,
             "prefill_tokens_per_s": prefill.reduce(0, +) / Double(prefill.count), "prefill_tokens_per_s_best": prefill.max()!,
             "decode_tokens_per_s": meanDecode, "decode_tokens_per_s_best": decode.max()!,
@@ -107,8 +108,8 @@ struct DecodeCommand: ParsableCommand {
             "bandwidth_gb_s": bandwidth, "streamed_gb_s": streamed, "fraction_of_bandwidth": streamed / bandwidth,
             "batched": batched.map { ["rows": $0.rows, "adapters": batchAdapters, "adapter_precision": batchAdapterPrecision.rawValue, "context": batchContext, "tokens_per_s": $0.tokensPerSecond, "ms_per_pass": $0.msPerPass] },
         ]
-        FileHandle.standardError.write(Data(String(format: "%@ (%@ weights, %d threads): prefill %.1f tokens/s (best %.1f), decode %.1f tokens/s (best %.1f); load %.2fs; peak RSS %.0f MB; %.1f MB read per token = %.1f GB/s, %.0f%% of the measured %.1f GB/s\n",
-                                                   base.path, model.baseWeights.rawValue, threads, result["prefill_tokens_per_s"] as! Double, prefill.max()!,
+        FileHandle.standardError.write(Data(String(format: "%@ (%@ weights, %d threads, CPU level %@): prefill %.1f tokens/s (best %.1f), decode %.1f tokens/s (best %.1f); load %.2fs; peak RSS %.0f MB; %.1f MB read per token = %.1f GB/s, %.0f%% of the measured %.1f GB/s\n",
+                                                   base.path, model.baseWeights.rawValue, threads, CPULevel.summary, result["prefill_tokens_per_s"] as! Double, prefill.max()!,
                                                    meanDecode, decode.max()!, loadSeconds, rss, Double(bytes) / 1e6, streamed, 100 * streamed / bandwidth, bandwidth).utf8))
         if let out {
             let data = try JSONSerialization.data(withJSONObject: result, options: [.prettyPrinted, .sortedKeys])

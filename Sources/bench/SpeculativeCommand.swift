@@ -28,7 +28,7 @@ struct SpeculativeCommand: ParsableCommand {
     @Flag(help: "Constrain each reply to its prompt's response_format (guided generation), with and without the draft alike; prompts without one stay unconstrained.")
     var constrained = false
 
-    @Option(help: "Prompts: a .jsonl file of conversations ending in a user turn (Schema.md). Default: a few built-in ones.")
+    @Option(help: "Prompts: a .jsonl file of conversations ending in a user turn, or an eval file (each conversation up to its last user turn) (Schema.md). Default: a few built-in ones.")
     var prompts: String?
 
     @Option(help: "Use at most this many prompts from the file.")
@@ -68,7 +68,16 @@ struct SpeculativeCommand: ParsableCommand {
         let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
         var conversations: [[Message]] = []
         if let prompts {
-            conversations = try DataReader.read(path: prompts, options: ReadOptions(mode: .prompt)).samples.map(\.messages)
+            // conversations ending in a user turn, or an eval file's (ending in the reference reply,
+            // which is dropped: the prompt is the turns before it)
+            if let read = try? DataReader.read(path: prompts, options: ReadOptions(mode: .prompt)) {
+                conversations = read.samples.map(\.messages)
+            } else {
+                conversations = try DataReader.read(path: prompts, options: ReadOptions(mode: .train)).samples.map { sample in
+                    let m = sample.messages
+                    return Array(m[...(m.lastIndex(where: { $0.role == .user }) ?? m.count - 1)])
+                }
+            }
         } else {
             conversations = Self.builtIn.map { [Message(role: .user, content: $0)] }
         }

@@ -129,6 +129,11 @@ final class EngineTests: XCTestCase {
         if BLAS.preferredCore != nil, ProcessInfo.processInfo.environment["OPENBLAS_CORETYPE"] == nil {
             XCTAssertNotEqual(core, "Prescott", "the CPU has AVX2, so OpenBLAS's Prescott kernels mean its detection failed and was not fixed up")
         }
+        // ADAPTER_CPU_LEVEL below the CPU's best: that level's kernels, as CBlockKernels' (BlockKernelTests)
+        if let want = BLAS.levelCore, ProcessInfo.processInfo.environment["OPENBLAS_CORETYPE"] == nil {
+            print("OpenBLAS core for ADAPTER_CPU_LEVEL=\(ProcessInfo.processInfo.environment["ADAPTER_CPU_LEVEL"] ?? ""): \(want)")
+            XCTAssertEqual(core, want, "ADAPTER_CPU_LEVEL selects OpenBLAS's kernels for its level")
+        }
     }
 
     func testLinearAndMatmulMatchPlainLoops() {

@@ -20,7 +20,9 @@ final class BlockKernelTests: XCTestCase {
     static let levels: [Int32] = {
         let best = bk_best_level()
         for level in (best + 1)..<Int32(BK_LEVEL_COUNT) {
-            print("BlockKernelTests: level \(String(cString: bk_level_name(level))) not tested: this CPU lacks its features")
+            print("BlockKernelTests: level \(String(cString: bk_level_name(level))) not tested: " + (level <= bk_cpu_level()
+                ? "ADAPTER_CPU_LEVEL=\(ProcessInfo.processInfo.environment["ADAPTER_CPU_LEVEL"] ?? "") runs the levels up to \(String(cString: bk_level_name(best)))"
+                : "this CPU lacks its features"))
         }
         return Array(0...best)
     }()
@@ -439,5 +441,28 @@ final class BlockKernelTests: XCTestCase {
         XCTAssertEqual(bk_active_level(), active, "a refused level leaves the active one alone")
         XCTAssertEqual(bk_level_supported(Int32(BK_LEVEL_PORTABLE)), 1)
         print("BlockKernelTests: best level here is \(Self.levelName(bk_best_level()))")
+    }
+
+    /// ADAPTER_CPU_LEVEL (scripts/test.sh runs the numerics tests once per level below the CPU's
+    /// best with it): every kernel call runs the level it names, or the CPU's best when that is
+    /// lower; a value that names no level fails here rather than testing the best level unnoticed.
+    func testTheEnvironmentChoosesTheLevel() {
+        let value = ProcessInfo.processInfo.environment["ADAPTER_CPU_LEVEL"] ?? ""
+        let names = (0..<Int32(BK_LEVEL_COUNT)).map(Self.levelName)
+        guard !value.isEmpty else {
+            XCTAssertEqual(bk_level_request(), Int32(BK_LEVEL_UNSET))
+            XCTAssertEqual(bk_best_level(), bk_cpu_level(), "no ADAPTER_CPU_LEVEL: the CPU's best")
+            return
+        }
+        guard let level = names.firstIndex(of: value).map(Int32.init) else {
+            XCTAssertEqual(bk_level_request(), Int32(BK_LEVEL_UNKNOWN))
+            XCTFail("ADAPTER_CPU_LEVEL=\(value) names no level (\(names.joined(separator: ", ")))")
+            return
+        }
+        XCTAssertEqual(bk_level_request(), level)
+        XCTAssertEqual(bk_best_level(), min(level, bk_cpu_level()), "ADAPTER_CPU_LEVEL=\(value), clamped to the CPU's \(Self.levelName(bk_cpu_level()))")
+        XCTAssertEqual(bk_active_level(), bk_best_level())
+        XCTAssertEqual(bk_level_supported(bk_best_level() + 1), 0, "levels above the one asked for are refused as a lesser CPU's")
+        print("BlockKernelTests: ADAPTER_CPU_LEVEL=\(value): running \(Self.levelName(bk_best_level())) on a CPU that runs \(Self.levelName(bk_cpu_level()))")
     }
 }

@@ -2,7 +2,9 @@
 // and whenever it joins, the tokens the generation loop gives it alone; a full queue is refused;
 // cancelled requests (a consumer that leaves while waiting or mid-reply) free their slots.
 import Autograd
+import DataSchema
 import Foundation
+import Guidance
 import Inference
 import ModelAssets
 import ModelDefinition
@@ -154,14 +156,15 @@ final class SchedulerTests: XCTestCase {
         let short = DecodeRequest(prompt: [5, 6, 7], adapter: nil, maxTokens: 20, stopTokens: [])
         let long = DecodeRequest(prompt: (0..<60).map { (11 * $0 + 4) % V }, adapter: nil, maxTokens: 5, stopTokens: [])
         typealias Step = Scheduler.Step
-        // round 1: the short prompt whole (nothing is decoded yet), 1 token of the long one (the
-        // chunk's rest), a pass; then 4 tokens and a pass a round: the long prompt's last 3 in round 16
-        let chunked: [Step] = [.prefill(tokens: 3, decoding: 0), .prefill(tokens: 1, decoding: 1), .pass(rows: 1, prefilling: 1)]
+        // A prompt's last token opens its first pass (which gives its first token). Round 1: the
+        // short prompt's 2 (nothing is decoded yet), 2 of the long one's 59 (the chunk's rest), a
+        // pass; then 4 tokens and a pass a round; the long prompt's last 1 in round 16, then both rows
+        let chunked: [Step] = [.prefill(tokens: 2, decoding: 0), .prefill(tokens: 2, decoding: 1), .pass(rows: 1, prefilling: 1)]
             + (0..<14).flatMap { _ in [Step.prefill(tokens: 4, decoding: 1), .pass(rows: 1, prefilling: 1)] }
-            + [.prefill(tokens: 3, decoding: 1)] + Array(repeating: .pass(rows: 2, prefilling: 0), count: 4)
-        let whole: [Step] = [.prefill(tokens: 3, decoding: 0), .prefill(tokens: 60, decoding: 1)]
-            + Array(repeating: .pass(rows: 2, prefilling: 0), count: 4) + Array(repeating: .pass(rows: 1, prefilling: 0), count: 15)
-        let alone: [Step] = [.prefill(tokens: 60, decoding: 0)] + Array(repeating: .pass(rows: 1, prefilling: 0), count: 4)
+            + [.prefill(tokens: 1, decoding: 1)] + Array(repeating: .pass(rows: 2, prefilling: 0), count: 5)
+        let whole: [Step] = [.prefill(tokens: 2, decoding: 0), .prefill(tokens: 59, decoding: 1)]
+            + Array(repeating: .pass(rows: 2, prefilling: 0), count: 5) + Array(repeating: .pass(rows: 1, prefilling: 0), count: 15)
+        let alone: [Step] = [.prefill(tokens: 59, decoding: 0)] + Array(repeating: .pass(rows: 1, prefilling: 0), count: 5)
         for (chunk, requests, expected) in [(Scheduler.PrefillChunk.tokens(4), [short, long], chunked), (.whole, [short, long], whole), (.tokens(4), [long], alone)] {
             let scheduler = Scheduler(model: InferenceModel(base: base.weights), maxActive: 2, queueCapacity: 0, prefillChunk: chunk)
             let log = NSLock()
@@ -178,6 +181,43 @@ final class SchedulerTests: XCTestCase {
                 XCTAssertEqual(got.tokens, alone.tokens, "prompt of \(request.prompt.count), chunk \(chunk)")
             }
             XCTAssertEqual(log.withLock { steps }, expected, "chunk \(chunk), \(requests.count) requests: the decoding thread's steps")
+        }
+    }
+
+    /// Rows with a draft (prompt lookup here) and guided rows whose forced tokens go into one pass
+    /// get what the generation loop gives them alone, in fewer passes than tokens; with more rows
+    /// decoding than `draftRowLimit` the draft rests and the replies are still the same.
+    func testDraftsAndForcedTokensChangeNoReply() async throws {
+        let base = try tinyBase()
+        let library = try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds)
+        let echo = base.tokenizer.encode("<|im_start|>user\nabc abc abc abd abc<|im_end|>\n<|im_start|>assistant\nabc ab")
+        let constraint = try library.jsonSchema(try JSONSchema(try JSONValue.parse(GuidedGenerationSchemas.all[0])))
+        let lookup = Drafter.ngram(NGramDraft(minimum: 1, maximum: 3))
+        let requests = [
+            DecodeRequest(prompt: echo, adapter: nil, maxTokens: 24, stopTokens: [], draft: (lookup, 4)),
+            DecodeRequest(prompt: echo, adapter: nil, maxTokens: 60, stopTokens: base.stopTokenIds, constraint: constraint, draft: (lookup, 3)),
+            DecodeRequest(prompt: echo, adapter: nil, maxTokens: 60, stopTokens: base.stopTokenIds, sampling: SamplingOptions(temperature: 0.8),
+                          seed: 9, constraint: constraint),
+        ]
+        for limit in [3, 1] {
+            let scheduler = Scheduler(model: InferenceModel(base: base.weights), maxActive: 3, queueCapacity: 4, draftRowLimit: limit)
+            scheduler.start()
+            defer { scheduler.shutdown() }
+            for (i, request) in requests.enumerated() {  // one at a time: each row alone, so its draft runs
+                let got = await Self.collect(try scheduler.submit(request).events)
+                let alone = Generator.generate(InferenceModel(base: base.weights), request.generation)
+                XCTAssertEqual(got.tokens, alone.tokens, "request \(i), limit \(limit)")
+                let reason: DecodeFinish = alone.stats.stoppedAtEndOfTurn ? .stop : .length
+                XCTAssertEqual(got.finish, .finished(reason, completionTokens: alone.tokens.count, complete: reason == .stop && !alone.stats.incomplete), "request \(i)")
+            }
+            XCTAssertLessThan(scheduler.status.passes, requests.map { Generator.generate(InferenceModel(base: base.weights), $0.generation).tokens.count }.reduce(0, +),
+                              "forced tokens and kept proposals need no pass of their own")
+            // all three at once: more rows than a limit of 1, so the drafts rest; the same replies
+            let streams = try requests.map { try scheduler.submit($0).events }
+            for (i, events) in streams.enumerated() {
+                let got = await Self.collect(events)
+                XCTAssertEqual(got.tokens, Generator.generate(InferenceModel(base: base.weights), requests[i].generation).tokens, "together: request \(i), limit \(limit)")
+            }
         }
     }
 

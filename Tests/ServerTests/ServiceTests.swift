@@ -173,11 +173,17 @@ final class ServiceTests: XCTestCase {
             let reply = try await f.service.chatCompletions(body(request))
             var call: JSONValue
             if stream {
+                // the first delta names the call, the next ones add to its arguments
                 let chunks = try await events(reply).dropLast().map { try JSONValue.parse($0) }
-                let calls = chunks.compactMap { choice($0)["delta"]?["tool_calls"]?.arrayValue?.first }
-                XCTAssertEqual(calls.count, 1)
+                let deltas = chunks.compactMap { choice($0)["delta"]?["tool_calls"]?.arrayValue?.first }
+                XCTAssertGreaterThan(deltas.count, 1, "arguments in pieces")
+                XCTAssertEqual(deltas.compactMap { $0["index"]?.description }, Array(repeating: "0", count: deltas.count))
+                XCTAssertEqual(deltas.compactMap { $0["id"] }.count, 1, "the id once")
+                XCTAssertEqual(deltas.compactMap { $0["function"]?["name"] }.count, 1, "the name once")
                 XCTAssertEqual(chunks.compactMap { choice($0)["finish_reason"]?.stringValue }, ["tool_calls"])
-                call = try XCTUnwrap(calls.first)
+                let arguments = deltas.map { $0["function"]!["arguments"]!.stringValue! }.joined()
+                call = object([("id", deltas[0]["id"]!), ("type", deltas[0]["type"]!),
+                               ("function", object([("name", deltas[0]["function"]!["name"]!), ("arguments", .string(arguments))]))])
             } else {
                 let c = choice(try json(reply))
                 XCTAssertEqual(c["finish_reason"]?.stringValue, "tool_calls")
@@ -236,14 +242,16 @@ final class ServiceTests: XCTestCase {
         await expectError(f, #"{"model":"foreign",\#(user)}"#, status: 400, code: "model_refused")
         await expectError(f, #"{"model":"tiny","messages":[]}"#, status: 400, param: "messages")
         await expectError(f, #"{"model":"tiny","messages":[{"role":"wizard","content":"hi"}]}"#, status: 400, param: "messages[0].role")
-        await expectError(f, #"{"model":"tiny","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}"#, status: 400)
+        await expectError(f, #"{"model":"tiny","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}"#, status: 400,
+                          code: "unsupported_content", param: "messages[0].content[0]")
         await expectError(f, #"{"model":"tiny",\#(user),"max_tokens":0}"#, status: 400, param: "max_tokens")
         await expectError(f, #"{"model":"tiny",\#(user),"max_tokens":-5}"#, status: 400, param: "max_tokens")
         await expectError(f, #"{"model":"tiny",\#(user),"max_tokens":1.5}"#, status: 400, param: "max_tokens")
         await expectError(f, #"{"model":"tiny",\#(user),"max_tokens":601}"#, status: 400, param: "max_tokens")
         await expectError(f, #"{"model":"tiny",\#(user),"temperature":3}"#, status: 400, param: "temperature")
         await expectError(f, #"{"model":"tiny",\#(user),"temperature":"hot"}"#, status: 400, param: "temperature")
-        await expectError(f, #"{"model":"tiny",\#(user),"top_p":0}"#, status: 400, param: "top_p")
+        await expectError(f, #"{"model":"tiny",\#(user),"top_p":-0.1}"#, status: 400, param: "top_p")
+        await expectError(f, #"{"model":"tiny",\#(user),"top_p":1.5}"#, status: 400, param: "top_p")
         await expectError(f, #"{"model":"tiny",\#(user),"n":2}"#, status: 400, param: "n")
         await expectError(f, #"{"model":"tiny",\#(user),"logprobs":true}"#, status: 400, param: "logprobs")
         await expectError(f, #"{"model":"tiny",\#(user),"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","if":{"type":"object"}}}}}"#,

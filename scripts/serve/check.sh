@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # `serve` against real clients, as the test command runs it: trains a tiny adapter on the real base
 # (a few steps, seconds), puts it in an adapters folder with one made for another base (a random
-# model of SmolLM2's shape) and a damaged file, starts `serve` on a free loopback port, then runs
-#   - the `openai` Python package (scripts/serve/clients.py),
-#   - curl: one request, one bad request (400); a client that leaves a stream after three events
-#     (its request cancelled, its slot freed),
+# model of SmolLM2's shape) and a damaged file, starts `serve` on a free loopback port with a key
+# (--api-key-file), then runs
+#   - the `openai` Python package (scripts/serve/clients.py), streaming with tools included,
+#   - Apple's ChatCompletionsLanguageModel replayed (Tests/ServerTests/FoundationModelsClientTests:
+#     its ten request kinds as it encodes them, its stream parsing and tool-call joining),
+#   - curl: one request, one bad request (400), one without the key (401; /health needs none);
+#     a client that leaves a stream after three events (its request cancelled, its slot freed),
 #   - schemathesis against docs/openapi.yaml: no 5xx, and every status, content type, header and
 #     body (SSE events included) as the document says (a bounded number of examples),
-# and stops the server however the checks end. Needs ADAPTER_BASE_MODEL (scripts/fetch-model.sh).
+# and stops the server however the checks end; `serve` without a key on a non-loopback address
+# must refuse to start. Needs ADAPTER_BASE_MODEL (scripts/fetch-model.sh).
 # SERVE_SCHEMATHESIS_EXAMPLES (default 25) bounds the fuzzing per operation; 0 skips it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,6 +20,7 @@ cd "$root"
 python=$(scripts/serve/setup-clients.sh)
 flags=(-c release -Xswiftc -enable-testing)
 for p in serve train-adapter make-model; do swift build "${flags[@]}" --product "$p" >&2; done
+swift build "${flags[@]}" --build-tests >&2  # the Foundation Models replay (up to date after the test command's swift test)
 bin=$(swift build "${flags[@]}" --show-bin-path)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/serve-check.XXXXXX")
@@ -43,7 +48,17 @@ cp "$work/run/adapter-final.safetensors" "$work/adapters/extract.safetensors"
 cp "$work/other-run/adapter-final.safetensors" "$work/adapters/other-base.safetensors"
 printf 'not a safetensors file' > "$work/adapters/broken.safetensors"
 
-"$bin/serve" --base-model "$ADAPTER_BASE_MODEL" --adapters "$work/adapters" --model-name smollm2 --port 0 \
+# without a key, a non-loopback address is refused before anything is loaded
+if "$bin/serve" --base-model "$ADAPTER_BASE_MODEL" --host 0.0.0.0 --port 0 > "$work/open.log" 2>&1; then
+  echo "serve check: serve started on 0.0.0.0 without a key" >&2; exit 1
+fi
+grep -q -- "--allow-unauthenticated" "$work/open.log" || { cat "$work/open.log" >&2; exit 1; }
+echo "serve: ok: refuses 0.0.0.0 without a key: $(grep -o 'reachable from other machines[^,]*' "$work/open.log")"
+
+key="sk-check-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
+printf '# the check'"'"'s key\n%s\n' "$key" > "$work/keys"
+auth="Authorization: Bearer $key"
+"$bin/serve" --base-model "$ADAPTER_BASE_MODEL" --adapters "$work/adapters" --model-name smollm2 --port 0 --api-key-file "$work/keys" \
   --max-active 8 --queue 32 --default-max-tokens 16 --max-tokens-limit 256 > "$work/serve.log" 2> "$work/serve.err" &
 server=$!
 port=""
@@ -57,16 +72,29 @@ done
 url=http://127.0.0.1:$port
 echo "serve check: $(cat "$work/serve.log")" >&2
 
-"$python" scripts/serve/clients.py "$url" smollm2 extract
+"$python" scripts/serve/clients.py "$url" smollm2 extract "$key"
+
+# Apple's client, replayed: the ten request kinds against this server (the test skips only without these variables)
+FM_REPLAY_URL=$url FM_REPLAY_MODEL=extract FM_REPLAY_KEY=$key swift test "${flags[@]}" --skip-build \
+  --filter FoundationModelsClientTests/testTheClientsTenRequestKindsAgainstFMReplayURL > "$work/replay.log" 2>&1 \
+  || { cat "$work/replay.log" >&2; echo "serve check: the Foundation Models replay failed" >&2; exit 1; }
+if grep -q "skipped" "$work/replay.log" || ! grep -q "Executed 1 test, with 0 failures" "$work/replay.log"; then
+  cat "$work/replay.log" >&2; echo "serve check: the Foundation Models replay did not run" >&2; exit 1
+fi
+grep '^replay:' "$work/replay.log" | cut -c1-200
+echo "replay: ok: ChatCompletionsLanguageModel's ten request kinds ($(grep -o 'Executed 1 test, with 0 failures[^)]*)' "$work/replay.log" | head -1))"
 
 # curl: one request, one bad request
-out=$(curl -sS -f "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+out=$(curl -sS -f "$url/v1/chat/completions" -H 'Content-Type: application/json' -H "$auth" \
   -d '{"model":"extract","messages":[{"role":"user","content":"Say hi."}],"max_tokens":8}')
 echo "$out" | "$python" -c 'import json,sys; r=json.load(sys.stdin); assert r["object"]=="chat.completion", r; print("curl: ok:", r["choices"][0]["message"]["content"][:60].replace("\n"," "))'
-code=$(curl -sS -o "$work/bad.json" -w '%{http_code}' "$url/v1/chat/completions" -H 'Content-Type: application/json' \
+code=$(curl -sS -o "$work/bad.json" -w '%{http_code}' "$url/v1/chat/completions" -H 'Content-Type: application/json' -H "$auth" \
   -d '{"model":"extract","messages":[{"role":"user","content":"hi"}],"max_tokens":-1}')
 [ "$code" = 400 ] || { echo "serve check: a bad request got $code" >&2; cat "$work/bad.json" >&2; exit 1; }
 "$python" -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert e["param"]=="max_tokens" and e["message"], e; print("curl: ok: 400", e["message"])' "$work/bad.json"
+code=$(curl -sS -o "$work/nokey.json" -w '%{http_code}' "$url/v1/models")
+[ "$code" = 401 ] || { echo "serve check: a request without the key got $code" >&2; cat "$work/nokey.json" >&2; exit 1; }
+"$python" -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert e["code"]=="missing_api_key", e; print("curl: ok: 401", e["message"])' "$work/nokey.json"
 
 # a streaming client that leaves mid-reply: the server notices, ends its request and frees its slot.
 # The client reads the first three events and closes its connection (no wall-clock timeout: a fast
@@ -74,14 +102,14 @@ code=$(curl -sS -o "$work/bad.json" -w '%{http_code}' "$url/v1/chat/completions"
 # characters, so it cannot have ended after three events.
 health() { curl -sS "$url/health" | "$python" -c "import json,sys; print(json.load(sys.stdin)[sys.argv[1]])" "$1"; }
 before=$(health cancelled)
-"$python" - "$port" <<'PY'
+"$python" - "$port" "$key" <<'PY'
 import json, socket, sys
 body = json.dumps({"model": "extract", "messages": [{"role": "user", "content": "Write a long story."}],
                    "max_tokens": 256, "stream": True, "response_format": {"type": "json_schema", "json_schema":
                    {"name": "story", "schema": {"type": "string", "minLength": 250}}}}).encode()
 sock = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=60)
 sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-             b"Content-Length: %d\r\n\r\n" % len(body) + body)
+             b"Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n" % (sys.argv[2].encode(), len(body)) + body)
 received = b""
 while received.count(b"data:") < 3:
     chunk = sock.recv(4096)
@@ -101,7 +129,7 @@ done
 echo "client: ok: a streaming client that left after three events freed its slot"
 
 if [ "${SERVE_SCHEMATHESIS_EXAMPLES:-25}" != 0 ]; then
-  "$(dirname "$python")/schemathesis" run docs/openapi.yaml --url "$url" --phases examples,fuzzing \
+  "$(dirname "$python")/schemathesis" run docs/openapi.yaml --url "$url" --phases examples,fuzzing --header "$auth" \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance \
     --max-examples "${SERVE_SCHEMATHESIS_EXAMPLES:-25}" --seed 1 --workers 4 --request-timeout 120 --no-color \
     --suppress-health-check all --generation-database none

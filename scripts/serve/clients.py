@@ -1,24 +1,28 @@
 #!/usr/bin/env python3
 """The `openai` Python package against a running `serve`, used as its documentation shows.
 
-    clients.py BASE_URL BASE_MODEL_ID ADAPTER_ID
+    clients.py BASE_URL BASE_MODEL_ID ADAPTER_ID [API_KEY]
 
 Checks: the model list (base, adapter, a refused adapter with its reason); a plain chat
 completion; the same request streamed gives the same text; a `response_format` json_schema reply
 that `jsonschema` validates, and the same through `chat.completions.parse` with a pydantic model;
 a tool call whose arguments validate against the tool's parameters, and the conversation
-continued with the tool's result; a text completion; errors raised as the package's exceptions
-(unknown model: NotFoundError; max_tokens 0: BadRequestError). Exits 1 on the first failure.
+continued with the tool's result; the same call streamed, its deltas joined as the package's
+documentation joins them and through its `chat.completions.stream` helper; usage with
+`prompt_tokens_details.cached_tokens`; a text completion; errors raised as the package's
+exceptions (unknown model: NotFoundError; max_tokens 0: BadRequestError; with API_KEY, a wrong
+key: AuthenticationError). Exits 1 on the first failure.
 """
 import json
 import sys
 
 import jsonschema
 import pydantic
-from openai import BadRequestError, NotFoundError, OpenAI
+from openai import AuthenticationError, BadRequestError, NotFoundError, OpenAI
 
 base_url, base_id, adapter_id = sys.argv[1:4]
-client = OpenAI(base_url=base_url + "/v1", api_key="not-needed", max_retries=0, timeout=120)
+api_key = sys.argv[4] if len(sys.argv) > 4 else "not-needed"
+client = OpenAI(base_url=base_url + "/v1", api_key=api_key, max_retries=0, timeout=120)
 
 
 def check(condition, what):
@@ -100,6 +104,38 @@ follow = client.chat.completions.create(
     messages=ask + [called.choices[0].message.model_dump(exclude_none=True),
                     {"role": "tool", "tool_call_id": calls[0].id, "content": "-3 C, snow"}])
 check(follow.choices[0].finish_reason in ("stop", "length", "tool_calls"), f"the conversation continues after the tool's result: {follow.choices[0].message}")
+details = follow.usage.prompt_tokens_details
+check(details is not None and isinstance(details.cached_tokens, int) and 0 < details.cached_tokens <= follow.usage.prompt_tokens,
+      f"the continued conversation reused the prompt cache: cached_tokens {details and details.cached_tokens} of {follow.usage.prompt_tokens}")
+
+# the same call streamed: deltas joined per index as the package's documentation joins them
+stream = client.chat.completions.create(model=adapter_id, messages=ask, tools=tools, tool_choice="required", max_tokens=120,
+                                        temperature=0, stream=True, stream_options={"include_usage": True})
+joined, finish, usage, repeated, deltas = {}, None, None, [], 0
+for chunk in stream:
+    usage = chunk.usage or usage
+    for choice in chunk.choices:
+        finish = choice.finish_reason or finish
+        for delta in choice.delta.tool_calls or []:
+            deltas += 1
+            if delta.index not in joined:
+                joined[delta.index] = delta
+            else:
+                if delta.id is not None or delta.function.name is not None:
+                    repeated.append(delta)
+                joined[delta.index].function.arguments += delta.function.arguments
+check(not repeated, f"a call's id and name come once, in its first delta: {repeated}")
+check(finish == "tool_calls" and list(joined) == [0] and joined[0].function.name == "get_weather" and joined[0].id and deltas > 1,
+      f"a streamed tool call in {deltas} deltas, joined: {joined}")
+jsonschema.validate(json.loads(joined[0].function.arguments), weather)
+check(True, f"its joined arguments validate against the tool's parameters: {joined[0].function.arguments}")
+check(usage and usage.prompt_tokens_details and isinstance(usage.prompt_tokens_details.cached_tokens, int), f"the stream's usage: {usage}")
+with client.chat.completions.stream(model=adapter_id, messages=ask, tools=tools, tool_choice="required", max_tokens=120, temperature=0) as helper:
+    final = helper.get_final_completion()
+helper_calls = final.choices[0].message.tool_calls
+check(final.choices[0].finish_reason == "tool_calls" and helper_calls and helper_calls[0].function.name == "get_weather",
+      f"chat.completions.stream assembles the call: {helper_calls}")
+jsonschema.validate(json.loads(helper_calls[0].function.arguments), weather)
 
 # a text completion
 completion = client.completions.create(model=base_id, prompt="The capital of France is", max_tokens=8, temperature=0)
@@ -116,4 +152,10 @@ try:
     check(False, "max_tokens 0 is refused")
 except BadRequestError as e:
     check(e.status_code == 400 and e.body["param"] == "max_tokens", f"max_tokens 0: 400 {e.body['message']}")
+if len(sys.argv) > 4:
+    try:
+        OpenAI(base_url=base_url + "/v1", api_key="not-" + api_key, max_retries=0).models.list()
+        check(False, "a wrong key is refused")
+    except AuthenticationError as e:
+        check(e.status_code == 401 and e.body["code"] == "invalid_api_key", f"a wrong key: 401 {e.body['message']}")
 print("clients: all checks passed")

@@ -34,24 +34,42 @@ enum {
     BK_ERROR_TYPE = -1,
     /// k is not a whole number of the type's blocks.
     BK_ERROR_SHAPE = -2,
-    /// The level asked for is one this CPU lacks (the *_at functions).
+    /// The level asked for is above bk_best_level() (the *_at functions).
     BK_ERROR_LEVEL = -3,
     /// Scratch for the activation sums (m * k / 32 floats beyond 16 KiB) could not be allocated.
     BK_ERROR_MEMORY = -4
 };
 
+/// Level requests that name no level (bk_level_request).
+enum {
+    /// ADAPTER_CPU_LEVEL is not set (or empty).
+    BK_LEVEL_UNSET = -1,
+    /// ADAPTER_CPU_LEVEL is set to something other than a level's name (bk_level_name).
+    BK_LEVEL_UNKNOWN = -2
+};
+
 /// The highest level this CPU runs (checked once with __builtin_cpu_supports).
+int bk_cpu_level(void);
+
+/// The level the environment variable ADAPTER_CPU_LEVEL names ("portable", "avx2", "avx512",
+/// "avx512vnni"), read once: a level (maybe above bk_cpu_level), BK_LEVEL_UNSET or
+/// BK_LEVEL_UNKNOWN. Lets a test or benchmark run a lower level's code on a higher CPU.
+int bk_level_request(void);
+
+/// The highest level this process runs: bk_cpu_level(), lowered to the level ADAPTER_CPU_LEVEL
+/// names when that is lower (a higher or unknown request changes nothing). Every function here
+/// behaves as on a CPU whose best level this is.
 int bk_best_level(void);
 
-/// 1 when this CPU runs `level`, else 0.
+/// 1 when this process runs `level` (level <= bk_best_level()), else 0.
 int bk_level_supported(int level);
 
-/// The level bk_matmul_nt, bk_dequantize_rows and the q8 functions use: bk_best_level()
-/// unless bk_set_level chose another.
+/// The level bk_matmul_nt, bk_dequantize_rows, the q8 and q8k functions and the float-vector
+/// kernels use: bk_best_level() unless bk_set_level chose another.
 int bk_active_level(void);
 
 /// Makes every later call use `level` (process-wide; for benchmarks and tools that compare
-/// levels). Returns 1 when the CPU runs it; otherwise returns 0 and changes nothing.
+/// levels). Returns 1 when bk_level_supported(level); otherwise returns 0 and changes nothing.
 int bk_set_level(int level);
 
 /// "portable", "avx2", "avx512", "avx512vnni"; "?" for other values.
@@ -83,7 +101,7 @@ int bk_dequantize_rows(uint32_t type, const void *w, size_t rowBytes, size_t r0,
                        float *out);
 
 /// As bk_matmul_nt and bk_dequantize_rows at an explicit level (tests compare levels without
-/// changing the process-wide one). A level the CPU lacks returns BK_ERROR_LEVEL.
+/// changing the process-wide one). A level above bk_best_level() returns BK_ERROR_LEVEL.
 int bk_matmul_nt_at(int level, uint32_t type, const float *x, size_t m, size_t k, const void *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy);
 int bk_dequantize_rows_at(int level, uint32_t type, const void *w, size_t rowBytes, size_t r0, size_t r1,
@@ -112,7 +130,7 @@ int bk_quantize_q8(const float *x, size_t m, size_t k, void *xq);
 int bk_matmul_nt_q8(uint32_t type, const void *xq, size_t m, size_t k, const void *w, size_t rowBytes,
                     size_t n0, size_t n1, float *y, size_t ldy);
 
-/// The q8 functions at an explicit level (BK_ERROR_LEVEL where the CPU lacks it).
+/// The q8 functions at an explicit level (BK_ERROR_LEVEL where the process does not run it).
 int bk_quantize_q8_at(int level, const float *x, size_t m, size_t k, void *xq);
 int bk_matmul_nt_q8_at(int level, uint32_t type, const void *xq, size_t m, size_t k, const void *w,
                        size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy);
@@ -145,7 +163,7 @@ int bk_matmul_nt_q8k_at(int level, uint32_t type, const void *xq, size_t m, size
 // ---------------------------------------------------------------------------------------------
 // Float-vector kernels of the decoding path (16 lanes; fused multiply-adds on the AVX2 and
 // AVX-512 levels, so levels differ in the last bits; within a level a result depends only on
-// its inputs). Single-threaded. The _at forms run a level the CPU lacks as the portable one.
+// its inputs). Single-threaded. The _at forms run a level above bk_best_level() as the portable one.
 
 /// Σ a[i]·b[i] over n values: 16 lane sums, added pairwise, then the tail in order.
 float bk_dot(const float *a, const float *b, size_t n);
