@@ -138,6 +138,12 @@ let package = Package(
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Distillation", "Export", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Guidance", "Export", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "BlockKernelTests", dependencies: ["CBlockKernels", "ModelAssets"]),
+        .testTarget(
+            name: "ArchitectureTests",
+            dependencies: ["TestSupport", "AdapterRuntime", "Server", "Evaluation", "Distillation", "Export", "Training", "Inference", "Guidance",
+                           "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
+                           .product(name: "Crypto", package: "swift-crypto")],
+            resources: [.copy("Fixtures")]),
         .testTarget(name: "ModelDefinitionTests", dependencies: ["TestSupport", "ModelDefinition", "Inference", "Training", "ModelAssets", "Autograd"]),
         .testTarget(name: "GuidanceTests", dependencies: ["Guidance", "DataSchema", "ModelAssets"]),
         // The OpenAI-compatible server: per-row adapters in one batch, continuous batching, HTTP.

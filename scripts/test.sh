@@ -42,6 +42,16 @@ scripts/test-example-app.sh
 # The run logs as TensorBoard reads them: a short real adapter, draft and evaluation run into one
 # folder, loaded with TensorBoard's own reader and compared with the metrics files (~2 minutes).
 scripts/check-run-logs.sh
+# PEFT loads the toolkit's exported adapter on each described architecture's tiny model and gives
+# the toolkit's logits (scripts/fixtures/check_peft_architectures.py: train-adapter, export as
+# PEFT, PeftModel.from_pretrained; ~30 s). It runs in the peer venv of scripts/peers/setup.sh
+# (6 GB, which the test command does not make); without the venv it says so and is skipped.
+peers_python=${PEERS:-$HOME/.cache/adapter-peers}/venv/bin/python
+if [ -x "$peers_python" ]; then
+  "$peers_python" scripts/fixtures/check_peft_architectures.py
+else
+  echo "test: SKIPPED scripts/fixtures/check_peft_architectures.py: no peer venv at $peers_python (scripts/peers/setup.sh makes it)" >&2
+fi
 # The OpenAI-compatible server against real clients on loopback: the openai Python package, curl,
 # schemathesis on docs/openapi.yaml (SERVE_CHECK=0 skips; scripts/serve/check.sh says what it does).
 if [ "${SERVE_CHECK:-1}" != 0 ]; then

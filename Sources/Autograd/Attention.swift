@@ -19,12 +19,12 @@ extension Ops {
 
     /// q [B·T, H·hd], k, v [B·T, K·hd] -> [B·T, H·hd]. Query head h reads kv head h/(H/K).
     /// Row i sees row j iff same batch row, j ≤ i, and segmentIds (if any) agree or j's is
-    /// `sharedSegment`.
+    /// `sharedSegment`. `scale` is s (nil: 1/√hd).
     /// With P = softmax(s·QKᵀ), O = PV:  dV = Pᵀ dO, dP = dO Vᵀ, dS = P ⊙ (dP − rowsum(dO ⊙ O)),
     /// dQ = s·dS K, dK = s·dSᵀ Q.
     static func causalAttention<S>(
         q: TensorOf<S>, k: TensorOf<S>, v: TensorOf<S>, batch: Int, heads: Int, kvHeads: Int, segmentIds: [Int32]? = nil,
-        blockRows: Int = attentionBlockRows
+        scale givenScale: Float? = nil, blockRows: Int = attentionBlockRows
     ) -> TensorOf<S> {
         precondition(q.shape.count == 2 && k.shape.count == 2 && v.shape.count == 2, "[causalAttention] q, k, v must be 2-D: q \(q.shape), k \(k.shape), v \(v.shape)")
         precondition(heads > 0 && kvHeads > 0 && heads % kvHeads == 0, "[causalAttention] heads \(heads) must be a positive multiple of kvHeads \(kvHeads)")
@@ -36,7 +36,7 @@ extension Ops {
         if let segmentIds { precondition(segmentIds.count == rows, "[causalAttention] segmentIds count \(segmentIds.count) vs q \(q.shape)") }
         let t = rows / batch, group = heads / kvHeads
         let qw = heads * hd, kw = kvHeads * hd
-        let scale = S(1 / Double(hd).squareRoot())
+        let scale = givenScale.map { S(Double($0)) } ?? S(1 / Double(hd).squareRoot())
         let blocks = (t + blockRows - 1) / blockRows
 
         // Keys each query block (b, blk) multiplies: ascending runs of the keys up to its last row
@@ -260,9 +260,10 @@ extension Ops {
 }
 
 /// Causal grouped-query attention over packed rows; see `Ops.causalAttention`.
-/// q [B·T, H·hd], k, v [B·T, K·hd] -> [B·T, H·hd], scale 1/√hd.
+/// q [B·T, H·hd], k, v [B·T, K·hd] -> [B·T, H·hd]; scores scaled by `scale` (nil: 1/√hd;
+/// Granite's attention multiplier replaces it).
 public func causalAttention(
-    q: Tensor, k: Tensor, v: Tensor, batch: Int, heads: Int, kvHeads: Int, segmentIds: [Int32]? = nil
+    q: Tensor, k: Tensor, v: Tensor, batch: Int, heads: Int, kvHeads: Int, segmentIds: [Int32]? = nil, scale: Float? = nil
 ) -> Tensor {
-    Ops.causalAttention(q: q, k: k, v: v, batch: batch, heads: heads, kvHeads: kvHeads, segmentIds: segmentIds)
+    Ops.causalAttention(q: q, k: k, v: v, batch: batch, heads: heads, kvHeads: kvHeads, segmentIds: segmentIds, scale: scale)
 }

@@ -1,7 +1,7 @@
 // The AVX2 + FMA + F16C level (compiled for it with a target attribute on every function of
 // this file): products of m <= 16 activation rows with rows of ggml blocks (every type of
 // bk_type_supported), and vectorised dequantization. Same structure as avx512.c with 8-lane vectors and 16 registers (tiles of at
-// most 4 activation rows). Leaves out integer (q8) dot products. Block formulas follow
+// most 6 activation rows, 4 for the K-quants). Leaves out integer (q8) dot products. Block formulas follow
 // ggml-quants.c `dequantize_row_*`.
 #include "internal.h"
 
@@ -14,12 +14,17 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-enum { MAXROWS = 4 };
+// Activation rows sharing one decoded block: up to 6 for the 32-value and float types (6
+// accumulators, the block's 4 vectors and its scale in 16 registers), 4 for the K-quants (whose
+// tiles carry a second accumulator per row).
+enum { MAXROWS = 6, MAXROWS_K = 4 };
 
 // A tile's accumulators between chunks of k, and a chunk (see avx512.c).
 typedef struct {
     __m256 acc[MAXROWS][4];
     __m256 macc[MAXROWS][4];
+    __m256 add8[4];
+    __m128 add4[4];
     float add[MAXROWS][4];
 } tile_state;
 
@@ -111,11 +116,23 @@ INLINE __m256 dot32(const __m256 q[4], const float *x) {
     return _mm256_fmadd_ps(q[3], _mm256_loadu_ps(x + 24), s);
 }
 
-INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
+// Q4_1 and Q5_1 add m·sum(x_block) to a scalar beside each accumulator, block by block; for 4 to
+// 6 rows those scalars ride in the lanes of one vector per weight row (the sums block-major,
+// xs[b·stride + row]), each lane doing the scalar's fused multiply-adds in the scalar's order
+// (as avx512.c's tiles): the bits of a one-row pass for a quarter of the instructions. At 4 rows
+// those were 4 of the 24 multiply-adds per block the FMA units ran.
+INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *xs, size_t stride,
                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     const size_t bytes = bk_bytes32(type);
-    __m256 acc[MAXROWS][4];
+    const int minimum = bk_has_min32(type), lanes = minimum && MR >= 4;
+    const __m256i laneMask = _mm256_cmpgt_epi32(_mm256_set1_epi32(MR), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 acc[MAXROWS][4], add8[4];
+    __m128 add4[4];
     float add[MAXROWS][4];
+    for (int j = 0; j < NR; j++) {
+        add8[j] = c.first ? _mm256_setzero_ps() : c.st->add8[c.j0 + j];
+        add4[j] = c.first ? _mm_setzero_ps() : c.st->add4[c.j0 + j];
+    }
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) {
             acc[r][j] = c.first ? _mm256_setzero_ps() : c.st->acc[r][c.j0 + j];
@@ -128,17 +145,30 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
             __m256 q[4];
             decode32(type, p, q);
             const __m256 d = half8(p);
-            const float mn = bk_has_min32(type) ? half(p + 2) : 0;
+            const float mn = minimum ? half(p + 2) : 0;
             for (int r = 0; r < MR; r++) {
                 acc[r][j] = _mm256_fmadd_ps(d, dot32(q, x + r * k + b * 32), acc[r][j]);
-                if (bk_has_min32(type)) add[r][j] = fmaf(mn, xs[r * sums + b], add[r][j]);
+                if (minimum && !lanes) add[r][j] = fmaf(mn, xs[b * stride + r], add[r][j]);
+            }
+            if (lanes) {
+                if (MR > 4) add8[j] = _mm256_fmadd_ps(_mm256_set1_ps(mn), _mm256_maskload_ps(xs + b * stride, laneMask), add8[j]);
+                else add4[j] = _mm_fmadd_ps(_mm_set1_ps(mn), _mm_loadu_ps(xs + b * stride), add4[j]);
             }
         }
     }
     if (!c.last) {
+        for (int j = 0; j < NR; j++) { c.st->add8[c.j0 + j] = add8[j]; c.st->add4[c.j0 + j] = add4[j]; }
         for (int r = 0; r < MR; r++)
             for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->add[r][c.j0 + j] = add[r][j]; }
         return;
+    }
+    if (lanes) {
+        for (int j = 0; j < NR; j++) {
+            float a[8];
+            if (MR > 4) _mm256_storeu_ps(a, add8[j]);
+            else _mm_storeu_ps(a, add4[j]);
+            for (int r = 0; r < MR; r++) add[r][j] = a[r];
+        }
     }
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]) + add[r][j];
@@ -397,18 +427,21 @@ INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *
     }
 }
 
-INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
+// `stride`: floats between two blocks' activation sums of a row (Q4_1, Q5_1: m, block-major) or
+// between two rows' (Q4_K, Q5_K: k/32, row-major).
+INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t stride, const uint8_t *w,
                  size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
-    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
-    case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL: tile32(type, x, k, xs, stride, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, stride, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q2_K: tileQ2K(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     }
 }
 
-// Output rows in groups of four; activation rows in tiles of 4, 2 or 1; k in chunks whose rows
+// Output rows in groups of four; activation rows in tiles of up to MAXROWS (MAXROWS_K), as few
+// and as equal as hold them (see avx512.c); k in chunks whose rows
 // fit in XBUDGET bytes when more than one row outgrows it (see avx512.c). 32 KB here: on this
 // level's tiles (bench kernels --levels 1, the Intel Xeon) 16 KB made k = 2048 at 4-8 rows up to
 // 5% slower, while 32 KB left it as it was and took Q4_K 8192x2048 at 8 rows from 5.1 to 4.0
@@ -420,7 +453,8 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
     const size_t sums = k / 32;
     const size_t unit = type == BK_Q2_K || type == BK_Q3_K || type == BK_Q4_K || type == BK_Q5_K || type == BK_Q6_K ? 256
                         : bk_is32(type) ? 32 : 8;
-    const size_t tiles = m / 4 + 2;  // row tiles of 4, then at most one of 2 and 1
+    const size_t most = unit == 256 ? MAXROWS_K : MAXROWS;  // rows per tile
+    const size_t tiles = (m + most - 1) / most;
     size_t kc = bk_chunk_values(m, k, unit, XBUDGET), groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
     tile_state *st = kc < k ? bk_tile_scratch(4 * tiles * sizeof(tile_state)) : NULL;
     if (st) groups = 4;
@@ -434,24 +468,31 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
                 const uint8_t *wo = w + o * rowBytes;
                 for (size_t r = 0, t = 0; r < m; t++) {
                     if (st) c.st = st + ((o - ob) / 4) * tiles + t;
-                    const float *xr = x + r * k, *xsr = xs + r * sums;
+                    // Q4_1's and Q5_1's sums are block-major (stride m between blocks), the K-quants' row-major
+                    const float *xr = x + r * k, *xsr = bk_has_min32(type) ? xs + r : xs + r * sums;
+                    const size_t stride = bk_has_min32(type) ? m : sums;
                     float *yr = y + r * ldy + o;
                     size_t left = m - r;
-#define TILE(mr, nr) (c.j0 = (int)j, tile(type, xr, k, xsr, sums, wo + j * rowBytes, rowBytes, yr + j, ldy, mr, nr, c))
-                    if (left >= 4) {
-                        for (size_t j = 0; j < group; j++) TILE(4, 1);
-                        r += 4;
-                    } else if (left >= 2) {
-                        size_t j = 0;
+#define TILE(mr, nr) (c.j0 = (int)j, tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, mr, nr, c))
+                    const size_t MR = (left + (left + most - 1) / most - 1) / ((left + most - 1) / most);  // rows of this tile
+                    size_t j = 0;
+                    switch (MR) {
+#define ROWS(mr)                                                        \
+    case mr:                                                            \
+        for (; j < group; j++) TILE(mr, 1);                             \
+        break;
+                    ROWS(6) ROWS(5) ROWS(4) ROWS(3)
+#undef ROWS
+                    case 2:
                         for (; j + 2 <= group; j += 2) TILE(2, 2);
                         for (; j < group; j++) TILE(2, 1);
-                        r += 2;
-                    } else {
-                        size_t j = 0;
+                        break;
+                    default:
                         if (group == 4) TILE(1, 4);
                         else for (; j < group; j++) TILE(1, 1);
-                        r += 1;
+                        break;
                     }
+                    r += MR;
 #undef TILE
                 }
             }
@@ -459,13 +500,15 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
     }
 }
 
-static void activation_sums(const float *x, size_t m, size_t k, float *xs) {
+// Sums of each 32 activations (the Q4_1/Q5_1 and K-quant min terms): row-major [m, k/32], or
+// block-major [k/32, m] when `blockMajor` (Q4_1's and Q5_1's tiles read one block's sums for all rows).
+static void activation_sums(const float *x, size_t m, size_t k, float *xs, int blockMajor) {
     for (size_t r = 0; r < m; r++) {
         for (size_t j = 0; j < k / 32; j++) {
             const float *p = x + r * k + 32 * j;
             __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)),
                                      _mm256_add_ps(_mm256_loadu_ps(p + 16), _mm256_loadu_ps(p + 24)));
-            xs[r * (k / 32) + j] = hsum256(s);
+            xs[blockMajor ? j * m + r : r * (k / 32) + j] = hsum256(s);
         }
     }
 }
@@ -492,7 +535,7 @@ PRODUCT(product_q6_k, BK_Q6_K)
 
 void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                     size_t n0, size_t n1, float *y, size_t ldy, float *xsum) {
-    if (bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum);
+    if (bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum, bk_has_min32(type));
     switch (type) {
     case BK_F32: product_f32(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_F16: product_f16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;

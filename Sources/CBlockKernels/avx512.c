@@ -208,7 +208,7 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
     const size_t bytes = bk_bytes32(type);
     const __m512 iota = iota16f(), minus8 = _mm512_sub_ps(iota, _mm512_set1_ps(8));
     const __m512 minus16 = _mm512_sub_ps(iota, _mm512_set1_ps(16)), iota16 = _mm512_add_ps(iota, _mm512_set1_ps(16));
-    const int minimum = bk_has_min32(type), lanes = minimum && MR >= 4;  // min terms in vector lanes (MR 4 or 8)
+    const int minimum = bk_has_min32(type), lanes = minimum && MR >= 4;  // min terms in vector lanes (4, or up to 8 masked)
     __m512 acc[MAXROWS][4];
     float add[MAXROWS][4];
     __m256 add8[4];
@@ -262,7 +262,7 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
                 if (minimum && !lanes) add[r][j] = fmaf(mn, xs[b * stride + r], add[r][j]);
             }
             if (minimum && lanes) {
-                if (MR == 8) add8[j] = _mm256_fmadd_ps(_mm256_set1_ps(mn), _mm256_loadu_ps(xs + b * stride), add8[j]);
+                if (MR > 4) add8[j] = _mm256_fmadd_ps(_mm256_set1_ps(mn), _mm256_maskz_loadu_ps((__mmask8)((1u << MR) - 1), xs + b * stride), add8[j]);
                 else add4[j] = _mm_fmadd_ps(_mm_set1_ps(mn), _mm_loadu_ps(xs + b * stride), add4[j]);
             }
         }
@@ -276,7 +276,7 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
     if (minimum && lanes) {
         for (int j = 0; j < NR; j++) {
             float a[8];
-            if (MR == 8) _mm256_storeu_ps(a, add8[j]);
+            if (MR > 4) _mm256_storeu_ps(a, add8[j]);
             else _mm_storeu_ps(a, add4[j]);
             for (int r = 0; r < MR; r++) add[r][j] = a[r];
         }
@@ -465,9 +465,12 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
     }
 }
 
-// Output rows go in groups of four; within a group the activation rows go in tiles of 8, 4, 2
-// or 1, and each tile covers the group with NR = 4, 2 or 1 weight rows at a time, so the group's
-// weight rows stay in L1 while every tile passes over them. Tiles of 8 or 4 rows take two
+// Output rows go in groups of four; within a group the activation rows go in tiles of up to 8
+// (as few tiles as hold them, of equal size: 5 rows one tile, 12 two of 6), and each tile covers
+// the group with NR = 4 (one row), 2 or 1 weight rows at a time, so the group's weight rows stay
+// in L1 while every tile passes over them. A tile decodes each weight block once for its rows:
+// speculative decoding verifies γ + 1 rows, and 5 rows went as tiles of 4 and 1 (3.1 one-row
+// products of Q4_1 576x1536 where one tile of 4 took 2.1). Tiles of 3 or more rows take two
 // weight rows at once where the tile keeps one accumulator per pair (F32, F16, BF16, Q8_0,
 // Q4_0): each activation load then serves both (Q8_0 576x1536 at 8 rows 10% faster, F16 and
 // F32 up to 2x); Q4_1 and the K-quants carry a second accumulator per pair, and two weight rows'
@@ -488,7 +491,7 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
     const int pairs = type != BK_Q2_K && type != BK_Q3_K && type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
     const size_t unit = !pairs ? 256
                         : bk_is32(type) ? 32 : 16;
-    const size_t tiles = m / 8 + 3;  // row tiles of 8, then at most one of 4, 2 and 1
+    const size_t tiles = (m + MAXROWS - 1) / MAXROWS;  // row tiles
     size_t kc = bk_chunk_values(m, k, unit, XBUDGET), groups = (n1 - n0 + 3) / 4;  // values per chunk, output groups per block
     tile_state *st = kc < k ? bk_tile_scratch(4 * tiles * sizeof(tile_state)) : NULL;
     if (st) groups = 4;
@@ -508,30 +511,27 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
                     float *yr = y + r * ldy + o;
                     size_t left = m - r;
 #define TILE(mr, nr) (c.j0 = (int)j, tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, mr, nr, c))
-                    if (left >= 4) {
-                        const int MR = left >= 8 ? 8 : 4;
-                        size_t j = 0;
-                        if (pairs)
-                            for (; j + 2 <= group; j += 2) {
-                                if (MR == 8) TILE(8, 2);
-                                else TILE(4, 2);
-                            }
-                        for (; j < group; j++) {
-                            if (MR == 8) TILE(8, 1);
-                            else TILE(4, 1);
-                        }
-                        r += MR;
-                    } else if (left >= 2) {
-                        size_t j = 0;
+                    const size_t MR = (left + (left + MAXROWS - 1) / MAXROWS - 1) / ((left + MAXROWS - 1) / MAXROWS);  // rows of this tile
+                    size_t j = 0;
+                    switch (MR) {
+#define ROWS(mr)                                                        \
+    case mr:                                                            \
+        if (pairs)                                                      \
+            for (; j + 2 <= group; j += 2) TILE(mr, 2);                 \
+        for (; j < group; j++) TILE(mr, 1);                             \
+        break;
+                    ROWS(8) ROWS(7) ROWS(6) ROWS(5) ROWS(4) ROWS(3)
+#undef ROWS
+                    case 2:
                         for (; j + 2 <= group; j += 2) TILE(2, 2);
                         for (; j < group; j++) TILE(2, 1);
-                        r += 2;
-                    } else {
-                        size_t j = 0;
+                        break;
+                    default:
                         if (group == 4) TILE(1, 4);
                         else for (; j < group; j++) TILE(1, 1);
-                        r += 1;
+                        break;
                     }
+                    r += MR;
 #undef TILE
                 }
             }

@@ -259,6 +259,20 @@ void bk_attend_at(int level, const float *q, const void *keys, const void *value
     BK_VECTOR_CALL(vector_level(level), attend, q, keys, values, half, stride, len, hd, scale, scores, out)
 }
 
+void bk_attend_rows_at(int level, const float *q, size_t ldq, size_t rows, size_t heads, const size_t *len, const void *keys,
+                       const void *values, int half, size_t stride, size_t hd, float scale, float *scores, float *out,
+                       size_t ldo) {
+    if (rows == 0 || heads == 0) return;
+    BK_VECTOR_CALL(vector_level(level), attend_rows, q, ldq, rows, heads, len, keys, values, half, stride, hd, scale, scores,
+                   out, ldo)
+}
+
+void bk_attend_rows(const float *q, size_t ldq, size_t rows, size_t heads, const size_t *len, const void *keys,
+                    const void *values, int half, size_t stride, size_t hd, float scale, float *scores, float *out,
+                    size_t ldo) {
+    bk_attend_rows_at(bk_active_level(), q, ldq, rows, heads, len, keys, values, half, stride, hd, scale, scores, out, ldo);
+}
+
 void bk_to_half_at(int level, const float *x, uint16_t *y, size_t n) {
     BK_VECTOR_CALL(vector_level(level), to_half, x, y, n)
 }

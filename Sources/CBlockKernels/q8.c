@@ -54,9 +54,11 @@ void bk_avx2_quantize_q8(const float *x, size_t m, size_t k, void *xq) {
 }
 
 #define Q8_FN(name) avx2_q8_##name
+#define Q8_MAXROWS 4
 #define Q8_DOT(u, x) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (x)), _mm256_set1_epi16(1))
 #include "q8_simd.h"
 #undef Q8_FN
+#undef Q8_MAXROWS
 #undef Q8_DOT
 
 void bk_avx2_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
@@ -70,9 +72,11 @@ void bk_avx2_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const 
                              apply_to = function)
 
 #define Q8_FN(name) vnni_q8_##name
+#define Q8_MAXROWS 8
 #define Q8_DOT(u, x) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (x))
 #include "q8_simd.h"
 #undef Q8_FN
+#undef Q8_MAXROWS
 #undef Q8_DOT
 
 void bk_vnni_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const uint8_t *w, size_t rowBytes,

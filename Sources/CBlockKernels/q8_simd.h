@@ -96,8 +96,8 @@ static inline __attribute__((always_inline)) __m256 Q8_FN(scaled)(__m256i lanes,
 static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t type, bk_q8_rows x, size_t k, const uint8_t *w,
                                                               size_t rowBytes, float *y, size_t ldy, const int MR, const int NR) {
     const size_t blocks = k / 32;
-    __m256 acc[4][4], macc[4][4];
-    float add[4][4];
+    __m256 acc[Q8_MAXROWS][4], macc[Q8_MAXROWS][4];
+    float add[Q8_MAXROWS][4];
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) { acc[r][j] = _mm256_setzero_ps(); macc[r][j] = _mm256_setzero_ps(); add[r][j] = 0; }
     if (bk_is32(type)) {
@@ -187,7 +187,9 @@ static inline __attribute__((always_inline)) void Q8_FN(tile)(const uint32_t typ
         for (int j = 0; j < NR; j++) y[r * ldy + j] = Q8_FN(hsum)(acc[r][j]) - Q8_FN(hsum)(macc[r][j]);
 }
 
-// Output rows in groups of four, activation rows in tiles of 4, 2 or 1 (as in avx2.c).
+// Output rows in groups of four, activation rows in tiles of up to Q8_MAXROWS (4 with AVX2's 16
+// registers, 8 with AVX-512's 32), as few tiles as hold them and of equal size (see avx512.c: a
+// tile decodes each weight block once for its rows; 5 rows went as 4 and 1).
 static inline __attribute__((always_inline)) void Q8_FN(product)(const uint32_t type, bk_q8_rows x, size_t m, size_t k,
                                                                  const uint8_t *w, size_t rowBytes, size_t n0, size_t n1,
                                                                  float *y, size_t ldy) {
@@ -197,20 +199,28 @@ static inline __attribute__((always_inline)) void Q8_FN(product)(const uint32_t 
         for (size_t r = 0; r < m;) {
             const bk_q8_rows xr = bk_q8_row(x, r, k);
             float *yr = y + r * ldy + o;
-            const size_t left = m - r;
-            if (left >= 4) {
-                for (size_t j = 0; j < group; j++) Q8_FN(tile)(type, xr, k, wo + j * rowBytes, rowBytes, yr + j, ldy, 4, 1);
-                r += 4;
-            } else if (left >= 2) {
-                size_t j = 0;
+            const size_t left = m - r, tiles = (left + Q8_MAXROWS - 1) / Q8_MAXROWS, MR = (left + tiles - 1) / tiles;
+            size_t j = 0;
+            switch (MR) {
+#define Q8_ROWS(mr)                                                                                   \
+    case mr:                                                                                          \
+        for (; j < group; j++) Q8_FN(tile)(type, xr, k, wo + j * rowBytes, rowBytes, yr + j, ldy, mr, 1); \
+        break;
+#if Q8_MAXROWS > 4
+            Q8_ROWS(8) Q8_ROWS(7) Q8_ROWS(6) Q8_ROWS(5)
+#endif
+            Q8_ROWS(4) Q8_ROWS(3)
+#undef Q8_ROWS
+            case 2:
                 for (; j + 2 <= group; j += 2) Q8_FN(tile)(type, xr, k, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 2);
                 for (; j < group; j++) Q8_FN(tile)(type, xr, k, wo + j * rowBytes, rowBytes, yr + j, ldy, 2, 1);
-                r += 2;
-            } else {
+                break;
+            default:
                 if (group == 4) Q8_FN(tile)(type, xr, k, wo, rowBytes, yr, ldy, 1, 4);
-                else for (size_t j = 0; j < group; j++) Q8_FN(tile)(type, xr, k, wo + j * rowBytes, rowBytes, yr + j, ldy, 1, 1);
-                r += 1;
+                else for (; j < group; j++) Q8_FN(tile)(type, xr, k, wo + j * rowBytes, rowBytes, yr + j, ldy, 1, 1);
+                break;
             }
+            r += MR;
         }
     }
 }

@@ -64,63 +64,75 @@ float BK_VEC(dot)(const float *a, const float *b, size_t n) {
     return s;
 }
 
+// 16 values of row j of Bᵀ from output o: float32, or IEEE half widened (exactly) when `half`.
+typedef _Float16 bk_h16 __attribute__((vector_size(32), aligned(2)));
+BK_INLINE bk_v16 BK_VEC(loadbt)(const void *bt, size_t i, const int half) {
+    if (!half) return BK_VEC(load)((const float *)bt + i);
+    bk_h16 h;
+    memcpy(&h, (const _Float16 *)bt + i, sizeof h);
+    return __builtin_convertvector(h, bk_v16);
+}
+
+// Outputs [o0, o1) (a multiple of 16·U) of NR rows from `row`: each output starts from zero and
+// adds u[row, j]·bt[j, o] for j = 0, 1, ... in order, then goes into y. Each piece of Bᵀ is
+// loaded once for the NR rows (a verify pass's rows share one adapter).
+BK_INLINE void BK_VEC(lowrank_rows)(const int NR, const int U, const float *u, size_t row, size_t r, const void *bt,
+                                    size_t out, size_t o0, size_t o1, float *y, size_t ldy, const int half) {
+    for (size_t o = o0; o < o1; o += 16 * (size_t)U) {
+        bk_v16 a[4][4];
+        for (int i = 0; i < NR; i++)
+            for (int c = 0; c < U; c++) a[i][c] = (bk_v16){0};
+        for (size_t j = 0; j < r; j++) {
+            bk_v16 b[4];
+            for (int c = 0; c < U; c++) b[c] = BK_VEC(loadbt)(bt, j * out + o + 16 * (size_t)c, half);
+            for (int i = 0; i < NR; i++) {
+                const bk_v16 uj = BK_VEC(splat)(u[(row + (size_t)i) * r + j]);
+                for (int c = 0; c < U; c++) a[i][c] += uj * b[c];
+            }
+        }
+        for (int i = 0; i < NR; i++) {
+            float *yr = y + (row + (size_t)i) * ldy + o;
+            for (int c = 0; c < U; c++) BK_VEC(store)(yr + 16 * c, BK_VEC(load)(yr + 16 * c) + a[i][c]);
+        }
+    }
+}
+
+// NR rows from `row`: 16·BK_VEC_LOWRANK_UNITS outputs at a time, then 16, then one by one.
+BK_INLINE void BK_VEC(lowrank_group)(const int NR, const float *u, size_t row, size_t r, const void *bt, size_t out,
+                                     size_t o0, size_t o1, float *y, size_t ldy, const int half) {
+    const size_t wide = o0 + (o1 - o0) / (16 * BK_VEC_LOWRANK_UNITS) * (16 * BK_VEC_LOWRANK_UNITS);
+    const size_t vec = o0 + (o1 - o0) / 16 * 16;
+    BK_VEC(lowrank_rows)(NR, BK_VEC_LOWRANK_UNITS, u, row, r, bt, out, o0, wide, y, ldy, half);
+    BK_VEC(lowrank_rows)(NR, 1, u, row, r, bt, out, wide, vec, y, ldy, half);
+    for (int i = 0; i < NR; i++) {
+        const float *ur = u + (row + (size_t)i) * r;
+        float *yr = y + (row + (size_t)i) * ldy;
+        for (size_t o = vec; o < o1; o++) {
+            float a = 0;
+            for (size_t j = 0; j < r; j++) a += ur[j] * (half ? (float)((const _Float16 *)bt)[j * out + o] : ((const float *)bt)[j * out + o]);
+            yr[o] += a;
+        }
+    }
+}
+
 // y[row, o] += sum over j < r of u[row, j]·bt[j, o] for rows < m and o in [o0, o1): an adapter's
 // up-projection with its factor B stored transposed ([r, out], float32, or float16 when `half`),
 // so 16 outputs take one multiply-add per j and no horizontal sum. Each output starts from zero,
-// adds j = 0, 1, ... in order, then goes into y: the same operations whatever m, o0 and o1.
+// adds j = 0, 1, ... in order, then goes into y: the same operations whatever m, o0 and o1 (and
+// however many rows share a load of Bᵀ: BK_VEC_LOWRANK_ROWS at a time).
 void BK_VEC(lowrank_up)(const float *u, size_t m, size_t r, const void *bt, int half, size_t out, size_t o0, size_t o1,
                         float *y, size_t ldy) {
-    typedef _Float16 bk_h16 __attribute__((vector_size(32), aligned(2)));
-    const float *bf = (const float *)bt;
-    const _Float16 *bh = (const _Float16 *)bt;
-    for (size_t row = 0; row < m; row++) {
-        const float *ur = u + row * r;
-        float *yr = y + row * ldy;
-        size_t o = o0;
-        for (; o + 64 <= o1; o += 64) {
-            bk_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-            for (size_t j = 0; j < r; j++) {
-                const bk_v16 uj = BK_VEC(splat)(ur[j]);
-                if (half) {
-                    bk_h16 h[4];
-                    memcpy(h, bh + j * out + o, sizeof h);
-                    a0 += uj * __builtin_convertvector(h[0], bk_v16);
-                    a1 += uj * __builtin_convertvector(h[1], bk_v16);
-                    a2 += uj * __builtin_convertvector(h[2], bk_v16);
-                    a3 += uj * __builtin_convertvector(h[3], bk_v16);
-                } else {
-                    const float *b = bf + j * out + o;
-                    a0 += uj * BK_VEC(load)(b);
-                    a1 += uj * BK_VEC(load)(b + 16);
-                    a2 += uj * BK_VEC(load)(b + 32);
-                    a3 += uj * BK_VEC(load)(b + 48);
-                }
-            }
-            BK_VEC(store)(yr + o, BK_VEC(load)(yr + o) + a0);
-            BK_VEC(store)(yr + o + 16, BK_VEC(load)(yr + o + 16) + a1);
-            BK_VEC(store)(yr + o + 32, BK_VEC(load)(yr + o + 32) + a2);
-            BK_VEC(store)(yr + o + 48, BK_VEC(load)(yr + o + 48) + a3);
+    for (size_t row = 0; row < m;) {
+        const size_t left = m - row, nr = left < BK_VEC_LOWRANK_ROWS ? left : BK_VEC_LOWRANK_ROWS;
+        switch (nr) {
+#if BK_VEC_LOWRANK_ROWS > 1
+        case 4: if (half) BK_VEC(lowrank_group)(4, u, row, r, bt, out, o0, o1, y, ldy, 1); else BK_VEC(lowrank_group)(4, u, row, r, bt, out, o0, o1, y, ldy, 0); break;
+        case 3: if (half) BK_VEC(lowrank_group)(3, u, row, r, bt, out, o0, o1, y, ldy, 1); else BK_VEC(lowrank_group)(3, u, row, r, bt, out, o0, o1, y, ldy, 0); break;
+        case 2: if (half) BK_VEC(lowrank_group)(2, u, row, r, bt, out, o0, o1, y, ldy, 1); else BK_VEC(lowrank_group)(2, u, row, r, bt, out, o0, o1, y, ldy, 0); break;
+#endif
+        default: if (half) BK_VEC(lowrank_group)(1, u, row, r, bt, out, o0, o1, y, ldy, 1); else BK_VEC(lowrank_group)(1, u, row, r, bt, out, o0, o1, y, ldy, 0); break;
         }
-        for (; o + 16 <= o1; o += 16) {
-            bk_v16 a = {0};
-            for (size_t j = 0; j < r; j++) {
-                bk_v16 b;
-                if (half) {
-                    bk_h16 h;
-                    memcpy(&h, bh + j * out + o, sizeof h);
-                    b = __builtin_convertvector(h, bk_v16);
-                } else {
-                    b = BK_VEC(load)(bf + j * out + o);
-                }
-                a += BK_VEC(splat)(ur[j]) * b;
-            }
-            BK_VEC(store)(yr + o, BK_VEC(load)(yr + o) + a);
-        }
-        for (; o < o1; o++) {
-            float a = 0;
-            for (size_t j = 0; j < r; j++) a += ur[j] * (half ? (float)bh[j * out + o] : bf[j * out + o]);
-            yr[o] += a;
-        }
+        row += nr;
     }
 }
 
@@ -182,21 +194,9 @@ BK_INLINE void BK_VEC(dot4)(const float *q, const void *k, size_t stride, size_t
     }
 }
 
-BK_INLINE void BK_VEC(attend_kv)(const float *q, const void *keys, const void *values, size_t stride, size_t len,
-                                 size_t hd, float scale, float *scores, float *out, const int half) {
-    const size_t size = half ? 2 : 4;
-    float mx = -INFINITY;
-    for (size_t j = 0; j < len; j += 4) {
-        const size_t n = len - j < 4 ? len - j : 4;
-        float dots[4];
-        BK_VEC(dot4)(q, (const char *)keys + j * stride * size, stride, n, hd, dots, half);
-        for (size_t t = 0; t < n; t++) {
-            const float s = dots[t] * scale;
-            scores[j + t] = s;
-            mx = s > mx ? s : mx;
-        }
-    }
-    // e^(s - max), 16 at a time; the tail through the same polynomial (padded lanes)
+// e^(s - mx) over scores[0..<len] in place, 16 at a time and the tail through the same
+// polynomial (padded lanes); returns 1 / their sum.
+BK_INLINE float BK_VEC(softmax_inv)(float *scores, size_t len, float mx) {
     bk_v16 sums = {0};
     size_t j = 0;
     for (; j + 16 <= len; j += 16) {
@@ -215,7 +215,29 @@ BK_INLINE void BK_VEC(attend_kv)(const float *q, const void *keys, const void *v
             total += tail[t];
         }
     }
-    float inv = 1.0f / total;
+    return 1.0f / total;
+}
+
+// Scores of keys j ..< j + n (n <= 4) for one query, scaled, into scores[j...]; returns the
+// running maximum after them.
+BK_INLINE float BK_VEC(score4)(const float *q, const void *keys, size_t stride, size_t j, size_t n, size_t hd, float scale,
+                               float *scores, float mx, const int half) {
+    const size_t size = half ? 2 : 4;
+    float dots[4];
+    BK_VEC(dot4)(q, (const char *)keys + j * stride * size, stride, n, hd, dots, half);
+    for (size_t t = 0; t < n; t++) {
+        const float s = dots[t] * scale;
+        scores[j + t] = s;
+        mx = s > mx ? s : mx;
+    }
+    return mx;
+}
+
+BK_INLINE void BK_VEC(attend_kv)(const float *q, const void *keys, const void *values, size_t stride, size_t len,
+                                 size_t hd, float scale, float *scores, float *out, const int half) {
+    float mx = -INFINITY;
+    for (size_t j = 0; j < len; j += 4) mx = BK_VEC(score4)(q, keys, stride, j, len - j < 4 ? len - j : 4, hd, scale, scores, mx, half);
+    float inv = BK_VEC(softmax_inv)(scores, len, mx);
     // out = Σ_p (scores[p]·inv)·v_p in order of p, 64 values at a time held in registers (the
     // operations of an axpy per position into a zeroed out, without its loads and stores)
     size_t d = 0;
@@ -254,6 +276,131 @@ void BK_VEC(attend)(const float *q, const void *keys, const void *values, int ha
                     float scale, float *scores, float *out) {
     if (half) BK_VEC(attend_kv)(q, keys, values, stride, len, hd, scale, scores, out, 1);
     else BK_VEC(attend_kv)(q, keys, values, stride, len, hd, scale, scores, out, 0);
+}
+
+// Queries whose weighted values take one pass over the value rows together: BK_VEC_WEIGH_QUERIES
+// (up to 4, set by the including file to what its registers hold at 64 lanes per query).
+enum { BK_VEC(batch) = BK_VEC_WEIGH_QUERIES };
+
+// Lanes [d0, d1) (a multiple of 16·U) of the weighted values of NB (1 ... batch) queries: query b
+// sees positions p < lb[b] with weights sb[b][p]·ib[b] and writes ob[b]. NB·U accumulators of 16
+// lanes, each its lanes' multiply-adds in the order of p; each value row is read once for the
+// batch, U·16 lanes of it at a time (64: a row's four cache lines requested together, as
+// bk_attend does).
+BK_INLINE void BK_VEC(weigh_lanes)(const int NB, const int U, size_t d0, size_t d1, const void *values, size_t stride,
+                                   const size_t *lb, float *const *sb, const float *ib, float *const *ob, const int half) {
+    size_t shortest = lb[0], reach = lb[0];
+    for (int b = 1; b < NB; b++) {
+        shortest = lb[b] < shortest ? lb[b] : shortest;
+        reach = lb[b] > reach ? lb[b] : reach;
+    }
+    for (size_t d = d0; d < d1; d += 16 * (size_t)U) {
+        bk_v16 o[BK_VEC(batch)][4];
+        for (int b = 0; b < NB; b++)
+            for (int u = 0; u < U; u++) o[b][u] = (bk_v16){0};
+        size_t p = 0;
+        for (; p < shortest; p++) {
+            if (d == d0)  // the row eight on, from memory (as the keys)
+                for (int u = 0; u < U; u++) __builtin_prefetch((const char *)values + ((p + 8) * stride + d + 16 * (size_t)u) * (half ? 2 : 4));
+            bk_v16 v[4];
+            for (int u = 0; u < U; u++) v[u] = BK_VEC(loadkv)(values, p * stride + d + 16 * (size_t)u, half);
+            for (int b = 0; b < NB; b++) {
+                const float w = sb[b][p] * ib[b];
+                for (int u = 0; u < U; u++) o[b][u] += w * v[u];
+            }
+        }
+        for (; p < reach; p++) {
+            bk_v16 v[4];
+            for (int u = 0; u < U; u++) v[u] = BK_VEC(loadkv)(values, p * stride + d + 16 * (size_t)u, half);
+            for (int b = 0; b < NB; b++) {
+                if (p >= lb[b]) continue;
+                const float w = sb[b][p] * ib[b];
+                for (int u = 0; u < U; u++) o[b][u] += w * v[u];
+            }
+        }
+        for (int b = 0; b < NB; b++)
+            for (int u = 0; u < U; u++) BK_VEC(store)(ob[b] + d + 16 * (size_t)u, o[b][u]);
+    }
+}
+
+// The weighted values of NB queries over hd lanes: 64 lanes at a time, then 16, then the last
+// hd % 16 lanes as bk_attend's scalar tail.
+BK_INLINE void BK_VEC(weigh)(const int NB, const void *values, size_t stride, size_t hd, const size_t *lb,
+                             float *const *sb, const float *ib, float *const *ob, const int half) {
+    const size_t wide = hd / 64 * 64, vec = hd / 16 * 16;
+    BK_VEC(weigh_lanes)(NB, 4, 0, wide, values, stride, lb, sb, ib, ob, half);
+    BK_VEC(weigh_lanes)(NB, 1, wide, vec, values, stride, lb, sb, ib, ob, half);
+    if (vec == hd) return;
+    for (int b = 0; b < NB; b++) {
+        float *ot = ob[b];
+        for (size_t i = vec; i < hd; i++) ot[i] = 0;
+        for (size_t p = 0; p < lb[b]; p++) {
+            const float w = sb[b][p] * ib[b];
+            for (size_t i = vec; i < hd; i++) ot[i] += w * BK_VEC(kv1)(values, p * stride + i, half);
+        }
+    }
+}
+
+// bk_attend for every query (r, g) of `rows` rows and `heads` heads over one KV head's cache,
+// the queries taking turns on each group of four keys and each value row, so a key or value is
+// fetched from memory once for all of them and then found in L1. Each query's operations are
+// bk_attend's in bk_attend's order: the same score4 calls and softmax; the weighted values lane
+// by lane the same multiply-adds in the order of p, whatever lanes share a register (here 16
+// per query, up to four queries at a time where the registers hold them).
+BK_INLINE void BK_VEC(attend_rows_kv)(const float *q, size_t ldq, size_t rows, size_t heads, const size_t *len,
+                                      const void *keys, const void *values, size_t stride, size_t hd, float scale,
+                                      float *scores, float *out, size_t ldo, const int half) {
+    if (rows == 1) {  // one row's heads alone: SmolLM2's one-token steps measured ~20% faster so than together
+        for (size_t g = 0; g < heads; g++)
+            BK_VEC(attend_kv)(q + g * hd, keys, values, stride, len[0], hd, scale, scores, out + g * hd, half);
+        return;
+    }
+    const size_t nq = rows * heads;
+    size_t longest = 0;
+    for (size_t r = 0; r < rows; r++) longest = len[r] > longest ? len[r] : longest;
+    // query t = r·heads + g: its vector, positions, scores, output, running maximum and 1 / sum
+    const float *qt[nq];
+    size_t lt[nq];
+    float *st[nq], *ot[nq], mx[nq], inv[nq];
+    for (size_t r = 0, t = 0; r < rows; r++)
+        for (size_t g = 0; g < heads; g++, t++) {
+            qt[t] = q + r * ldq + g * hd;
+            lt[t] = len[r];
+            st[t] = scores + t * longest;
+            ot[t] = out + r * ldo + g * hd;
+            mx[t] = -INFINITY;
+        }
+    const size_t size = half ? 2 : 4, lines = (hd * size + 63) / 64;
+    for (size_t j = 0; j < longest; j += 4) {
+        for (size_t a = j + 8; a < j + 12 && a < longest; a++)  // the group two on, from memory: a pass's cache is evicted by its weights
+            for (size_t l = 0; l < lines; l++) __builtin_prefetch((const char *)keys + (a * stride) * size + 64 * l);
+        for (size_t t = 0; t < nq; t++) {
+            if (lt[t] <= j) continue;
+            mx[t] = BK_VEC(score4)(qt[t], keys, stride, j, lt[t] - j < 4 ? lt[t] - j : 4, hd, scale, st[t], mx[t], half);
+        }
+    }
+    for (size_t t = 0; t < nq; t++) inv[t] = BK_VEC(softmax_inv)(st[t], lt[t], mx[t]);
+    for (size_t t0 = 0; t0 < nq; t0 += BK_VEC(batch)) {
+        const size_t nb = nq - t0 < BK_VEC(batch) ? nq - t0 : BK_VEC(batch);
+#if BK_VEC_WEIGH_QUERIES > 1
+        switch (nb) {
+        case 1: BK_VEC(weigh)(1, values, stride, hd, lt + t0, st + t0, inv + t0, ot + t0, half); break;
+        case 2: BK_VEC(weigh)(2, values, stride, hd, lt + t0, st + t0, inv + t0, ot + t0, half); break;
+        case 3: BK_VEC(weigh)(3, values, stride, hd, lt + t0, st + t0, inv + t0, ot + t0, half); break;
+        default: BK_VEC(weigh)(4, values, stride, hd, lt + t0, st + t0, inv + t0, ot + t0, half); break;
+        }
+#else
+        (void)nb;
+        BK_VEC(weigh)(1, values, stride, hd, lt + t0, st + t0, inv + t0, ot + t0, half);
+#endif
+    }
+}
+
+void BK_VEC(attend_rows)(const float *q, size_t ldq, size_t rows, size_t heads, const size_t *len, const void *keys,
+                         const void *values, int half, size_t stride, size_t hd, float scale, float *scores, float *out,
+                         size_t ldo) {
+    if (half) BK_VEC(attend_rows_kv)(q, ldq, rows, heads, len, keys, values, stride, hd, scale, scores, out, ldo, 1);
+    else BK_VEC(attend_rows_kv)(q, ldq, rows, heads, len, keys, values, stride, hd, scale, scores, out, ldo, 0);
 }
 
 void BK_VEC(to_half)(const float *x, uint16_t *y, size_t n) {

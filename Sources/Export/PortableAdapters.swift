@@ -1,7 +1,7 @@
 // Adapters in the formats the rest of the ecosystem loads: Hugging Face PEFT
 // (adapter_model.safetensors + adapter_config.json; read back by the model definition's
 // Adapter.load) and llama.cpp's LoRA adapter GGUF. Each keeps its own layout: PEFT uses Hugging Face rows; the GGUF applies
-// llama.cpp's q/k RoPE row permutation to lora_b (Llama/Mistral, not Qwen2) as
+// llama.cpp's q/k RoPE row permutation to lora_b (where the architecture's GGUF rows are permuted) as
 // convert_lora_to_gguf.py does. Both are fp32. DoRA, rsLoRA and modules_to_save are left out.
 import Foundation
 import ModelAssets
@@ -50,23 +50,24 @@ public enum PEFTAdapter {
 
 public enum GGUFLoRAAdapter {
     /// llama.cpp's names: `blk.N.attn_q.weight.lora_a` [r, in] (ggml ne = [in, r]) and
-    /// `.lora_b` [out, r] (ne = [r, out]); Llama/Mistral q and k lora_b rows permuted per head.
+    /// `.lora_b` [out, r] (ne = [r, out]); q and k lora_b rows permuted per head where the
+    /// architecture's GGUF rows are (Llama, Mistral, Granite, SmolLM3).
     public static func writer(_ w: Adapter) throws -> GGUFWriter {
+        try ModelExport.checkGGUFExpressible(w.baseConfig)
         var g = GGUFWriter()
         for (k, v) in ModelExport.ggufMetadata(for: w.baseConfig) { try g.set(k, v) }
         try g.set("general.type", .string("adapter"))
         try g.set("general.file_type", .uint32(0))
         try g.set("adapter.type", .string("lora"))
         try g.set("adapter.lora.alpha", .float32(w.lora.alpha))
-        let permute = w.baseConfig.architecture != .qwen2
         for (name, t) in w.tensors {
             let isA = name.hasSuffix(".lora_A.weight")
             let module = String(name.dropLast(isA ? ".lora_A.weight".count : ".lora_B.weight".count))
-            guard let base = TensorTable.ggufName(forHuggingFace: module + ".weight") else {
+            guard let base = TensorTable.ggufName(forHuggingFace: module + ".weight", architecture: w.baseConfig.architecture) else {
                 throw ExportError.unsupported("\(w.source): tensor '\(name)' has no llama.cpp name")
             }
             var tensor = t
-            if !isA, permute, let heads = TensorTable.ropeHeads(forHuggingFace: module + ".weight", config: w.baseConfig) {
+            if !isA, let heads = TensorTable.ggufRopeHeads(forHuggingFace: module + ".weight", config: w.baseConfig) {
                 tensor = RoPELayout.permuteForGGUF(t, heads: heads)
             }
             try g.addTensor(base + (isA ? ".lora_a" : ".lora_b"), tensor, as: .f32)

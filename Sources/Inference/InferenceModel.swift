@@ -1,7 +1,8 @@
-// The no-grad decoding path: the same Llama computation as Training's LlamaModel, built from the
-// same model definition (BaseWeights, Adapter) and sharing its kernels (RMSNorm, the RoPE table,
-// SwiGLU), on plain Float buffers with a KV cache. Float32 weights get the adapter merged in
-// (W + scale·B·A) once at load; weights kept as their file stores them are multiplied from the
+// The no-grad decoding path: the same computation as Training's LlamaModel for every described
+// architecture (the block's norms, q/k norms, NoPE layers and scale factors from the config's
+// description), built from the same model definition (BaseWeights, Adapter) and sharing its
+// kernels (RMSNorm, the RoPE table, SwiGLU), on plain Float buffers with a KV cache. Float32
+// weights get the adapter merged in (W + scale·B·A) once at load; weights kept as their file stores them are multiplied from the
 // blocks (FrozenMatrix) and the adapter's low-rank path x·Aᵀ·Bᵀ·scale is added per row. Handles
 // several new tokens per call (prompt prefill, and a draft's proposals verified in one pass),
 // one new token for each of several conversations per call (batched decoding: the rows share
@@ -31,8 +32,10 @@ public final class InferenceModel: @unchecked Sendable {
     }
 
     struct Layer {
-        var inputNorm: [Float]  // [D]
-        var postNorm: [Float]  // [D]
+        /// The norm weights in NormSlot.allCases order; nil where the architecture has none.
+        var norms: [[Float]?]  // [D], q/k: [hd] per head or [H*hd] / [K*hd]
+        /// Whether q and k are rotated (false on NoPE layers).
+        var rotates: Bool
         var wqkv: Weights  // [Q, D]: q rows [H*hd], then k [K*hd], then v [K*hd]
         var bqkv: [Float]?  // [Q] (zeros where a projection has no bias)
         var wo: Weights  // [D, H*hd]
@@ -92,6 +95,7 @@ public final class InferenceModel: @unchecked Sendable {
     let layers: [Layer]
     let embed: FrozenMatrix  // [V, D]
     let head: Weights  // [V, D]
+    /// The final norm's weight; apply it with `finalNormRows` (which adds Granite's logits scaling).
     let finalNorm: [Float]  // [D]
     /// RoPE's per-frequency divisors (scaling), computed once.
     let ropeFactors: [Double]?
@@ -121,7 +125,8 @@ public final class InferenceModel: @unchecked Sendable {
                 if ms.contains(where: \.isStored) { return .frozen(ms) }
                 return Weights(targets.flatMap { t in adapter?.merged(l.projection(t), layer: i, target: t) ?? l.projection(t).values }, precision)
             }
-            var layer = Layer(inputNorm: l.inputNorm, postNorm: l.postAttentionNorm, wqkv: stack([.q, .k, .v]), bqkv: bias,
+            var layer = Layer(norms: NormSlot.allCases.map { l.norm($0) }, rotates: c.rope(layer: i) == .full,
+                              wqkv: stack([.q, .k, .v]), bqkv: bias,
                               wo: stack([.o]), wGateUp: stack([.gate, .up]), wDown: stack([.down]))
             if let adapter {
                 let offsets: [LoRATarget: (input: Int, offset: Int, weights: Weights)] = [
@@ -196,7 +201,7 @@ public final class InferenceModel: @unchecked Sendable {
         let ws = cache.workspace
         let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count)], ws)  // [n, D]
         return [Float](unsafeUninitializedCapacity: tokens.count * config.hiddenSize) { buf, initialized in
-            rmsNormRows(x, finalNorm, rows: tokens.count, into: buf.baseAddress!)
+            finalNormRows(x, rows: tokens.count, into: buf.baseAddress!)
             initialized = tokens.count * config.hiddenSize
         }
     }
@@ -225,7 +230,7 @@ public final class InferenceModel: @unchecked Sendable {
             let segments = (0..<g).map { Segment(cache: caches[first + $0], firstRow: $0, rows: 1) }
             let x = runBlocks(Array(tokens[first..<(first + g)]), segments, ws, rowAdapters: adapters.map { Array($0[first..<(first + g)]) })  // [g, D]
             let hn = ws.hn.ensure(g * config.hiddenSize)
-            rmsNormRows(x, finalNorm, rows: g, into: hn)  // [g, D]
+            finalNormRows(x, rows: g, into: hn)  // [g, D]
             logits.withUnsafeMutableBufferPointer { lp in
                 head.matmulNT(hn, m: g, n: V, k: config.hiddenSize, lp.baseAddress! + first * V, activations)  // [g, V]
             }
@@ -241,7 +246,7 @@ public final class InferenceModel: @unchecked Sendable {
         let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: n)], cache.workspace)  // [n, D]
         let rows = min(max(lastRows, 1), n)
         var hn = [Float](repeating: 0, count: rows * D)
-        hn.withUnsafeMutableBufferPointer { rmsNormRows(x + (n - rows) * D, finalNorm, rows: rows, into: $0.baseAddress!) }
+        hn.withUnsafeMutableBufferPointer { finalNormRows(x + (n - rows) * D, rows: rows, into: $0.baseAddress!) }
         return hn
     }
 
@@ -249,7 +254,7 @@ public final class InferenceModel: @unchecked Sendable {
     func outputHead(_ x: UnsafePointer<Float>, rows: Int, ws: Workspace, into logits: inout [Float]) {
         let D = config.hiddenSize, V = config.vocabSize
         let hn = ws.hn.ensure(rows * D)
-        rmsNormRows(x, finalNorm, rows: rows, into: hn)  // [rows, D]
+        finalNormRows(x, rows: rows, into: hn)  // [rows, D]
         if logits.count != rows * V { logits = [Float](repeating: 0, count: rows * V) }
         logits.withUnsafeMutableBufferPointer { lp in
             head.matmulNT(hn, m: rows, n: V, k: D, lp.baseAddress!, activations)  // [rows, V]
@@ -312,6 +317,11 @@ public final class InferenceModel: @unchecked Sendable {
         let gu = ws.gu.ensure(n * 2 * F), act = ws.act.ensure(n * F), o = ws.o.ensure(n * D)
         let cosT = ws.cos.ensure(max(1, n * half)), sinT = ws.sin.ensure(max(1, n * half))
         for (r, t) in tokens.enumerated() { embed.dequantizeRows(t..<(t + 1), into: x + r * D) }  // [n, D]
+        if let m = c.multipliers, m.embedding != 1 {
+            let e = Float(m.embedding)
+            for i in 0..<(n * D) { x[i] *= e }
+        }
+        let residual = c.multipliers.map { Float($0.residual) } ?? 1
         RopeTable.shared.withAngles(base: Float(c.ropeTheta), headDim: hd, positions: maxLength, factors: ropeFactors) { ct, st in  // [P, hd/2]
             for r in 0..<n {
                 let at = rowPosition[r] * half
@@ -322,21 +332,28 @@ public final class InferenceModel: @unchecked Sendable {
             }
         }
         let attention = Attention(n: n, H: H, K: K, hd: hd, width: K * hd, Q: Q, maxLength: maxLength,
+                                  scale: c.attentionScale ?? 1 / Float(hd).squareRoot(),
                                   rowSegment: rowSegment, rowPosition: rowPosition, caches: segments.map(\.cache),
                                   blocked: segments.filter { Self.promptAttention.isBlocked(rows: $0.rows) }.map { $0.firstRow..<($0.firstRow + $0.rows) })
+        let perHead = c.definition.qkNorm == .perHead
         for (li, layer) in layers.enumerated() {
-            rmsNormRows(x, layer.inputNorm, rows: n, eps: eps, into: h)
+            normRows(x, layer.norms[NormSlot.attentionInput.index], rows: n, eps: eps, into: h)  // [n, D]
             layer.wqkv.matmulNT(h, m: n, n: Q, k: D, qkv, activations)  // [n, Q]
             addLowRank(layer, input: 0, h, rows: n, into: qkv, width: Q)
             if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 0, h, rows: n, into: qkv, width: Q) }
             if let b = layer.bqkv {
                 for r in 0..<n { for j in 0..<Q { qkv[r * Q + j] += b[j] } }
             }
-            // rotate q and k (Hugging Face "rotate half": pairs (d, d + hd/2) by position·invFreq[d]),
-            // then append k and v to the row's cache
+            // q and k norms (in place; per head, or over the whole projection)
+            for (slot, offset, heads) in [(NormSlot.query, 0, H), (NormSlot.key, H * hd, K)] {
+                guard let w = layer.norms[slot.index] else { continue }
+                for r in 0..<n { rmsNormRows(qkv + r * Q + offset, w, rows: perHead ? heads : 1, eps: eps, into: qkv + r * Q + offset) }
+            }
+            // rotate q and k (Hugging Face "rotate half": pairs (d, d + hd/2) by position·invFreq[d];
+            // not on NoPE layers), then append k and v to the row's cache
             for r in 0..<n {
                 let row = qkv + r * Q
-                for hh in 0..<(H + K) {
+                for hh in 0..<(layer.rotates ? H + K : 0) {
                     let base = row + hh * hd
                     for f in 0..<half {
                         let cs = cosT[r * half + f], sn = sinT[r * half + f]
@@ -351,8 +368,8 @@ public final class InferenceModel: @unchecked Sendable {
             layer.wo.matmulNT(att, m: n, n: D, k: H * hd, o, activations)  // [n, D]
             addLowRank(layer, input: 1, att, rows: n, into: o, width: D)
             if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 1, att, rows: n, into: o, width: D) }
-            for i in 0..<(n * D) { x[i] += o[i] }
-            rmsNormRows(x, layer.postNorm, rows: n, eps: eps, into: h)
+            addResidual(o, layer.norms[NormSlot.attentionOutput.index], rows: n, scale: residual, into: x)
+            normRows(x, layer.norms[NormSlot.feedForwardInput.index], rows: n, eps: eps, into: h)
             layer.wGateUp.matmulNT(h, m: n, n: 2 * F, k: D, gu, activations)  // [n, 2F]
             addLowRank(layer, input: 2, h, rows: n, into: gu, width: 2 * F)
             if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 2, h, rows: n, into: gu, width: 2 * F) }
@@ -365,7 +382,7 @@ public final class InferenceModel: @unchecked Sendable {
             layer.wDown.matmulNT(act, m: n, n: D, k: F, o, activations)  // [n, D]
             addLowRank(layer, input: 3, act, rows: n, into: o, width: D)
             if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 3, act, rows: n, into: o, width: D) }
-            for i in 0..<(n * D) { x[i] += o[i] }
+            addResidual(o, layer.norms[NormSlot.feedForwardOutput.index], rows: n, scale: residual, into: x)
         }
         for s in segments { s.cache.count += s.rows }
         return x
@@ -442,7 +459,8 @@ public final class InferenceModel: @unchecked Sendable {
     }
 
     /// Causal attention of each new row over its own cache (rows 0 ... its position), SIMD over
-    /// the head dim; (row, kv head) items run on every core when there is enough work. The rows of
+    /// the head dim, a kv head's query heads and a segment's rows together (bk_attend_rows: the
+    /// bits of each one alone); items run on every core when there is enough work. The rows of
     /// a segment with at least `blockedRows` new rows (a prompt's prefill) go as blocked products
     /// instead: for each query head and block of `blockRows` rows, scores = scale·Q·Kᵀ over the keys
     /// up to the block's last row and out = softmax(scores)·V, two sgemm calls (one row at a time
@@ -450,6 +468,8 @@ public final class InferenceModel: @unchecked Sendable {
     /// of SmolLM2's prefill). Same values to float rounding (another order of the sums).
     struct Attention {
         let n, H, K, hd, width, Q, maxLength: Int
+        /// The scores' scale: 1/√hd, or Granite's attention multiplier.
+        let scale: Float
         let rowSegment, rowPosition: [Int]
         let caches: [KVCache]
         /// Rows of the segments whose attention runs as blocked products.
@@ -464,27 +484,43 @@ public final class InferenceModel: @unchecked Sendable {
             let G = H / K
             let perRow = blocked.isEmpty ? Array(0..<n) : (0..<n).filter { r in !blocked.contains { $0.contains(r) } }
             if perRow.isEmpty { return }
-            let items = perRow.count * K
+            // items: (consecutive rows of one segment, kv head), each one bk_attend_rows call for its
+            // rows' G query heads, so the rows and heads share every key and value read (a verify
+            // pass's rows see one cache). A segment's rows are split in as many pieces as give every
+            // core two items where its kv heads alone would not.
             var work = 0
             for r in perRow { work += (rowPosition[r] + 1) * H * hd }
-            let chunks = work >= 1 << 18 ? min(items, 4 * WorkerPool.threads) : 1
-            let scores = ws.scores.ensure(chunks * G * maxLength)
+            let cores = work >= 1 << 18 ? WorkerPool.threads : 1
+            var pieces: [Range<Int>] = []
+            var start = 0
+            while start < perRow.count {
+                var end = start + 1
+                while end < perRow.count && rowSegment[perRow[end]] == rowSegment[perRow[start]] && perRow[end] == perRow[end - 1] + 1 { end += 1 }
+                let split = Swift.min(end - start, Swift.max(1, (2 * cores + K - 1) / K))
+                let size = (end - start + split - 1) / split
+                for a in stride(from: start, to: end, by: size) { pieces.append(a..<Swift.min(end, a + size)) }
+                start = end
+            }
+            let items = pieces.count * K
+            let chunks = Swift.min(items, cores == 1 ? 1 : 4 * cores)
+            let most = pieces.map(\.count).max()!
+            let scores = ws.scores.ensure(chunks * most * G * maxLength)
             let keys = caches.map { UnsafeRawPointer($0.keys[li]) }, values = caches.map { UnsafeRawPointer($0.values[li]) }
             let half: Int32 = caches.first?.precision == .float16 ? 1 : 0, size = half == 1 ? 2 : 4
             precondition(caches.allSatisfy { ($0.precision == .float16) == (half == 1) }, "[Attention] caches of mixed precision")
-            let scale = 1 / Float(hd).squareRoot()
             WorkerPool.forEach(chunks) { ci in
-                let sc = scores + ci * G * maxLength
+                let sc = scores + ci * most * G * maxLength
                 var item = ci
-                while item < items {
-                    let r = perRow[item / K], kvh = item % K
-                    let len = rowPosition[r] + 1
-                    let kBase = keys[rowSegment[r]] + kvh * hd * size, vBase = values[rowSegment[r]] + kvh * hd * size
-                    for g in 0..<G {
-                        let hh = kvh * G + g
-                        bk_attend(qkv + r * Q + hh * hd, kBase, vBase, half, width, len, hd, scale, sc + g * maxLength, att + r * H * hd + hh * hd)
+                withUnsafeTemporaryAllocation(of: Int.self, capacity: most) { lengths in
+                    while item < items {
+                        let piece = pieces[item / K], kvh = item % K
+                        let r0 = perRow[piece.lowerBound], s = rowSegment[r0]
+                        for (i, r) in perRow[piece].enumerated() { lengths[i] = rowPosition[r] + 1 }
+                        bk_attend_rows(qkv + r0 * Q + kvh * G * hd, Q, piece.count, G, lengths.baseAddress!,
+                                       keys[s] + kvh * hd * size, values[s] + kvh * hd * size, half, width, hd, scale, sc,
+                                       att + r0 * H * hd + kvh * G * hd, H * hd)
+                        item += chunks
                     }
-                    item += chunks
                 }
             }
         }
@@ -495,7 +531,7 @@ public final class InferenceModel: @unchecked Sendable {
         func runBlocked(_ rows: Range<Int>, layer li: Int, qkv: UnsafeMutablePointer<Float>, into att: UnsafeMutablePointer<Float>) {
             let cache = caches[rowSegment[rows.lowerBound]]
             let length = rowPosition[rows.upperBound - 1] + 1  // keys the last row sees
-            let G = H / K, scale = 1 / Float(hd).squareRoot()
+            let G = H / K
             // float32 keys and values [length, width]: the cache's own, or widened from float16 once per layer
             var widened: UnsafeMutablePointer<Float>? = nil
             defer { widened?.deallocate() }
@@ -568,6 +604,33 @@ public final class InferenceModel: @unchecked Sendable {
             let rc = bk_matmul_nt(type, a, m, k, w, rowBytes, n0, n1, c, n)
             precondition(rc == 0, "[InferenceModel] bk_matmul_nt returned \(rc) for type \(type), \(m)x\(k) by \(n)x\(k)")
         }
+    }
+
+    /// y = norm(x) when the block has a norm there (`w`), else a copy of x: [rows, D].
+    func normRows(_ x: UnsafePointer<Float>, _ w: [Float]?, rows: Int, eps: Float, into y: UnsafeMutablePointer<Float>) {
+        guard let w else { return y.update(from: x, count: rows * config.hiddenSize) }
+        rmsNormRows(x, w, rows: rows, eps: eps, into: y)
+    }
+
+    /// x += r·norm(y) for a sublayer's output y [rows, D] (normed in place when the block has a
+    /// norm after the sublayer, OLMo 2's; r is Granite's residual multiplier, else 1).
+    func addResidual(_ y: UnsafeMutablePointer<Float>, _ w: [Float]?, rows: Int, scale r: Float, into x: UnsafeMutablePointer<Float>) {
+        if let w { rmsNormRows(y, w, rows: rows, into: y) }
+        let count = rows * config.hiddenSize
+        if r == 1 {
+            for i in 0..<count { x[i] += y[i] }
+        } else {
+            for i in 0..<count { x[i] += y[i] * r }
+        }
+    }
+
+    /// The final norm of `rows` residual rows, divided by Granite's logits scaling: what the
+    /// output head multiplies (as Training's `hiddenStates`).
+    func finalNormRows(_ x: UnsafePointer<Float>, rows: Int, into y: UnsafeMutablePointer<Float>) {
+        rmsNormRows(x, finalNorm, rows: rows, into: y)
+        guard let m = config.multipliers, m.logits != 1 else { return }
+        let s = Float(1 / m.logits)
+        for i in 0..<(rows * config.hiddenSize) { y[i] *= s }
     }
 
     /// RMSNorm of `rows` rows by `w`: the training path's kernel (each row's bits its own).

@@ -57,7 +57,7 @@ extension InferenceModel {
             // gather in place: wanted[k] >= k, and every later source row lies past destination k
             for (k, r) in wanted.enumerated() where k != r { (x + k * D).update(from: x + r * D, count: D) }  // [wanted, D]
             let hn = ws.hn.ensure(wanted.count * D)
-            rmsNormRows(x, finalNorm, rows: wanted.count, into: hn)  // [wanted, D]
+            finalNormRows(x, rows: wanted.count, into: hn)  // [wanted, D]
             logits.withUnsafeMutableBufferPointer { lp in
                 head.matmulNT(hn, m: wanted.count, n: V, k: D, lp.baseAddress! + outRow * V, activations)  // [wanted, V]
             }

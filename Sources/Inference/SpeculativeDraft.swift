@@ -114,18 +114,28 @@ public enum SpeculativeCost {
     /// cache rolled back after each pass), the best of `repeats` runs of `steps` passes: the cost of
     /// verifying γ = rows − 1 proposals, to set against a single-token step (rows = 1).
     public static func passSeconds(target: InferenceModel, context: Int, rows: Int, steps: Int = 8, repeats: Int = 3) -> Double {
+        passSeconds(target: target, context: context, rows: [rows], steps: steps, repeats: repeats)[0]
+    }
+
+    /// `passSeconds` for each of `rows` (every row's logits, as a verify pass), from one prefill;
+    /// within each repeat the row counts take turns, so a busy machine's slow moments weigh on
+    /// all of them alike and their ratios compare passes of the same minutes.
+    public static func passSeconds(target: InferenceModel, context: Int, rows: [Int], steps: Int = 8, repeats: Int = 3) -> [Double] {
         let V = target.config.vocabSize
         let prompt = (0..<context).map { ($0 * 7919 + 13) % V }
-        let cache = target.makeCache(capacity: context + rows + 1)
-        _ = target.forward(prompt, cache: cache)
-        var best = Double.infinity
+        let cache = target.makeCache(capacity: context + (rows.max() ?? 1) + 1)
+        var logits: [Float] = []
+        target.forward(prompt, cache: cache, into: &logits)
+        var best = [Double](repeating: .infinity, count: rows.count)
         for _ in 0..<repeats {
-            let t0 = monotonicSeconds()
-            for i in 0..<steps {
-                _ = target.forward((0..<rows).map { prompt[(i + $0) % context] }, cache: cache, allLogits: true)
-                cache.truncate(to: context)
+            for (k, n) in rows.enumerated() {
+                let t0 = monotonicSeconds()
+                for i in 0..<steps {
+                    target.forward((0..<n).map { prompt[(i + $0) % context] }, cache: cache, allLogits: true, into: &logits)
+                    cache.truncate(to: context)
+                }
+                best[k] = min(best[k], (monotonicSeconds() - t0) / Double(steps))
             }
-            best = min(best, (monotonicSeconds() - t0) / Double(steps))
         }
         return best
     }

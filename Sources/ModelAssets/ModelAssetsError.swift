@@ -61,7 +61,7 @@ public enum ModelAssetsError: LocalizedError, Equatable, Sendable {
         case let .missingTensor(path, tensor):
             return "\(path): tensor '\(tensor)' is missing. The checkpoint is incomplete or not of the expected architecture."
         case let .unexpectedTensor(path, tensor):
-            return "\(path): tensor '\(tensor)' is not part of the expected architecture; refusing to drop it silently. Use a plain Llama/Mistral/Qwen2 decoder checkpoint."
+            return "\(path): tensor '\(tensor)' is not part of the expected architecture; refusing to drop it silently. Use a decoder checkpoint of a supported architecture (\(ModelArchitecture.allCases.map(\.rawValue).joined(separator: ", ")))."
         case let .shapeMismatch(path, tensor, expected, found):
             return "\(path): tensor '\(tensor)' has shape \(found) but the config implies \(expected). The weights do not match the config."
         case let .invalidConfig(path, field, reason):

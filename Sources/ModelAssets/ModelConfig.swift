@@ -1,11 +1,9 @@
-// The architecture of a Llama-family decoder (Llama, Mistral, Qwen2), validated, and how it is
-// read from GGUF metadata (`{arch}.*` keys) or a Hugging Face config.json. Sliding-window
-// attention and MoE are left out. Key names follow llama.cpp's LLM_KV table and transformers' configs.
+// The numbers of one decoder (hidden size, heads, RoPE, norms, ... and the optional features an
+// architecture has: NoPE layers, Granite's multipliers), validated against its architecture's
+// description (Architecture.swift), and how they are read from GGUF metadata (`{arch}.*` keys) or a
+// Hugging Face config.json with the reference's defaults. Sliding-window attention and MoE are left
+// out. Key names follow llama.cpp's LLM_KV table and transformers' configs.
 import Foundation
-
-public enum ModelArchitecture: String, Codable, Sendable, CaseIterable {
-    case llama, mistral, qwen2
-}
 
 /// RoPE frequency scaling. `llama3` is Llama 3.1's band-wise rescale; `linear` divides positions.
 public struct RopeScaling: Codable, Sendable, Equatable {
@@ -47,11 +45,16 @@ public struct ModelConfig: Codable, Sendable, Equatable {
     /// Bias on the q, k and v projections (Qwen2); o_proj never has one.
     public var attentionBias: Bool
     public var maxPositionEmbeddings: Int
+    /// Layers that apply no RoPE (SmolLM3's NoPE layers), ascending; empty for the others.
+    public var noRopeLayers: [Int]
+    /// Granite's scale factors; nil for architectures without them.
+    public var multipliers: Multipliers?
 
     public init(architecture: ModelArchitecture, hiddenSize: Int, intermediateSize: Int, numLayers: Int,
                 numHeads: Int, numKVHeads: Int, headDim: Int? = nil, vocabSize: Int, ropeTheta: Double,
                 ropeScaling: RopeScaling? = nil, rmsNormEps: Double, tieWordEmbeddings: Bool,
-                attentionBias: Bool? = nil, maxPositionEmbeddings: Int) throws {
+                attentionBias: Bool? = nil, maxPositionEmbeddings: Int, noRopeLayers: [Int] = [],
+                multipliers: Multipliers? = nil) throws {
         self.architecture = architecture
         self.hiddenSize = hiddenSize
         self.intermediateSize = intermediateSize
@@ -64,14 +67,39 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         self.ropeScaling = ropeScaling
         self.rmsNormEps = rmsNormEps
         self.tieWordEmbeddings = tieWordEmbeddings
-        self.attentionBias = attentionBias ?? (architecture == .qwen2)
+        self.attentionBias = attentionBias ?? architecture.definition.defaults.attentionBias
         self.maxPositionEmbeddings = maxPositionEmbeddings
+        self.noRopeLayers = noRopeLayers
+        self.multipliers = multipliers ?? (architecture.definition.hasMultipliers ? Multipliers() : nil)
         try validate()
     }
 
     private enum CodingKeys: String, CodingKey {
         case architecture, hiddenSize, intermediateSize, numLayers, numHeads, numKVHeads, headDim, vocabSize
         case ropeTheta, ropeScaling, rmsNormEps, tieWordEmbeddings, attentionBias, maxPositionEmbeddings
+        case noRopeLayers, multipliers
+    }
+
+    /// The keys a Llama-family config always had; the optional features only when present, so a
+    /// config recorded before them encodes as it did.
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(architecture, forKey: .architecture)
+        try c.encode(hiddenSize, forKey: .hiddenSize)
+        try c.encode(intermediateSize, forKey: .intermediateSize)
+        try c.encode(numLayers, forKey: .numLayers)
+        try c.encode(numHeads, forKey: .numHeads)
+        try c.encode(numKVHeads, forKey: .numKVHeads)
+        try c.encode(headDim, forKey: .headDim)
+        try c.encode(vocabSize, forKey: .vocabSize)
+        try c.encode(ropeTheta, forKey: .ropeTheta)
+        try c.encodeIfPresent(ropeScaling, forKey: .ropeScaling)
+        try c.encode(rmsNormEps, forKey: .rmsNormEps)
+        try c.encode(tieWordEmbeddings, forKey: .tieWordEmbeddings)
+        try c.encode(attentionBias, forKey: .attentionBias)
+        try c.encode(maxPositionEmbeddings, forKey: .maxPositionEmbeddings)
+        if !noRopeLayers.isEmpty { try c.encode(noRopeLayers, forKey: .noRopeLayers) }
+        try c.encodeIfPresent(multipliers, forKey: .multipliers)
     }
 
     /// Decoding validates; an invalid config is a `DecodingError.dataCorrupted` carrying the reason.
@@ -91,6 +119,8 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         tieWordEmbeddings = try c.decode(Bool.self, forKey: .tieWordEmbeddings)
         attentionBias = try c.decode(Bool.self, forKey: .attentionBias)
         maxPositionEmbeddings = try c.decode(Int.self, forKey: .maxPositionEmbeddings)
+        noRopeLayers = try c.decodeIfPresent([Int].self, forKey: .noRopeLayers) ?? []
+        multipliers = try c.decodeIfPresent(Multipliers.self, forKey: .multipliers)
         do {
             try validate()
         } catch {
@@ -118,6 +148,22 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         guard ropeTheta.isFinite, ropeTheta > 1 else { throw bad("ropeTheta", "must be a finite number above 1, found \(ropeTheta)") }
         guard rmsNormEps.isFinite, rmsNormEps > 0, rmsNormEps < 1 else {
             throw bad("rmsNormEps", "must be in (0, 1), found \(rmsNormEps)")
+        }
+        let definition = architecture.definition
+        if attentionBias, !definition.allowsAttentionBias {
+            throw bad("attentionBias", "\(architecture.rawValue) with attention biases (which would include an o_proj bias) is not supported")
+        }
+        if !noRopeLayers.isEmpty {
+            guard definition.ggufNoRopeStep != nil else { throw bad("noRopeLayers", "\(architecture.rawValue) has no NoPE layers") }
+            guard zip(noRopeLayers, noRopeLayers.dropFirst()).allSatisfy({ $0 < $1 }), noRopeLayers.allSatisfy({ (0..<numLayers).contains($0) }) else {
+                throw bad("noRopeLayers", "must be ascending layer indices below \(numLayers), found \(noRopeLayers)")
+            }
+        }
+        if let m = multipliers {
+            guard definition.hasMultipliers else { throw bad("multipliers", "\(architecture.rawValue) has no embedding/residual/attention/logits multipliers") }
+            for (field, v) in [("embedding", m.embedding), ("residual", m.residual), ("attention", m.attention), ("logits", m.logits)] {
+                guard v.isFinite, v > 0 else { throw bad("multipliers.\(field)", "must be a positive finite number, found \(v)") }
+            }
         }
         if let s = ropeScaling {
             guard s.factor.isFinite, s.factor >= 1 else { throw bad("ropeScaling.factor", "must be >= 1, found \(s.factor)") }
@@ -156,6 +202,25 @@ public struct ModelConfig: Codable, Sendable, Equatable {
                 return 1 / ((1 - smooth) / s.factor + smooth)
             }
         }
+    }
+
+    /// The description of this config's architecture.
+    public var definition: ArchitectureDescription { architecture.definition }
+
+    /// How layer `layer` rotates q and k.
+    public func rope(layer: Int) -> LayerRope { noRopeLayers.contains(layer) ? .none : .full }
+
+    /// The scale of attention scores when it is not 1/√head_dim: Granite's attention multiplier
+    /// (nil: each executor's own 1/√head_dim, as computed before multipliers existed).
+    public var attentionScale: Float? { multipliers.map { Float($0.attention) } }
+
+    /// The config of the layers `indices` of this model (in that order): a draft built from the
+    /// base's blocks keeps each chosen layer's own RoPE.
+    public func selectingLayers(_ indices: [Int]) -> ModelConfig {
+        var c = self
+        c.numLayers = indices.count
+        c.noRopeLayers = indices.enumerated().filter { noRopeLayers.contains($0.element) }.map(\.offset)
+        return c
     }
 
     /// q_proj rows (numHeads * headDim).
@@ -208,15 +273,31 @@ extension ModelConfig {
             }
             scaling = RopeScaling(kind: .linear, factor: try file.double(p + "rope.scaling.factor"))
         }
-        let theta = file.metadata[p + "rope.freq_base"] == nil ? 10000 : try file.double(p + "rope.freq_base")
+        let definition = arch.definition
+        let theta = file.metadata[p + "rope.freq_base"] == nil ? definition.defaults.ropeTheta : try file.double(p + "rope.freq_base")
+        let layers = try file.int(p + "block_count")
+        // llama.cpp's SmolLM3 graph skips RoPE on every 4th layer whatever the file says.
+        let noRope = definition.ggufNoRopeStep.map { step in (0..<layers).filter { ($0 + 1) % step == 0 } } ?? []
+        var multipliers: Multipliers? = nil
+        if definition.hasMultipliers {
+            // llama.cpp: an absent (or zero) scale is no scaling; an absent attention scale is 1/√head_dim.
+            func scale(_ key: String, _ otherwise: Double) throws -> Double {
+                guard file.metadata[p + key] != nil else { return otherwise }
+                let v = try file.double(p + key)
+                return v == 0 ? otherwise : v
+            }
+            multipliers = Multipliers(
+                embedding: try scale("embedding_scale", 1), residual: try scale("residual_scale", 1),
+                attention: try scale("attention.scale", 1 / Double(headDim).squareRoot()), logits: try scale("logit_scale", 1))
+        }
         do {
             return try ModelConfig(
                 architecture: arch, hiddenSize: hidden, intermediateSize: try file.int(p + "feed_forward_length"),
-                numLayers: try file.int(p + "block_count"), numHeads: heads, numKVHeads: kvHeads, headDim: headDim,
+                numLayers: layers, numHeads: heads, numKVHeads: kvHeads, headDim: headDim,
                 vocabSize: vocab, ropeTheta: theta, ropeScaling: scaling,
                 rmsNormEps: try file.double(p + "attention.layer_norm_rms_epsilon"),
                 tieWordEmbeddings: !hasOutputTensor, attentionBias: file.tensorInfo(named: "blk.0.attn_q.bias") != nil,
-                maxPositionEmbeddings: try file.int(p + "context_length"))
+                maxPositionEmbeddings: try file.int(p + "context_length"), noRopeLayers: noRope, multipliers: multipliers)
         } catch let ModelAssetsError.invalidConfig(_, field, reason) {
             throw ModelAssetsError.invalidConfig(path: file.path, field: field, reason: reason)
         }
@@ -286,17 +367,47 @@ extension ModelConfig {
         }
         let hidden = try requiredInt("hidden_size")
         let heads = try requiredInt("num_attention_heads")
-        let defaultBias = arch == .qwen2
+        let layers = try requiredInt("num_hidden_layers")
+        let definition = arch.definition, defaults = definition.defaults
+        if definition.hasSlidingWindowOption {
+            if try bool("use_sliding_window") == true { throw bad("use_sliding_window", "sliding-window attention is not supported yet") }
+            if let types = root["layer_types"] as? [Any], let other = types.first(where: { ($0 as? String) != "full_attention" }) {
+                throw bad("layer_types", "'\(other)' layers are not supported yet (full_attention only)")
+            }
+        }
+        var noRope: [Int] = []
+        if definition.ggufNoRopeStep != nil {
+            // SmolLM3Config: no_rope_layers[i] = 1 if layer i uses RoPE, else a NoPE layer every
+            // no_rope_layer_interval layers ((i + 1) % interval == 0).
+            if let flags = root["no_rope_layers"], !(flags is NSNull) {
+                let values = (flags as? [Any] ?? []).prefix(layers).compactMap(jsonInteger)
+                guard values.count == layers, values.allSatisfy({ $0 == 0 || $0 == 1 }) else {
+                    throw bad("no_rope_layers", "must list 0 or 1 for each of the \(layers) layers")
+                }
+                noRope = values.indices.filter { values[$0] == 0 }
+            } else {
+                let interval = try int("no_rope_layer_interval") ?? 4
+                guard interval > 0 else { throw bad("no_rope_layer_interval", "must be positive, found \(interval)") }
+                noRope = (0..<layers).filter { ($0 + 1) % interval == 0 }
+            }
+        }
+        var multipliers: Multipliers? = nil
+        if definition.hasMultipliers {
+            multipliers = Multipliers(
+                embedding: try double("embedding_multiplier", in: root) ?? 1, residual: try double("residual_multiplier", in: root) ?? 1,
+                attention: try double("attention_multiplier", in: root) ?? 1, logits: try double("logits_scaling", in: root) ?? 1)
+        }
         do {
             let config = try ModelConfig(
                 architecture: arch, hiddenSize: hidden, intermediateSize: try requiredInt("intermediate_size"),
-                numLayers: try requiredInt("num_hidden_layers"), numHeads: heads,
-                numKVHeads: try int("num_key_value_heads") ?? heads, headDim: try int("head_dim"),
-                vocabSize: try requiredInt("vocab_size"), ropeTheta: topTheta ?? nestedTheta ?? 10000,
-                ropeScaling: scaling, rmsNormEps: try double("rms_norm_eps", in: root) ?? 1e-6,
-                tieWordEmbeddings: try bool("tie_word_embeddings") ?? false,
-                attentionBias: try bool("attention_bias") ?? defaultBias,
-                maxPositionEmbeddings: try int("max_position_embeddings") ?? 2048)
+                numLayers: layers, numHeads: heads,
+                numKVHeads: try int("num_key_value_heads") ?? heads, headDim: try int("head_dim") ?? defaults.headDim,
+                vocabSize: try requiredInt("vocab_size"), ropeTheta: topTheta ?? nestedTheta ?? defaults.ropeTheta,
+                ropeScaling: scaling, rmsNormEps: try double("rms_norm_eps", in: root) ?? defaults.rmsNormEps,
+                tieWordEmbeddings: try bool("tie_word_embeddings") ?? defaults.tieWordEmbeddings,
+                attentionBias: try bool("attention_bias") ?? defaults.attentionBias,
+                maxPositionEmbeddings: try int("max_position_embeddings") ?? defaults.maxPositionEmbeddings,
+                noRopeLayers: noRope, multipliers: multipliers)
             if try bool("mlp_bias") == true { throw bad("mlp_bias", "MLP biases are not supported") }
             return config
         } catch let ModelAssetsError.invalidConfig(_, field, reason) {
@@ -331,14 +442,10 @@ private func isBoolean(_ n: NSNumber) -> Bool {
 extension ModelConfig {
     /// A transformers-style config.json (keys sorted) that `fromHuggingFace` reads back to `self`.
     public func huggingFaceConfigJSON() -> Data {
-        let className = switch architecture {
-        case .llama: "LlamaForCausalLM"
-        case .mistral: "MistralForCausalLM"
-        case .qwen2: "Qwen2ForCausalLM"
-        }
+        let definition = architecture.definition
         var fields: [(String, String)] = [
-            ("architectures", "[\(jsonString(className))]"),
-            ("model_type", jsonString(architecture.rawValue)),
+            ("architectures", "[\(jsonString(definition.huggingFaceClass))]"),
+            ("model_type", jsonString(definition.huggingFaceModelType)),
             ("hidden_size", "\(hiddenSize)"),
             ("intermediate_size", "\(intermediateSize)"),
             ("num_hidden_layers", "\(numLayers)"),
@@ -354,6 +461,14 @@ extension ModelConfig {
             ("hidden_act", "\"silu\""),
             ("torch_dtype", "\"float32\""),
         ]
+        if definition.hasSlidingWindowOption { fields.append(("use_sliding_window", "false")) }
+        if definition.ggufNoRopeStep != nil {
+            fields.append(("no_rope_layers", "[\((0..<numLayers).map { noRopeLayers.contains($0) ? "0" : "1" }.joined(separator: ", "))]"))
+        }
+        if let m = multipliers {
+            fields += [("embedding_multiplier", "\(m.embedding)"), ("residual_multiplier", "\(m.residual)"),
+                       ("attention_multiplier", "\(m.attention)"), ("logits_scaling", "\(m.logits)")]
+        }
         if let s = ropeScaling {
             var parts = ["\"rope_type\": \(jsonString(s.kind.rawValue))", "\"factor\": \(s.factor)"]
             if let v = s.lowFrequencyFactor { parts.append("\"low_freq_factor\": \(v)") }

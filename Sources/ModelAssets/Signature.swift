@@ -30,14 +30,17 @@ public enum BaseModelSignature {
     /// stores rope base and norm epsilon as float32, config.json as decimal: both round alike):
     /// version string; hiddenSize, intermediateSize, numLayers, numHeads, numKVHeads, headDim,
     /// vocabSize; ropeTheta, rmsNormEps; tieWordEmbeddings, attentionBias (0/1); rope scaling
-    /// (kind string or "none", factor, low, high, original context; absent values as 0); tensor
-    /// count; then per tensor in UTF-8 byte order of names: name, rank, dims, and
+    /// (kind string or "none", factor, low, high, original context; absent values as 0); with NoPE
+    /// layers the string "no_rope_layers", their count and indices; with multipliers the string
+    /// "multipliers" and embedding, residual, attention, logits; tensor count; then per tensor in UTF-8 byte order of names: name, rank, dims, and
     /// - v1: its fp32 data;
     /// - v2: its chunk count, then per chunk (values [i·chunk, min((i+1)·chunk, n)) of the
     ///   row-major data) the 32-byte SHA-256 of that chunk's fp32 data.
     /// Strings are a UInt64 byte length followed by UTF-8.
     /// The architecture label is omitted: llama and mistral with equal weights compute the same
-    /// function, and `attentionBias` already captures what distinguishes qwen2.
+    /// function, `attentionBias` already captures what distinguishes qwen2, and the other
+    /// architectures differ in their tensors' names (q/k norms, post-sublayer norms) or in the
+    /// NoPE layers and multipliers encoded above.
     /// `scripts/fixtures/base_signature.py` computes both encodings independently (the goldens).
     public static func compute(config: ModelConfig, tensors: [String: HostTensor], encoding: Encoding = current,
                                chunkValues: Int = chunkValues) -> String {
@@ -77,6 +80,17 @@ public enum BaseModelSignature {
         real(scaling?.lowFrequencyFactor)
         real(scaling?.highFrequencyFactor)
         int(scaling?.originalMaxPositionEmbeddings ?? 0)
+        // The features the tensors do not show, only when a config has them (so every signature
+        // made before them is unchanged): NoPE layers, then Granite's multipliers.
+        if !config.noRopeLayers.isEmpty {
+            string("no_rope_layers")
+            int(config.noRopeLayers.count)
+            for layer in config.noRopeLayers { int(layer) }
+        }
+        if let m = config.multipliers {
+            string("multipliers")
+            for v in [m.embedding, m.residual, m.attention, m.logits] { real(v) }
+        }
         int(names.count)
         hasher.update(data: header.bytes)
 

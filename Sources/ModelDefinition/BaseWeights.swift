@@ -1,8 +1,8 @@
 // The frozen base weights as one value that both executors read: Training multiplies by them
 // (as Autograd tensors, or panel by panel from the file's blocks), Inference streams them in its
-// KV-cache pass. Laid out by the tensor table (embedding, head, final norm; per layer two norms
-// and seven projections with optional q/k/v biases), Hugging Face row order, checked against the
-// config when built. Matrices are float32 or kept as the file stores them; norms and biases float32.
+// KV-cache pass. Laid out by the tensor table (embedding, head, final norm; per layer the norms
+// the architecture has and seven projections with optional q/k/v biases), Hugging Face row order,
+// checked against the config when built. Matrices are float32 or kept as the file stores them; norms and biases float32.
 //
 // Dimensions: V vocab, D hidden, F feed-forward; projection shapes in TensorTable.dimensions.
 import Foundation
@@ -107,11 +107,12 @@ public enum NamedWeight: Sendable {
 
 /// The weights of one decoder layer.
 public struct LayerWeights: Sendable {
-    public let inputNorm: [Float]  // [D]
-    public let postAttentionNorm: [Float]  // [D]
+    let norms: [[Float]?]  // in NormSlot.allCases order, the ones the architecture has ([D], or q/k sizes)
     let projections: [FrozenMatrix]  // in LoRATarget.allCases order
     let biases: [[Float]?]  // likewise; q/k/v only, when the config has them
 
+    /// The norm weight in `slot`, nil when the architecture has no norm there.
+    public func norm(_ slot: NormSlot) -> [Float]? { norms[slot.index] }
     public func projection(_ t: LoRATarget) -> FrozenMatrix { projections[t.index] }
     public func bias(_ t: LoRATarget) -> [Float]? { biases[t.index] }
 }
@@ -119,6 +120,7 @@ public struct LayerWeights: Sendable {
 extension LoRATarget {
     var index: Int { LoRATarget.allCases.firstIndex(of: self)! }
 }
+
 
 public final class BaseWeights: @unchecked Sendable {
     public let config: ModelConfig
@@ -164,8 +166,9 @@ public final class BaseWeights: @unchecked Sendable {
         finalNorm = try tensor(TensorTable.finalNorm, [D]).data
         layers = try (0..<config.numLayers).map { i in
             LayerWeights(
-                inputNorm: try tensor(TensorTable.inputNorm(layer: i), [D]).data,
-                postAttentionNorm: try tensor(TensorTable.postAttentionNorm(layer: i), [D]).data,
+                norms: try NormSlot.allCases.map { slot in
+                    try TensorTable.norm(slot, layer: i, config: config).map { try tensor($0, [TensorTable.normSize(slot, config: config)]).data }
+                },
                 projections: try LoRATarget.allCases.map { t in
                     let (inDim, outDim) = TensorTable.dimensions(t, config: config)
                     return try matrix(TensorTable.weight(layer: i, target: t), rows: outDim, columns: inDim)
@@ -188,9 +191,7 @@ public final class BaseWeights: @unchecked Sendable {
     /// A model of the layers `indices` of this one (in that order), with the same embedding,
     /// head and final norm: a draft built from the base's blocks.
     public func selectingLayers(_ indices: [Int]) -> BaseWeights {
-        var c = config
-        c.numLayers = indices.count
-        return BaseWeights(config: c, embedding: embedding, untiedHead: untiedHead, finalNorm: finalNorm, layers: indices.map { layers[$0] })
+        BaseWeights(config: config.selectingLayers(indices), embedding: embedding, untiedHead: untiedHead, finalNorm: finalNorm, layers: indices.map { layers[$0] })
     }
 
     /// Every tensor under its Hugging Face name (`lm_head.weight` only when untied), in table
@@ -198,8 +199,7 @@ public final class BaseWeights: @unchecked Sendable {
     public var namedWeights: [(name: String, weight: NamedWeight)] {
         var out: [(String, NamedWeight)] = [(TensorTable.embedding, .matrix(embedding))]
         for (i, l) in layers.enumerated() {
-            out.append((TensorTable.inputNorm(layer: i), .vector(l.inputNorm)))
-            out.append((TensorTable.postAttentionNorm(layer: i), .vector(l.postAttentionNorm)))
+            for n in config.definition.norms { out.append((TensorTable.norm(n, layer: i), .vector(l.norm(n.slot)!))) }
             for t in LoRATarget.allCases {
                 out.append((TensorTable.weight(layer: i, target: t), .matrix(l.projection(t))))
                 if let b = l.bias(t) { out.append((TensorTable.bias(layer: i, target: t), .vector(b))) }

@@ -2,6 +2,7 @@
 // says what to do. Errors of the file readers underneath (ModelAssetsError) pass through
 // unchanged; they already carry their paths.
 import Foundation
+import ModelAssets
 
 public enum ModelError: Error, LocalizedError, Equatable {
     case missingTensor(String)
@@ -22,7 +23,7 @@ public enum ModelError: Error, LocalizedError, Equatable {
     public var errorDescription: String? {
         switch self {
         case .missingTensor(let name):
-            "the base model has no tensor '\(name)'; is it a Llama-family model (llama, mistral, qwen2)?"
+            "the base model has no tensor '\(name)'; is it a model of a supported architecture (\(ModelArchitecture.allCases.map(\.rawValue).joined(separator: ", ")))?"
         case .wrongShape(let name, let expected, let got):
             "tensor '\(name)' has shape \(got), expected \(expected) from the model config"
         case .invalidConfig(let why):

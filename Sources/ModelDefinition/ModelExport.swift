@@ -6,11 +6,12 @@ import Foundation
 import ModelAssets
 
 public enum ModelExport {
-    /// GGUF metadata describing `config` under `general.architecture` (llama, mistral, qwen2).
+    /// GGUF metadata describing `config` under `general.architecture` (its description's GGUF
+    /// name), as convert_hf_to_gguf.py writes it: the Llama keys, and Granite's four scales.
     public static func ggufMetadata(for config: ModelConfig) -> [(String, GGUFValue)] {
-        let p = config.architecture.rawValue + "."
+        let p = config.definition.ggufName + "."
         var kv: [(String, GGUFValue)] = [
-            ("general.architecture", .string(config.architecture.rawValue)),
+            ("general.architecture", .string(config.definition.ggufName)),
             (p + "block_count", .uint32(UInt32(config.numLayers))),
             (p + "context_length", .uint32(UInt32(config.maxPositionEmbeddings))),
             (p + "embedding_length", .uint32(UInt32(config.hiddenSize))),
@@ -30,7 +31,36 @@ public enum ModelExport {
             kv.append((p + "rope.scaling.type", .string("linear")))
             kv.append((p + "rope.scaling.factor", .float32(Float(s.factor))))
         }
+        if let m = config.multipliers {  // conversion/granite.py: the *_multiplier values as *_scale keys
+            kv.append((p + "attention.scale", .float32(Float(m.attention))))
+            kv.append((p + "embedding_scale", .float32(Float(m.embedding))))
+            kv.append((p + "residual_scale", .float32(Float(m.residual))))
+            kv.append((p + "logit_scale", .float32(Float(m.logits))))
+        }
         return kv
+    }
+
+    /// Refuses a config llama.cpp would run differently from the toolkit: SmolLM3 NoPE layers other
+    /// than every 4th (llama.cpp's graph hard-codes the step), an OLMo 2 with a tied head or
+    /// head_dim other than hidden/heads (its loader requires output.weight and sizes q/k by hidden/heads).
+    public static func checkGGUFExpressible(_ config: ModelConfig, path: String = "<GGUF being written>") throws {
+        let d = config.definition
+        if let step = d.ggufNoRopeStep {
+            let expected = (0..<config.numLayers).filter { ($0 + 1) % step == 0 }
+            guard config.noRopeLayers == expected else {
+                throw ModelAssetsError.invalidConfig(
+                    path: path, field: "noRopeLayers",
+                    reason: "llama.cpp's \(d.ggufName) skips RoPE on every \(step)th layer (\(expected)); this model's NoPE layers are \(config.noRopeLayers) (a draft made of chosen layers?), so a GGUF of it would compute something else; export a Hugging Face folder instead")
+            }
+        }
+        if config.architecture == .olmo2 {
+            guard !config.tieWordEmbeddings else {
+                throw ModelAssetsError.invalidConfig(path: path, field: "tieWordEmbeddings", reason: "llama.cpp's olmo2 needs an untied output.weight")
+            }
+            guard config.headDim * config.numHeads == config.hiddenSize else {
+                throw ModelAssetsError.invalidConfig(path: path, field: "headDim", reason: "llama.cpp's olmo2 takes head_dim = hidden/heads = \(config.hiddenSize / config.numHeads), this model has \(config.headDim)")
+            }
+        }
     }
 
     /// `tokenizer.ggml.*` keys (a GPT-2-style BPE model) and the chat template.
@@ -58,15 +88,15 @@ public enum ModelExport {
     public static func ggufWriter(config: ModelConfig, tensors: [String: HostTensor], tokenizer: TokenizerData?,
                                   matrixType: GGMLType = .f32, extraMetadata: [(String, GGUFValue)] = []) throws -> GGUFWriter {
         try TensorTable.check(tensors.map { ($0.key, $0.value.shape) }, config: config, path: "<model being exported>")
+        try checkGGUFExpressible(config)
         var writer = GGUFWriter()
         for (k, v) in ggufMetadata(for: config, tokenizer: tokenizer, matrixType: matrixType) + extraMetadata { try writer.set(k, v) }
-        let permuted = config.architecture != .qwen2
         for name in tensors.keys.sorted(by: TensorTable.order) {
             var t = tensors[name]!
-            if permuted, let heads = TensorTable.ropeHeads(forHuggingFace: name, config: config) {
+            if let heads = TensorTable.ggufRopeHeads(forHuggingFace: name, config: config) {
                 t = RoPELayout.permuteForGGUF(t, heads: heads)
             }
-            try writer.addTensor(TensorTable.ggufName(forHuggingFace: name)!, t, as: t.shape.count == 1 ? .f32 : matrixType)
+            try writer.addTensor(TensorTable.ggufName(forHuggingFace: name, architecture: config.architecture)!, t, as: t.shape.count == 1 ? .f32 : matrixType)
         }
         return writer
     }
@@ -137,16 +167,16 @@ public enum ModelExport {
     public static func streamGGUF(config: ModelConfig, tensors: [(name: String, shape: [Int], source: Source)], tokenizer: TokenizerData?,
                                   to path: String, matrixType: GGMLType = .f32) throws {
         try TensorTable.check(tensors.map { ($0.name, $0.shape) }, config: config, path: "<model being exported>")
+        try checkGGUFExpressible(config, path: path)
         let ordered = tensors.sorted { TensorTable.order($0.name, $1.name) }
         let writer = try GGUFStreamWriter(
             path: path, metadata: ggufMetadata(for: config, tokenizer: tokenizer, matrixType: matrixType),
-            tensors: ordered.map { GGUFStreamWriter.Tensor(name: TensorTable.ggufName(forHuggingFace: $0.name)!, shape: $0.shape,
+            tensors: ordered.map { GGUFStreamWriter.Tensor(name: TensorTable.ggufName(forHuggingFace: $0.name, architecture: config.architecture)!, shape: $0.shape,
                                                            type: $0.shape.count == 1 ? .f32 : matrixType) })
         do {
-            let permuted = config.architecture != .qwen2
             for t in ordered {
                 let type: GGMLType = t.shape.count == 1 ? .f32 : matrixType
-                if permuted, let heads = TensorTable.ropeHeads(forHuggingFace: t.name, config: config) {
+                if let heads = TensorTable.ggufRopeHeads(forHuggingFace: t.name, config: config) {
                     let p = RoPELayout.permuteForGGUF(t.source.whole(), heads: heads)
                     try writer.write(try GGUFWriter.encode(p.data, shape: p.shape, as: type, tensor: t.name))
                     continue

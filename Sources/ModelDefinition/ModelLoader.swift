@@ -1,5 +1,6 @@
 // Loading a base model from a `.gguf` file or a Hugging Face folder into one convention:
-// Hugging Face tensor names and layout (q/k rows un-permuted from llama.cpp's RoPE order), matrices
+// Hugging Face tensor names and layout (q/k rows un-permuted from llama.cpp's RoPE order where the
+// architecture's description says its converter permutes them), matrices
 // as float32 or kept as the file stores them (memory-mapped), names and shapes checked against the tensor table. Tokenizer building is left to ModelAssets.
 // Name and permutation rules follow llama.cpp's convert_hf_to_gguf.py (`LlamaModel.permute`).
 import Foundation
@@ -129,7 +130,7 @@ public enum ModelLoader {
         var read = try ModelConfig.fromGGUF(file, hasOutputTensor: file.tensorInfo(named: "output.weight") != nil)
         var pairs: [(gguf: String, hf: String)] = []
         for info in file.tensors {
-            guard let hf = TensorTable.huggingFaceName(forGGUF: info.name) else {
+            guard let hf = TensorTable.huggingFaceName(forGGUF: info.name, architecture: read.architecture) else {
                 if info.name == "rope_freqs.weight" {
                     // Llama 3.1-style scaling: the per-frequency divisors themselves
                     let f = try file.dequantize(info.name).data.map(Double.init)
@@ -151,7 +152,6 @@ public enum ModelLoader {
         let config = read  // settled: the closures below only read it
         try TensorTable.check(renames.map { ($0.hf, file.tensorInfo(named: $0.gguf)!.shape) }, config: config, path: path)
 
-        let permuted = config.architecture != .qwen2
         if storage == .stored {
             // Matrices stay in the mapping; q/k rows stay in llama.cpp's order, undone on output.
             var tensors: [String: HostTensor] = [:], matrices: [String: FrozenMatrix] = [:]
@@ -159,11 +159,11 @@ public enum ModelLoader {
                 let info = file.tensorInfo(named: r.gguf)!
                 guard info.shape.count == 2 else {
                     var t = try file.dequantize(r.gguf)
-                    if permuted, let heads = TensorTable.ropeHeads(forHuggingFace: r.hf, config: config) { t = RoPELayout.unpermuteFromGGUF(t, heads: heads) }
+                    if let heads = TensorTable.ggufRopeHeads(forHuggingFace: r.hf, config: config) { t = RoPELayout.unpermuteFromGGUF(t, heads: heads) }
                     tensors[r.hf] = t
                     continue
                 }
-                let order = permuted ? TensorTable.ropeHeads(forHuggingFace: r.hf, config: config).map { RoPELayout.storedRows(rows: info.shape[0], heads: $0) } : nil
+                let order = TensorTable.ggufRopeHeads(forHuggingFace: r.hf, config: config).map { RoPELayout.storedRows(rows: info.shape[0], heads: $0) }
                 matrices[r.hf] = FrozenMatrix(stored: try file.stored(r.gguf), rowOrder: order)
             }
             return (BaseModelFile(path: path, format: .gguf, config: config, tensors: tensors, matrices: matrices,
@@ -176,7 +176,7 @@ public enum ModelLoader {
             let i = order[k]
             slots.set(i, Result {
                 let t = try file.dequantize(renames[i].gguf)
-                guard permuted, let heads = TensorTable.ropeHeads(forHuggingFace: renames[i].hf, config: config) else { return t }
+                guard let heads = TensorTable.ggufRopeHeads(forHuggingFace: renames[i].hf, config: config) else { return t }
                 return RoPELayout.unpermuteFromGGUF(t, heads: heads)
             })
         }

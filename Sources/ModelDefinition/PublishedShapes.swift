@@ -9,6 +9,12 @@ public enum PublishedShape: String, CaseIterable, Sendable {
     case llama3_2_3b = "llama-3.2-3b"
     case qwen2_5_0_5b = "qwen2.5-0.5b"
     case smollm2_135m = "smollm2-135m"
+    case qwen3_0_6b = "qwen3-0.6b"
+    case qwen3_1_7b = "qwen3-1.7b"
+    case qwen3_4b = "qwen3-4b"
+    case smollm3_3b = "smollm3-3b"
+    case granite3_1_2b = "granite-3.1-2b"
+    case olmo2_1b = "olmo-2-1b"
 
     /// The Hugging Face repository whose config.json the numbers come from.
     public var repository: String {
@@ -17,6 +23,12 @@ public enum PublishedShape: String, CaseIterable, Sendable {
         case .llama3_2_3b: "meta-llama/Llama-3.2-3B (same shape: -Instruct)"
         case .qwen2_5_0_5b: "Qwen/Qwen2.5-0.5B (same shape: -Instruct)"
         case .smollm2_135m: "HuggingFaceTB/SmolLM2-135M-Instruct"
+        case .qwen3_0_6b: "Qwen/Qwen3-0.6B"
+        case .qwen3_1_7b: "Qwen/Qwen3-1.7B"
+        case .qwen3_4b: "Qwen/Qwen3-4B"
+        case .smollm3_3b: "HuggingFaceTB/SmolLM3-3B"
+        case .granite3_1_2b: "ibm-granite/granite-3.1-2b-base (same shape: -instruct)"
+        case .olmo2_1b: "allenai/OLMo-2-0425-1B"
         }
     }
 
@@ -25,8 +37,8 @@ public enum PublishedShape: String, CaseIterable, Sendable {
     /// GGUF in assets/ do not).
     public var declaresHeadDim: Bool {
         switch self {
-        case .llama3_2_1b, .llama3_2_3b: true
-        case .qwen2_5_0_5b, .smollm2_135m: false
+        case .llama3_2_1b, .llama3_2_3b, .qwen3_0_6b, .qwen3_1_7b, .qwen3_4b: true
+        case .qwen2_5_0_5b, .smollm2_135m, .smollm3_3b, .granite3_1_2b, .olmo2_1b: false
         }
     }
 
@@ -72,6 +84,51 @@ public enum PublishedShape: String, CaseIterable, Sendable {
                     architecture: .llama, hiddenSize: 576, intermediateSize: 1536, numLayers: 30, numHeads: 9,
                     numKVHeads: 3, headDim: 64, vocabSize: 49_152, ropeTheta: 100_000, rmsNormEps: 1e-5,
                     tieWordEmbeddings: true, attentionBias: false, maxPositionEmbeddings: 8192)
+            case .qwen3_0_6b, .qwen3_1_7b, .qwen3_4b:
+                // config.json (all three): model_type qwen3, head_dim 128, vocab_size 151936,
+                // rope_theta 1000000, rms_norm_eps 1e-06, tie_word_embeddings true,
+                // max_position_embeddings 40960, attention_bias false; 0.6B: hidden_size 1024,
+                // intermediate_size 3072, 28 layers, 16 heads, 8 kv heads; 1.7B: 2048, 6144, 28, 16,
+                // 8; 4B: 2560, 9728, 36, 32, 8.
+                let (hidden, ffn, layers, heads) = switch self {
+                case .qwen3_0_6b: (1024, 3072, 28, 16)
+                case .qwen3_1_7b: (2048, 6144, 28, 16)
+                default: (2560, 9728, 36, 32)
+                }
+                return try ModelConfig(
+                    architecture: .qwen3, hiddenSize: hidden, intermediateSize: ffn, numLayers: layers, numHeads: heads,
+                    numKVHeads: 8, headDim: 128, vocabSize: 151_936, ropeTheta: 1_000_000, rmsNormEps: 1e-6,
+                    tieWordEmbeddings: true, attentionBias: false, maxPositionEmbeddings: 40_960)
+            case .smollm3_3b:
+                // config.json: model_type smollm3, hidden_size 2048, intermediate_size 11008,
+                // num_hidden_layers 36, num_attention_heads 16, num_key_value_heads 4 (head dim 128),
+                // vocab_size 128256, rope_theta 5000000.0, rms_norm_eps 1e-06, tie_word_embeddings
+                // true, max_position_embeddings 65536, no_rope_layer_interval 4 (NoPE on layers 3, 7, ...).
+                return try ModelConfig(
+                    architecture: .smollm3, hiddenSize: 2048, intermediateSize: 11008, numLayers: 36, numHeads: 16,
+                    numKVHeads: 4, headDim: 128, vocabSize: 128_256, ropeTheta: 5_000_000, rmsNormEps: 1e-6,
+                    tieWordEmbeddings: true, attentionBias: false, maxPositionEmbeddings: 65_536,
+                    noRopeLayers: (0..<36).filter { ($0 + 1) % 4 == 0 })
+            case .granite3_1_2b:
+                // config.json: model_type granite, hidden_size 2048, intermediate_size 8192,
+                // num_hidden_layers 40, num_attention_heads 32, num_key_value_heads 8 (head dim 64),
+                // vocab_size 49152, rope_theta 5000000.0, rms_norm_eps 1e-05, max_position_embeddings
+                // 131072, tie_word_embeddings true, embedding_multiplier 12.0, residual_multiplier 0.22,
+                // attention_multiplier 0.015625, logits_scaling 8.0.
+                return try ModelConfig(
+                    architecture: .granite, hiddenSize: 2048, intermediateSize: 8192, numLayers: 40, numHeads: 32,
+                    numKVHeads: 8, headDim: 64, vocabSize: 49_152, ropeTheta: 5_000_000, rmsNormEps: 1e-5,
+                    tieWordEmbeddings: true, attentionBias: false, maxPositionEmbeddings: 131_072,
+                    multipliers: Multipliers(embedding: 12, residual: 0.22, attention: 0.015625, logits: 8))
+            case .olmo2_1b:
+                // config.json: model_type olmo2, hidden_size 2048, intermediate_size 8192,
+                // num_hidden_layers 16, num_attention_heads 16, num_key_value_heads 16 (head dim 128),
+                // vocab_size 100352, rope_theta 500000, rms_norm_eps 1e-06, tie_word_embeddings false,
+                // max_position_embeddings 4096.
+                return try ModelConfig(
+                    architecture: .olmo2, hiddenSize: 2048, intermediateSize: 8192, numLayers: 16, numHeads: 16,
+                    numKVHeads: 16, headDim: 128, vocabSize: 100_352, ropeTheta: 500_000, rmsNormEps: 1e-6,
+                    tieWordEmbeddings: false, attentionBias: false, maxPositionEmbeddings: 4096)
             }
         } catch {
             preconditionFailure("[PublishedShape] \(rawValue) does not validate: \(error)")

@@ -87,16 +87,16 @@ public enum RandomModel {
                                                   reason: "this package writes only \(Quantize.types.map(\.name).joined(separator: ", "))")
         }
         try config.validate()
+        try ModelExport.checkGGUFExpressible(config)
         var out: [PlannedTensor] = []
         if config.ropeScaling?.kind == .llama3 {
             out.append(PlannedTensor(name: "rope_freqs.weight", shape: [config.headDim / 2], type: .f32, role: .ropeFrequencies))
         }
-        let permuted = config.architecture != .qwen2
         let shapes = TensorTable.shapes(for: config)
         for hf in shapes.keys.sorted(by: TensorTable.order) {
             let shape = shapes[hf]!
-            let name = TensorTable.ggufName(forHuggingFace: hf)!
-            let heads = permuted ? TensorTable.ropeHeads(forHuggingFace: hf, config: config) : nil
+            let name = TensorTable.ggufName(forHuggingFace: hf, architecture: config.architecture)!
+            let heads = TensorTable.ggufRopeHeads(forHuggingFace: hf, config: config)
             if shape.count == 1 {
                 let role: Role = hf.hasSuffix(".bias") ? .bias : .norm
                 out.append(PlannedTensor(name: name, shape: shape, type: .f32, role: role, ropeHeads: heads))
@@ -154,7 +154,7 @@ public enum RandomModel {
     public static func metadata(_ options: Options) -> [(String, GGUFValue)] {
         let config = options.config
         let arch = ModelExport.ggufMetadata(for: config)
-        let p = config.architecture.rawValue + "."
+        let p = config.definition.ggufName + "."
         var kv: [(String, GGUFValue)] = [
             arch[0],  // general.architecture
             ("general.type", .string("model")),

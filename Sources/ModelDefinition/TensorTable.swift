@@ -1,8 +1,9 @@
-// The architecture's one tensor table: every base tensor a config implies (Hugging Face name,
-// llama.cpp name, row-major shape, which projection of which layer it is), every LoRA tensor an
+// The one tensor table: every base tensor a config implies (Hugging Face name, llama.cpp name,
+// row-major shape, which projection or norm of which layer it is) for the config's architecture
+// (its norms come from its description, ModelAssets' Architecture.swift), every LoRA tensor an
 // adapter of a given shape has, and the checks that a set of tensors is exactly that set. The
 // loaders, both executors, adapters, packages and exports all read names and shapes from here.
-// Names follow transformers' LlamaForCausalLM and llama.cpp's LLM_TENSOR table (convert_hf_to_gguf.py).
+// Names follow transformers' *ForCausalLM modules and llama.cpp's LLM_TENSOR table (convert_hf_to_gguf.py).
 import ModelAssets
 
 /// The projections LoRA can adapt, named as the reference toolkits name them.
@@ -75,8 +76,24 @@ public enum TensorTable {
 
     /// `model.layers.{layer}.` — the prefix of every tensor of a layer.
     public static func layerPrefix(_ layer: Int) -> String { "model.layers.\(layer)." }
-    public static func inputNorm(layer: Int) -> String { layerPrefix(layer) + "input_layernorm.weight" }
-    public static func postAttentionNorm(layer: Int) -> String { layerPrefix(layer) + "post_attention_layernorm.weight" }
+
+    /// The Hugging Face name of a layer norm (`model.layers.3.self_attn.q_norm.weight`).
+    public static func norm(_ n: LayerNormName, layer: Int) -> String { layerPrefix(layer) + n.huggingFace + ".weight" }
+
+    /// The Hugging Face name of the norm in `slot`, nil when the config's architecture has none there.
+    public static func norm(_ slot: NormSlot, layer: Int, config: ModelConfig) -> String? {
+        config.definition.norm(slot).map { norm($0, layer: layer) }
+    }
+
+    /// The length of a norm's weight: head_dim for per-head q/k norms, the projection's width for
+    /// whole-projection ones, hidden size for the rest.
+    public static func normSize(_ slot: NormSlot, config c: ModelConfig) -> Int {
+        switch slot {
+        case .query: c.definition.qkNorm == .perHead ? c.headDim : c.queryDim
+        case .key: c.definition.qkNorm == .perHead ? c.headDim : c.keyValueDim
+        case .attentionInput, .attentionOutput, .feedForwardInput, .feedForwardOutput: c.hiddenSize
+        }
+    }
 
     /// The module path of a projection (`model.layers.3.mlp.up_proj`).
     public static func module(layer: Int, target t: LoRATarget) -> String {
@@ -108,8 +125,7 @@ public enum TensorTable {
         var shapes: [String: [Int]] = [embedding: [v, d], finalNorm: [d]]
         if !config.tieWordEmbeddings { shapes[head] = [v, d] }
         for i in 0..<config.numLayers {
-            shapes[inputNorm(layer: i)] = [d]
-            shapes[postAttentionNorm(layer: i)] = [d]
+            for n in config.definition.norms { shapes[norm(n, layer: i)] = [normSize(n.slot, config: config)] }
             for t in LoRATarget.allCases {
                 let (inDim, outDim) = dimensions(t, config: config)
                 shapes[weight(layer: i, target: t)] = [outDim, inDim]
@@ -181,8 +197,9 @@ public enum TensorTable {
 
     // MARK: llama.cpp names
 
-    /// Hugging Face name of a llama.cpp tensor name, or nil if it is not a decoder weight.
-    public static func huggingFaceName(forGGUF name: String) -> String? {
+    /// Hugging Face name of a llama.cpp tensor name in a file of `architecture`, or nil if it is
+    /// not one of its decoder weights.
+    public static func huggingFaceName(forGGUF name: String, architecture: ModelArchitecture = .llama) -> String? {
         switch name {
         case "token_embd.weight": return embedding
         case "output_norm.weight": return finalNorm
@@ -191,14 +208,15 @@ public enum TensorTable {
         }
         let parts = name.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == "blk", let layer = Int(parts[1]), layer >= 0, String(layer) == parts[1],
-              let kind = layerNames.first(where: { $0.gguf == parts[2] }), parts[3] == "weight" || parts[3] == "bias"
+              let kind = layerNames(architecture).first(where: { $0.gguf == parts[2] }), parts[3] == "weight" || parts[3] == "bias"
         else { return nil }
         if parts[3] == "bias", !kind.mayHaveBias { return nil }
         return "model.layers.\(layer).\(kind.hf).\(parts[3])"
     }
 
-    /// llama.cpp name of a Hugging Face tensor name, or nil if it is not a decoder weight.
-    public static func ggufName(forHuggingFace name: String) -> String? {
+    /// llama.cpp name of a Hugging Face tensor name of `architecture`, or nil if it is not one of
+    /// its decoder weights.
+    public static func ggufName(forHuggingFace name: String, architecture: ModelArchitecture = .llama) -> String? {
         switch name {
         case embedding: return "token_embd.weight"
         case finalNorm: return "output_norm.weight"
@@ -209,15 +227,19 @@ public enum TensorTable {
         let rest = name.dropFirst("model.layers.".count)
         guard let dot = rest.firstIndex(of: "."), let layer = Int(rest[..<dot]), String(layer) == rest[..<dot] else { return nil }
         let tail = rest[rest.index(after: dot)...]
-        for kind in layerNames {
+        for kind in layerNames(architecture) {
             if tail == kind.hf + ".weight" { return "blk.\(layer).\(kind.gguf).weight" }
             if kind.mayHaveBias, tail == kind.hf + ".bias" { return "blk.\(layer).\(kind.gguf).bias" }
         }
         return nil
     }
 
-    private static let layerNames: [(gguf: Substring, hf: String, mayHaveBias: Bool)] = [
-        ("attn_norm", "input_layernorm", false), ("ffn_norm", "post_attention_layernorm", false),
+    /// A layer's tensors in both namings: the architecture's norms, then the seven projections.
+    private static func layerNames(_ a: ModelArchitecture) -> [(gguf: Substring, hf: String, mayHaveBias: Bool)] {
+        a.definition.norms.map { (Substring($0.gguf), $0.huggingFace, false) } + projectionNames
+    }
+
+    private static let projectionNames: [(gguf: Substring, hf: String, mayHaveBias: Bool)] = [
         ("attn_q", "self_attn.q_proj", true), ("attn_k", "self_attn.k_proj", true), ("attn_v", "self_attn.v_proj", true),
         ("attn_output", "self_attn.o_proj", false),
         ("ffn_gate", "mlp.gate_proj", false), ("ffn_up", "mlp.up_proj", false), ("ffn_down", "mlp.down_proj", false),
@@ -228,5 +250,11 @@ public enum TensorTable {
         if name.hasSuffix(".self_attn.q_proj.weight") || name.hasSuffix(".self_attn.q_proj.bias") { return config.numHeads }
         if name.hasSuffix(".self_attn.k_proj.weight") || name.hasSuffix(".self_attn.k_proj.bias") { return config.numKVHeads }
         return nil
+    }
+
+    /// Heads whose rows llama.cpp's converter permutes in a GGUF of this config's architecture
+    /// (`ropeHeads` where the description says its GGUF rows are permuted, else nil).
+    public static func ggufRopeHeads(forHuggingFace name: String, config: ModelConfig) -> Int? {
+        config.definition.ggufRowsPermuted ? ropeHeads(forHuggingFace: name, config: config) : nil
     }
 }

@@ -304,7 +304,7 @@ public final class Scheduler: @unchecked Sendable {
 
             for t in admitted {
                 if t.isCancelled {
-                    finish(t, .cancelled, generated: 0, complete: false)
+                    finish(t, .cancelled, generated: 0, complete: false, leavesActive: true)
                     continue
                 }
                 let r = t.request
@@ -325,7 +325,7 @@ public final class Scheduler: @unchecked Sendable {
                 }
             }
             rows.removeAll { r in
-                if r.ticket.isCancelled { finish(r.ticket, .cancelled, generated: r.generated, complete: false) }
+                if r.ticket.isCancelled { finish(r.ticket, .cancelled, generated: r.generated, complete: false, leavesActive: true) }
                 return r.ticket.isCancelled
             }
             // prompts in admission order: while replies are being decoded, the chunk's budget of
@@ -429,20 +429,23 @@ public final class Scheduler: @unchecked Sendable {
         guard r.reply.isFinished else { return true }
         let g = r.reply.stats.generation
         if g.stoppedAtEndOfTurn {
-            finish(ticket, .stop, generated: r.generated, complete: !g.incomplete || ticket.request.constraint == nil)
+            finish(ticket, .stop, generated: r.generated, complete: !g.incomplete || ticket.request.constraint == nil, leavesActive: true)
         } else if r.generated >= ticket.request.maxTokens {
-            finish(ticket, .length, generated: r.generated, complete: false)
+            finish(ticket, .length, generated: r.generated, complete: false, leavesActive: true)
         } else {
-            finish(ticket, .noContinuation, generated: r.generated, complete: false)
+            finish(ticket, .noContinuation, generated: r.generated, complete: false, leavesActive: true)
         }
         return false
     }
 
     /// Called without the lock held.
-    private func finish(_ t: DecodeTicket, _ reason: DecodeFinish, generated: Int, complete: Bool) {
-        if reason == .cancelled {
+    /// `leavesActive`: the ticket was counted in `active` (admitted, or a row); it leaves the count
+    /// before its consumer hears the end, so a status read after the last event is already settled.
+    private func finish(_ t: DecodeTicket, _ reason: DecodeFinish, generated: Int, complete: Bool, leavesActive: Bool = false) {
+        if reason == .cancelled || leavesActive {
             condition.lock()
-            cancelled += 1
+            if reason == .cancelled { cancelled += 1 }
+            if leavesActive { active = max(0, active - 1) }
             condition.unlock()
         }
         t.continuation.yield(.finished(reason, completionTokens: generated, complete: complete))

@@ -1,7 +1,9 @@
-// The Llama-family decoder on Autograd: frozen base weights, optional LoRA on any of the seven
-// projections, forward for training (hidden states, then the output head only where the loss
-// needs it). Follows Hugging Face's LlamaForCausalLM / Qwen2ForCausalLM; weights arrive in
-// Hugging Face layout and names (ModelAssets converts GGUF at its boundary).
+// The decoder on Autograd, for every described architecture (Llama, Mistral, Qwen2, Qwen3,
+// SmolLM3, Granite, OLMo 2: the block's norms, q/k norms, NoPE layers and scale factors come from
+// the config's description): frozen base weights, optional LoRA on any of the seven projections,
+// forward for training (hidden states, then the output head only where the loss needs it).
+// Follows Hugging Face's *ForCausalLM modules; weights arrive in Hugging Face layout and names
+// (ModelDefinition converts GGUF at its boundary).
 // The no-grad KV-cache decoding path lives in Inference; this file is the differentiable one.
 //
 // Dimensions: B batch, T tokens per row, N = B*T rows, D hidden, H query heads, K kv heads,
@@ -54,15 +56,17 @@ public final class Projection {
 }
 
 public final class LlamaBlock {
-    public let inputNorm: Tensor  // [D]
-    public let postAttentionNorm: Tensor  // [D]
+    /// The norm weights in NormSlot.allCases order; nil where the architecture has none.
+    let norms: [Tensor?]  // [D], q/k: [hd] per head or [H*hd] / [K*hd]
     public let q, k, v, o: Projection  // q [H*hd, D], k/v [K*hd, D], o [D, H*hd]
     public let gate, up, down: Projection  // gate/up [F, D], down [D, F]
+    /// This block's place in the model (its RoPE: NoPE layers).
+    let layer: Int
 
-    init(inputNorm: Tensor, postAttentionNorm: Tensor, q: Projection, k: Projection, v: Projection,
+    init(layer: Int, norms: [Tensor?], q: Projection, k: Projection, v: Projection,
          o: Projection, gate: Projection, up: Projection, down: Projection) {
-        self.inputNorm = inputNorm
-        self.postAttentionNorm = postAttentionNorm
+        self.layer = layer
+        self.norms = norms
         self.q = q
         self.k = k
         self.v = v
@@ -72,28 +76,57 @@ public final class LlamaBlock {
         self.down = down
     }
 
-    /// x [N, D] -> x + attention + MLP [N, D] (pre-norm residual block).
+    /// The norm weight in `slot`, if the architecture has one there.
+    public func norm(_ slot: NormSlot) -> Tensor? { norms[slot.index] }
+
+    /// x [N, D] -> x + r·attention + r·MLP [N, D], the norms where the description puts them:
+    /// h = attentionInput?(x), a = attentionOutput?(attention(h)), x += r·a, and the same for the MLP.
     func forward(_ x: Tensor, config c: ModelConfig, layout: ForwardLayout, rng: inout SeededRNG, training: Bool) -> Tensor {
-        let h = rmsNorm(x, weight: inputNorm, eps: Float(c.rmsNormEps))  // [N, D]
+        let eps = Float(c.rmsNormEps)
+        func normed(_ t: Tensor, _ slot: NormSlot) -> Tensor { norm(slot).map { rmsNorm(t, weight: $0, eps: eps) } ?? t }
+        let h = normed(x, .attentionInput)  // [N, D]
         var q = self.q(h, rng: &rng, training: training)  // [N, H*hd]
         var k = self.k(h, rng: &rng, training: training)  // [N, K*hd]
         let v = self.v(h, rng: &rng, training: training)  // [N, K*hd]
-        let factors = c.ropeFrequencyFactors
-        q = rope(q, heads: c.numHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors)
-        k = rope(k, heads: c.numKVHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors)
+        q = qkNorm(q, .query, heads: c.numHeads, config: c)
+        k = qkNorm(k, .key, heads: c.numKVHeads, config: c)
+        if c.rope(layer: layer) == .full {
+            let factors = c.ropeFrequencyFactors
+            q = rope(q, heads: c.numHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors)
+            k = rope(k, heads: c.numKVHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors)
+        }
         let a = causalAttention(q: q, k: k, v: v, batch: layout.batch, heads: c.numHeads,
-                                kvHeads: c.numKVHeads, segmentIds: layout.segmentIds)  // [N, H*hd]
-        let x1 = x + o(a, rng: &rng, training: training)  // [N, D]
-        let h2 = rmsNorm(x1, weight: postAttentionNorm, eps: Float(c.rmsNormEps))
+                                kvHeads: c.numKVHeads, segmentIds: layout.segmentIds, scale: c.attentionScale)  // [N, H*hd]
+        let x1 = residual(x, normed(o(a, rng: &rng, training: training), .attentionOutput), c)  // [N, D]
+        let h2 = normed(x1, .feedForwardInput)
         let g = gate(h2, rng: &rng, training: training)  // [N, F]
         let u = up(h2, rng: &rng, training: training)  // [N, F]
-        return x1 + down(swiglu(gate: g, up: u), rng: &rng, training: training)  // [N, D]
+        return residual(x1, normed(down(swiglu(gate: g, up: u), rng: &rng, training: training), .feedForwardOutput), c)  // [N, D]
+    }
+
+    /// x + r·y, r Granite's residual multiplier (1 elsewhere, and then no op is recorded for it).
+    private func residual(_ x: Tensor, _ y: Tensor, _ c: ModelConfig) -> Tensor {
+        guard let m = c.multipliers, m.residual != 1 else { return x + y }
+        return x + scale(y, Float(m.residual))
+    }
+
+    /// The q or k norm, if any: per head (the projection seen as [N, heads, hd]) or over the
+    /// whole projection [N, heads·hd].
+    private func qkNorm(_ t: Tensor, _ slot: NormSlot, heads: Int, config c: ModelConfig) -> Tensor {
+        guard let w = norm(slot) else { return t }
+        switch c.definition.qkNorm {
+        case .perHead:
+            let n = t.shape[0]
+            return reshape(rmsNorm(reshape(t, [n, heads, c.headDim]), weight: w, eps: Float(c.rmsNormEps)), [n, heads * c.headDim])
+        case .wholeProjection, .none:
+            return rmsNorm(t, weight: w, eps: Float(c.rmsNormEps))
+        }
     }
 
     /// Every tensor of the block that requires a gradient (LoRA A and B; all weights of a
     /// fully trained draft).
     var trainableTensors: [Tensor] {
-        var all = [inputNorm, postAttentionNorm]
+        var all = norms.compactMap { $0 }
         for t in LoRATarget.allCases {
             let p = projection(t)
             if let w = p.weight { all.append(w) }
@@ -240,9 +273,13 @@ public final class LlamaModel {
                 }
                 return Projection(weight: w, bias: b, lora: adapter)
             }
+            let norms = NormSlot.allCases.map { slot in
+                TensorTable.norm(slot, layer: i, config: config).map { name in
+                    tensor(name, shape: [layer.norm(slot)!.count], layer.norm(slot)!)
+                }
+            }
             blocks.append(LlamaBlock(
-                inputNorm: tensor(TensorTable.inputNorm(layer: i), shape: [layer.inputNorm.count], layer.inputNorm),
-                postAttentionNorm: tensor(TensorTable.postAttentionNorm(layer: i), shape: [layer.postAttentionNorm.count], layer.postAttentionNorm),
+                layer: i, norms: norms,
                 q: proj(.q), k: proj(.k), v: proj(.v), o: proj(.o), gate: proj(.gate), up: proj(.up), down: proj(.down)))
         }
         self.blocks = blocks
@@ -272,8 +309,7 @@ public final class LlamaModel {
     public var namedWeights: [(name: String, tensor: Tensor)] {
         var out: [(String, Tensor)] = embedTokens.map { [(TensorTable.embedding, $0)] } ?? []
         for (i, b) in blocks.enumerated() {
-            out.append((TensorTable.inputNorm(layer: i), b.inputNorm))
-            out.append((TensorTable.postAttentionNorm(layer: i), b.postAttentionNorm))
+            for n in config.definition.norms { out.append((TensorTable.norm(n, layer: i), b.norm(n.slot)!)) }
             for t in LoRATarget.allCases {
                 let proj = b.projection(t)
                 if let w = proj.weight { out.append((TensorTable.weight(layer: i, target: t), w)) }
@@ -330,9 +366,11 @@ public final class LlamaModel {
     /// more forward pass of compute. Gradients agree with the plain pass to float rounding.
     public var activationCheckpointing = false
 
-    /// Final hidden states after the last RMSNorm. ids [N] -> [N, D].
+    /// Final hidden states after the last RMSNorm, ids [N] -> [N, D]: what the output head
+    /// multiplies (divided by Granite's logits scaling, so that the head's product is the logits).
     public func hiddenStates(ids: [Int], layout: ForwardLayout, rng: inout SeededRNG, training: Bool) -> Tensor {
         var x = embedTokens.map { embedding($0, ids: ids) } ?? embedding(storedEmbedding!, ids: ids)  // [N, D]
+        if let m = config.multipliers, m.embedding != 1 { x = scale(x, Float(m.embedding)) }
         for block in blocks {
             if activationCheckpointing && training {
                 // The recompute replays the block's dropout from the same generator state.
@@ -348,7 +386,9 @@ public final class LlamaModel {
                 x = block.forward(x, config: config, layout: layout, rng: &rng, training: training)
             }
         }
-        return rmsNorm(x, weight: finalNorm, eps: Float(config.rmsNormEps))
+        let h = rmsNorm(x, weight: finalNorm, eps: Float(config.rmsNormEps))
+        guard let m = config.multipliers, m.logits != 1 else { return h }
+        return scale(h, Float(1 / m.logits))
     }
 
     /// Output-head logits for the chosen rows only: hidden [N, D] -> [M, V].

@@ -50,6 +50,15 @@ struct DecodeCommand: ParsableCommand {
     @Option(help: "With --batch-rows: tokens already in each row's context before the timed passes.")
     var batchContext: Int = 64
 
+    @Option(parsing: .upToNextOption, help: "Also time verify passes: k new tokens scored at once with every row's logits (speculative decoding checks k - 1 proposals so) at these row counts k, e.g. 2 3 4 5, each against a one-row pass after the same context, the row counts taking turns (best of --repeats + 2 rounds of 8 passes).")
+    var verifyRows: [Int] = []
+
+    @Option(help: "With --verify-rows: tokens in the context before each pass.")
+    var verifyContext: Int = 200
+
+    @Option(help: "With --verify-rows: time the passes again with a random adapter of this rank on all seven projections (its low-rank terms added per row over the stored weights, as generate with an adapter does); 0: the base alone.")
+    var verifyAdapterRank: Int = 0
+
     @Option(help: "Write the figures as JSON to this file.")
     var out: String?
 
@@ -58,6 +67,9 @@ struct DecodeCommand: ParsableCommand {
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard batchRows.allSatisfy({ $0 >= 1 }), batchAdapters >= 0, batchContext >= 1 else {
             throw ValidationError("--batch-rows must be at least 1 each, --batch-adapters at least 0, --batch-context at least 1")
+        }
+        guard verifyRows.allSatisfy({ $0 >= 1 }), verifyContext >= 1, verifyAdapterRank >= 0 else {
+            throw ValidationError("--verify-rows must be at least 1 each, --verify-context at least 1, --verify-adapter-rank at least 0")
         }
     }
 
@@ -93,6 +105,7 @@ struct DecodeCommand: ParsableCommand {
             decode.append(Double(genTokens) / (monotonicSeconds() - s))
         }
         let batched = batchRows.isEmpty ? [] : measureBatches(engine, base: base)
+        let verify = verifyRows.isEmpty ? [] : measureVerify(engine, base: base)
         let rss = peakRSSMB()  // before the bandwidth probe allocates its buffer
         let bandwidth = Self.memoryBandwidth()
         let bytes = engine.bytesPerToken
@@ -107,6 +120,7 @@ struct DecodeCommand: ParsableCommand {
             "peak_rss_mb": rss, "load_seconds": loadSeconds, "bytes_per_token": bytes, "weight_bytes": engine.weightBytes,
             "bandwidth_gb_s": bandwidth, "streamed_gb_s": streamed, "fraction_of_bandwidth": streamed / bandwidth,
             "batched": batched.map { ["rows": $0.rows, "adapters": batchAdapters, "adapter_precision": batchAdapterPrecision.rawValue, "context": batchContext, "tokens_per_s": $0.tokensPerSecond, "ms_per_pass": $0.msPerPass] },
+            "verify": verify.map { ["adapter_rank": $0.adapterRank, "context": verifyContext, "rows": $0.rows, "ms_per_pass": $0.ms, "one_row_passes": $0.ratio] },
         ]
         FileHandle.standardError.write(Data(String(format: "%@ (%@ weights, %d threads, CPU level %@): prefill %.1f tokens/s (best %.1f), decode %.1f tokens/s (best %.1f); load %.2fs; peak RSS %.0f MB; %.1f MB read per token = %.1f GB/s, %.0f%% of the measured %.1f GB/s\n",
                                                    base.path, model.baseWeights.rawValue, threads, CPULevel.summary, result["prefill_tokens_per_s"] as! Double, prefill.max()!,
@@ -117,18 +131,43 @@ struct DecodeCommand: ParsableCommand {
         }
     }
 
+    /// Verify passes at each of `verifyRows` against one-row passes (SpeculativeCost.passSeconds), of
+    /// the base and, with `verifyAdapterRank`, of the base with a random adapter. Prints one line each.
+    func measureVerify(_ engine: InferenceModel, base: BaseModel) -> [(adapterRank: Int, rows: Int, ms: Double, ratio: Double)] {
+        var results: [(adapterRank: Int, rows: Int, ms: Double, ratio: Double)] = []
+        let rows = [1] + verifyRows.filter { $0 != 1 }
+        for rank in verifyAdapterRank > 0 ? [0, verifyAdapterRank] : [0] {
+            var rng = SeededRNG(seed: 11)
+            let model = rank == 0 ? engine : InferenceModel(base: base.weights, adapter: Self.randomAdapter(base, rank: rank, using: &rng),
+                                                            activations: engine.activations, kvCache: engine.kvCache)
+            let seconds = SpeculativeCost.passSeconds(target: model, context: verifyContext, rows: rows, steps: 8, repeats: repeats + 2)
+            var line = String(format: "verify passes after %d tokens, %@: 1 row %.2f ms", verifyContext, rank == 0 ? "base" : "adapter rank \(rank)", seconds[0] * 1000)
+            for (k, n) in rows.enumerated() {
+                results.append((rank, n, seconds[k] * 1000, seconds[k] / seconds[0]))
+                if k > 0 { line += String(format: "; %d rows %.2f ms = %.2f one-row passes", n, seconds[k] * 1000, seconds[k] / seconds[0]) }
+            }
+            FileHandle.standardError.write(Data((line + "\n").utf8))
+        }
+        return results
+    }
+
+    /// A random adapter (rank `rank`, alpha 2·rank, all seven projections), factors uniform in ±0.02.
+    static func randomAdapter(_ base: BaseModel, rank: Int, name: String = "random", using rng: inout SeededRNG) -> Adapter {
+        let c = base.config, lora = LoRAConfig(rank: rank, alpha: Float(2 * rank))
+        let tensors = TensorTable.loraTensors(config: c, lora: lora).map { name, shape in
+            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.02 * Float.random(in: -1...1, using: &rng) }))
+        }
+        return Adapter(source: name, lora: lora, baseConfig: c, baseSignature: base.signature, tensors: tensors)
+    }
+
     /// Batched decoding at each of `batchRows`: B conversations of `batchContext` tokens each,
     /// then `genTokens` passes of one new token per row (the best of `repeats`), each row with
     /// its own random adapter when `batchAdapters` > 0. Prints one line per B.
     func measureBatches(_ engine: InferenceModel, base: BaseModel) -> [(rows: Int, tokensPerSecond: Double, msPerPass: Double)] {
         let c = base.config, V = c.vocabSize
-        let lora = LoRAConfig(rank: 32, alpha: 64)
         var rng = SeededRNG(seed: 7)
         let adapters: [RowAdapter] = (0..<batchAdapters).map { i in
-            let tensors = TensorTable.loraTensors(config: c, lora: lora).map { name, shape in
-                (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.02 * Float.random(in: -1...1, using: &rng) }))
-            }
-            return RowAdapter(Adapter(source: "random \(i)", lora: lora, baseConfig: c, baseSignature: base.signature, tensors: tensors), config: c, precision: batchAdapterPrecision)
+            RowAdapter(Self.randomAdapter(base, rank: 32, name: "random \(i)", using: &rng), config: c, precision: batchAdapterPrecision)
         }
         var results: [(rows: Int, tokensPerSecond: Double, msPerPass: Double)] = []
         var logits: [Float] = []

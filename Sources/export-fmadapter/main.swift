@@ -96,14 +96,17 @@ struct ExportCommand: ParsableCommand {
             let path = try FMAdapterPackage.export(adapter: adapter, draft: draft, base: base, options: options, outputDir: outputDir)
             print(path)
         case .peft:
-            let weights = try Adapter.load(checkpoint)
-            if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel, storage: .stored)) }
+            // a PEFT folder written elsewhere records no base: its shapes are checked against --base-model
+            let base = try baseModel.map { try BaseModel.load(path: $0, storage: .stored) }
+            let weights = try Adapter.load(checkpoint, base: base)
+            if let base { try weights.requireBase(base) }
             let folder = URL(fileURLWithPath: outputDir).appendingPathComponent(adapterName).path
             try PEFTAdapter.write(weights, to: folder, baseModelName: baseModel)
             print(folder)
         case .gguf:
-            let weights = try Adapter.load(checkpoint)
-            if let baseModel { try weights.requireBase(try BaseModel.load(path: baseModel, storage: .stored)) }
+            let base = try baseModel.map { try BaseModel.load(path: $0, storage: .stored) }
+            let weights = try Adapter.load(checkpoint, base: base)
+            if let base { try weights.requireBase(base) }
             try FileManager.default.createDirectory(atPath: outputDir, withIntermediateDirectories: true)
             let path = URL(fileURLWithPath: outputDir).appendingPathComponent(adapterName + ".gguf").path
             try GGUFLoRAAdapter.write(weights, to: path)

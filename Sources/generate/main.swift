@@ -17,7 +17,8 @@ struct Generate: ParsableCommand {
         discussion: """
             The prompt is a user message rendered through the model's chat template (with its default \
             system message unless --system is given), or a .jsonl file of conversations that end in a user \
-            turn (Schema.md), each answered in turn. Output streams to stdout; tokens/second to stderr.
+            turn (Schema.md), each answered in turn; with --raw it is plain text the model continues. \
+            Output streams to stdout; tokens/second to stderr.
 
             Guided generation: a reply to a user turn with a response_format (given with \
             --response-format, or in the .jsonl) is constrained to compact JSON valid against its schema: \
@@ -75,6 +76,9 @@ struct Generate: ParsableCommand {
     @Flag(help: "Print the generated token ids to stderr as well.")
     var showIds = false
 
+    @Flag(help: "Treat --prompt as raw text: no chat template and no system message (a base model's completion, or a check against another tool's raw completion); no BOS token is added; the reply still ends at the model's end-of-turn token.")
+    var raw = false
+
     func validate() throws {
         guard maxNewTokens >= 1 else { throw ValidationError("--max-new-tokens must be at least 1") }
         guard temperature >= 0, temperature.isFinite else { throw ValidationError("--temperature must be 0 (greedy) or positive") }
@@ -82,6 +86,7 @@ struct Generate: ParsableCommand {
         if let p = topP, !(p > 0 && p <= 1) { throw ValidationError("--top-p must be in (0, 1]") }
         if !choice.isEmpty && regex != nil { throw ValidationError("give --choice or --regex, not both") }
         if (!choice.isEmpty || regex != nil) && responseFormat != nil { throw ValidationError("--response-format already constrains the reply; drop --choice/--regex") }
+        if raw && (system != nil || responseFormat != nil) { throw ValidationError("--raw takes the prompt as text, with no chat template to put --system or --response-format into; drop them") }
     }
 
     /// --response-format: a file or inline JSON, a bare schema or an OpenAI response_format.
@@ -104,7 +109,9 @@ struct Generate: ParsableCommand {
 
         let format = try parsedResponseFormat()
         var conversations: [[Message]] = []
-        if prompt.hasSuffix(".jsonl") && FileManager.default.fileExists(atPath: prompt) {
+        if raw {
+            conversations = [[Message(role: .user, content: prompt)]]
+        } else if prompt.hasSuffix(".jsonl") && FileManager.default.fileExists(atPath: prompt) {
             let data = try DataReader.read(path: prompt, options: ReadOptions(mode: .prompt))
             conversations = data.samples.map(\.messages)
         } else {
@@ -133,7 +140,8 @@ struct Generate: ParsableCommand {
         let sampling = SamplingOptions(temperature: temperature, topK: topK, topP: topP)
         for (i, conversation) in conversations.enumerated() {
             if conversations.count > 1 { FileHandle.standardOutput.write(Data("### \(i + 1)\n".utf8)) }
-            let ids = encoder.encodePrompt(conversation)
+            let ids = raw ? base.tokenizer.encode(prompt) : encoder.encodePrompt(conversation)
+            if ids.isEmpty { throw ValidationError("--prompt encodes to no tokens") }
             var decoder = StreamingDecoder(tokenizer: base.tokenizer, skipSpecialTokens: true)
             var constraint = fixed
             if !unconstrained, let f = conversation.last(where: { $0.role == .user })?.responseFormat {

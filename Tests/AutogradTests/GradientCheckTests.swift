@@ -67,6 +67,10 @@ func gradCases() -> [GradCase] {
     add("rmsNorm", [dleaf([3, 5], &r), dleaf([5], &r)]) { Ops.rmsNorm($0[0], weight: $0[1], eps: 1e-5) }
     add("rmsNorm [1,1]", [dleaf([1, 1], &r), dleaf([1], &r)]) { Ops.rmsNorm($0[0], weight: $0[1], eps: 1e-5) }
     add("rmsNorm D=37 frozen w", [dleaf([2, 37], &r), dleaf([37], &r, grad: false)]) { Ops.rmsNorm($0[0], weight: $0[1], eps: 1e-6) }
+    // per-head q/k norm (Qwen3): [N, H·hd] seen as [N, H, hd], one weight of hd for every head
+    add("rmsNorm per head [3,4,6] via reshape", [dleaf([3, 24], &r), dleaf([6], &r)]) {
+        Ops.reshape(Ops.rmsNorm(Ops.reshape($0[0], [3, 4, 6]), weight: $0[1], eps: 1e-6), [3, 24])
+    }
     add("rope odd positions", [dleaf([3, 12], &r)]) { Ops.rope($0[0], heads: 2, positions: [1, 3, 7], base: 10_000) }
     add("rope hd=2 T=1", [dleaf([1, 2], &r)]) { Ops.rope($0[0], heads: 1, positions: [5], base: 100_000) }
     // attention: GQA + segments, T = 1, odd head dims, several query blocks
@@ -89,6 +93,10 @@ func gradCases() -> [GradCase] {
     }
     add("attention MHA blocks of 3", [dleaf([10, 8], &r), dleaf([10, 8], &r), dleaf([10, 8], &r)]) {
         Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 2, heads: 2, kvHeads: 2, blockRows: 3)
+    }
+    // Granite's attention multiplier in place of 1/√hd
+    add("attention scale 0.09, GQA, blocks of 2", [dleaf([6, 8], &r), dleaf([6, 4], &r), dleaf([6, 4], &r)]) {
+        Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 2, heads: 2, kvHeads: 1, scale: 0.09, blockRows: 2)
     }
     // activations, softmax
     add("silu", [dleaf([3, 19], &r, scale: 4)]) { Ops.silu($0[0]) }

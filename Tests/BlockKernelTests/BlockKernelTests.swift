@@ -10,7 +10,7 @@ import XCTest
 
 final class BlockKernelTests: XCTestCase {
     static let types: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
-    static let rowCounts = [1, 2, 3, 5, 8, 15, 16]
+    static let rowCounts = [1, 2, 3, 4, 5, 6, 7, 8, 15, 16]  // every tile size of both levels (up to 6 and 8 rows) and splits of 15, 16
     /// Allowed |kernel - float64 reference| relative to sum_i |x_i * w_i|. Float accumulation over
     /// these k (at most 1,280 values) stays below ~1e-7; the Q4_1/K-quant min terms are exact
     /// mathematical rearrangements (d·Σqx + m·Σx) of the rounded reference weights.

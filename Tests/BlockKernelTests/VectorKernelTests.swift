@@ -1,4 +1,4 @@
-// CBlockKernels' float-vector kernels (bk_dot, bk_axpy, bk_attend, bk_lowrank_up) at every
+// CBlockKernels' float-vector kernels (bk_dot, bk_axpy, bk_attend, bk_attend_rows, bk_lowrank_up) at every
 // feature level this CPU runs, against float64 loops: lengths around the 16-lane width, one
 // cached position, masked (-inf) and huge scores for the softmax's exp, keys/values at a stride
 // as in a KV cache, and an adapter's up-projection split by rows and by outputs.
@@ -39,7 +39,7 @@ final class VectorKernelTests: XCTestCase {
     func testLowRankUpMatchesFloat64AndIgnoresTheSplit() {
         var rng = RNG(state: 29)
         for level in BlockKernelTests.levels {
-            for (m, r, out) in [(1, 1, 1), (3, 32, 576), (2, 8, 100), (5, 16, 67), (1, 64, 1536)] {
+            for (m, r, out) in [(1, 1, 1), (3, 32, 576), (2, 8, 100), (5, 16, 67), (1, 64, 1536), (4, 16, 200), (6, 8, 97)] {
                 let u = (0..<(m * r)).map { _ in rng.float() }
                 let bt = (0..<(r * out)).map { _ in rng.float() }
                 let y0 = (0..<(m * out)).map { _ in rng.float() }
@@ -154,6 +154,51 @@ final class VectorKernelTests: XCTestCase {
                 let want = Self.reference(q: q, keys: keys, values: values, stride: stride, len: len, hd: hd, scale: scale)
                 for d in 0..<hd {
                     XCTAssertEqual(Double(got[d]), want[d], accuracy: 2e-6, "len \(len) hd \(hd) at \(d), \(BlockKernelTests.levelName(level))")
+                }
+            }
+        }
+    }
+
+    /// bk_attend_rows (a verify pass's rows and a KV head's query heads over one cache, sharing
+    /// each key and value read) gives every query the bits bk_attend gives it alone: rows of
+    /// different lengths (a verify pass's rows see 1, 2, ... more positions), float32 and float16
+    /// rows, head dims with 64-, 16- and scalar tails, one row and many, at every level.
+    func testAttendRowsIsAttendOfEachQueryBitForBit() {
+        var rng = RNG(state: 31)
+        for level in BlockKernelTests.levels {
+            for (rows, heads, hd, first) in [(1, 3, 64, 40), (4, 3, 64, 200), (5, 1, 72, 1), (2, 4, 80, 17), (7, 2, 128, 33), (3, 5, 16, 3)] {
+                let stride = heads * hd + 8  // a cache row holds every kv head's values; this head's at offset 0
+                let len = (0..<rows).map { first + $0 }
+                let positions = len.max()!
+                let keys = (0..<(positions * stride)).map { _ in rng.float() * 3 }, values = (0..<(positions * stride)).map { _ in rng.float() }
+                let ldq = heads * hd + 5, ldo = heads * hd + 3
+                let q = (0..<(rows * ldq)).map { _ in rng.float() * 3 }
+                let scale = 1 / Float(hd).squareRoot()
+                for half in [false, true] {
+                    let hk = keys.map { Float16($0) }, hv = values.map { Float16($0) }
+                    var together = [Float](repeating: .nan, count: rows * ldo)
+                    var scores = [Float](repeating: .nan, count: rows * heads * positions)
+                    func run(_ kp: UnsafeRawBufferPointer, _ vp: UnsafeRawBufferPointer) {
+                        q.withUnsafeBufferPointer { qp in len.withUnsafeBufferPointer { lp in
+                            scores.withUnsafeMutableBufferPointer { sp in together.withUnsafeMutableBufferPointer { op in
+                                bk_attend_rows_at(level, qp.baseAddress, ldq, rows, heads, lp.baseAddress, kp.baseAddress, vp.baseAddress,
+                                                  half ? 1 : 0, stride, hd, scale, sp.baseAddress, op.baseAddress, ldo)
+                            } }
+                        } }
+                    }
+                    if half { hk.withUnsafeBytes { kp in hv.withUnsafeBytes { vp in run(kp, vp) } } }
+                    else { keys.withUnsafeBytes { kp in values.withUnsafeBytes { vp in run(kp, vp) } } }
+                    for r in 0..<rows {
+                        for g in 0..<heads {
+                            let query = Array(q[(r * ldq + g * hd)..<(r * ldq + (g + 1) * hd)])
+                            let alone = half
+                                ? hk.withUnsafeBytes { kp in hv.withUnsafeBytes { vp in
+                                    attend(level: level, q: query, keys: kp, values: vp, half: true, stride: stride, len: len[r], hd: hd, scale: scale) } }
+                                : attend(level: level, q: query, keys: keys, values: values, stride: stride, len: len[r], hd: hd, scale: scale)
+                            XCTAssertEqual(Array(together[(r * ldo + g * hd)..<(r * ldo + (g + 1) * hd)]).map(\.bitPattern), alone.map(\.bitPattern),
+                                           "rows \(rows) heads \(heads) hd \(hd)\(half ? " f16" : ""): row \(r) head \(g) at \(BlockKernelTests.levelName(level))")
+                        }
+                    }
                 }
             }
         }

@@ -332,7 +332,26 @@ final class RandomModelTests: XCTestCase {
         XCTAssertEqual(parameters(.smollm2_135m), 134_515_008)
         XCTAssertEqual(PublishedShape.llama3_2_3b.config.queryDim, 3072)
         XCTAssertEqual(PublishedShape.qwen2_5_0_5b.config.keyValueDim, 128)
-        XCTAssertTrue(PublishedShape.allCases.allSatisfy { $0.config.tieWordEmbeddings })
+        XCTAssertTrue([PublishedShape.llama3_2_1b, .llama3_2_3b, .qwen2_5_0_5b, .smollm2_135m].allSatisfy { $0.config.tieWordEmbeddings })
+    }
+
+    /// The shapes of the other described architectures. Model cards: Qwen3-0.6B "0.6B" (0.44B
+    /// without embeddings), Qwen3-1.7B "1.7B" (1.4B), Qwen3-4B "4.0B" (3.6B), SmolLM3-3B "3.08B",
+    /// granite-3.1-2b "2.53B", OLMo-2-0425-1B "1.48B" (untied, the only one).
+    func testOtherArchitecturesPublishedShapes() {
+        func parameters(_ shape: PublishedShape) -> Int {
+            TensorTable.shapes(for: shape.config).values.reduce(0) { $0 + $1.reduce(1, *) }
+        }
+        XCTAssertEqual(parameters(.qwen3_0_6b), 596_049_920)
+        XCTAssertEqual(parameters(.qwen3_1_7b), 1_720_574_976)
+        XCTAssertEqual(parameters(.qwen3_4b), 4_022_468_096)
+        XCTAssertEqual(parameters(.smollm3_3b), 3_075_098_624)
+        XCTAssertEqual(parameters(.granite3_1_2b), 2_533_525_504)
+        XCTAssertEqual(parameters(.olmo2_1b), 1_484_916_736)
+        XCTAssertEqual(PublishedShape.qwen3_0_6b.config.queryDim, 2048)
+        XCTAssertEqual(PublishedShape.smollm3_3b.config.noRopeLayers, [3, 7, 11, 15, 19, 23, 27, 31, 35])
+        XCTAssertEqual(PublishedShape.allCases.filter { !$0.config.tieWordEmbeddings }, [.olmo2_1b])
+        for shape in PublishedShape.allCases { XCTAssertNoThrow(try ModelExport.checkGGUFExpressible(shape.config), shape.rawValue) }
     }
 
     func testTokenizerOfTheWrongSizeIsRefusedBeforeWriting() throws {

@@ -179,6 +179,15 @@ void bk_axpy(float alpha, const float *x, float *y, size_t n);
 void bk_attend(const float *q, const void *keys, const void *values, int half, size_t stride, size_t len, size_t hd,
                float scale, float *scores, float *out);
 
+/// bk_attend for several queries over one KV head's cache: query (r, g), for rows r < `rows` and
+/// heads g < `heads`, is q + r·ldq + g·hd, sees the first len[r] >= 1 positions and writes its hd
+/// outputs at out + r·ldo + g·hd, each the bits bk_attend gives it alone. The queries share every
+/// key and value read (a KV head's query heads; a verify pass's rows, which see one cache).
+/// `scores` is scratch for rows·heads·max(len) floats.
+void bk_attend_rows(const float *q, size_t ldq, size_t rows, size_t heads, const size_t *len, const void *keys,
+                    const void *values, int half, size_t stride, size_t hd, float scale, float *scores, float *out,
+                    size_t ldo);
+
 /// y[i] = x[i] rounded to IEEE half (to nearest, ties to even; beyond the half range: ±inf),
 /// i < n: the same bits on every level.
 void bk_to_half(const float *x, uint16_t *y, size_t n);
@@ -196,6 +205,9 @@ void bk_lowrank_up_at(int level, const float *u, size_t m, size_t r, const void 
 void bk_axpy_at(int level, float alpha, const float *x, float *y, size_t n);
 void bk_attend_at(int level, const float *q, const void *keys, const void *values, int half, size_t stride, size_t len,
                   size_t hd, float scale, float *scores, float *out);
+void bk_attend_rows_at(int level, const float *q, size_t ldq, size_t rows, size_t heads, const size_t *len, const void *keys,
+                       const void *values, int half, size_t stride, size_t hd, float scale, float *scores, float *out,
+                       size_t ldo);
 void bk_to_half_at(int level, const float *x, uint16_t *y, size_t n);
 
 #ifdef __cplusplus
