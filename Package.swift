@@ -30,6 +30,7 @@ let package = Package(
     products: [
         .library(name: "Autograd", targets: ["Autograd"]),
         .library(name: "ModelAssets", targets: ["ModelAssets"]),
+        .library(name: "Jinja", targets: ["Jinja"]),
         .library(name: "DataSchema", targets: ["DataSchema"]),
         .library(name: "Guidance", targets: ["Guidance"]),
         // The runtime: a base loaded once, adapted models over it, sessions with guided replies.
@@ -58,7 +59,10 @@ let package = Package(
         .target(
             name: "ModelAssets",
             dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
-        .target(name: "DataSchema", dependencies: ["ModelAssets"]),
+        // Chat templates: a Jinja engine with transformers' semantics. No dependencies, no model knowledge.
+        .target(name: "Jinja"),
+        .testTarget(name: "JinjaTests", dependencies: ["Jinja"], resources: [.copy("Fixtures")]),
+        .target(name: "DataSchema", dependencies: ["ModelAssets", "Jinja"]),
         // A run's log: metrics.jsonl with a header, TensorBoard event files, the loss curve.
         .target(name: "RunLog", dependencies: ["ModelAssets", .product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // Constrained decoding: JSON schema / choice / regex grammars as byte automata, token masks.
@@ -99,7 +103,7 @@ let package = Package(
                            "Autograd", "CBlockKernels", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "adapter-data",
-            dependencies: ["DataSchema", "ModelAssets", "ModelDefinition", "CLISupport", "Training", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["DataSchema", "Jinja", "ModelAssets", "ModelDefinition", "CLISupport", "Training", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .target(
             name: "AdapterRuntime",
             dependencies: ["Inference", "Guidance", "ModelDefinition", "DataSchema", "ModelAssets"]),
@@ -134,7 +138,7 @@ let package = Package(
         .testTarget(
             name: "TrainingTests", dependencies: ["TestSupport", "Training", "RunLog", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
-        .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "DataSchemaTests", dependencies: ["DataSchema", "Jinja", "ModelAssets"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "Training", "Inference", "Distillation", "Export", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "EvaluationTests", dependencies: ["TestSupport", "Evaluation", "Guidance", "Export", "Training", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"]),
         .testTarget(name: "BlockKernelTests", dependencies: ["CBlockKernels", "ModelAssets"]),

@@ -2,7 +2,7 @@
 // libFuzzer harnesses for every parser of outside input (issue #10). A package of its own so that
 // `swift build` of the toolkit never meets a target without `main`; the library sources are the
 // toolkit's own, reached through the symlinks in Sources/ (the toolkit exports only some of its
-// modules as products). Build and run with ../scripts/fuzz.sh; it passes
+// modules as products; fuzz-jinja, the chat-template engine's, stands apart). Build and run with ../scripts/fuzz.sh; it passes
 // `-sanitize=fuzzer,address -parse-as-library`. Debug builds on purpose: integer overflow traps
 // stay on and the sanitizers see every access.
 import PackageDescription
@@ -20,7 +20,7 @@ let package = Package(
         .systemLibrary(name: "COpenBLAS", path: "Sources/COpenBLAS", pkgConfig: "openblas"),
         .target(name: "Autograd", dependencies: ["COpenBLAS"], path: "Sources/Autograd"),
         .target(name: "ModelAssets", dependencies: [.product(name: "Crypto", package: "swift-crypto")], path: "Sources/ModelAssets"),
-        .target(name: "DataSchema", dependencies: ["ModelAssets"], path: "Sources/DataSchema"),
+        .target(name: "DataSchema", dependencies: ["ModelAssets", "Jinja"], path: "Sources/DataSchema"),
         .target(name: "CBlockKernels", path: "Sources/CBlockKernels"),
         .target(name: "ModelDefinition", dependencies: ["Autograd", "CBlockKernels", "ModelAssets", .product(name: "Crypto", package: "swift-crypto")],
                 path: "Sources/ModelDefinition"),
@@ -32,6 +32,9 @@ let package = Package(
         .target(name: "Export", dependencies: ["Training", "Inference", "ModelDefinition", "ModelAssets", "Autograd", .product(name: "Crypto", package: "swift-crypto")],
                 path: "Sources/Export"),
         .target(name: "CFuzzerDriver", path: "Fuzzers/CFuzzerDriver"),
+        .target(name: "Jinja", path: "Sources/Jinja"),
+        // The template engine's fuzzer needs nothing of the model stack.
+        .executableTarget(name: "fuzz-jinja", dependencies: ["CFuzzerDriver", "Jinja"], path: "Fuzzers/fuzz-jinja"),
         .target(name: "TestSupport", dependencies: ["ModelAssets", "ModelDefinition", "Training", "Inference", "Autograd"], path: "Sources/TestSupport"),
         .target(name: "FuzzSupport", dependencies: ["TestSupport", "ModelAssets", "ModelDefinition", "DataSchema", "Training", "Export", "Autograd",
                                                     .product(name: "Crypto", package: "swift-crypto")],

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses in Fuzz/ (every parser of outside input: GGUF, safetensors,
-# tokenizer.json, config.json, JSONL samples, checkpoints, .fmadapter packages) and runs each
+# tokenizer.json, config.json, JSONL samples, checkpoints, .fmadapter packages, chat templates) and runs each
 # for SECONDS (default 30) on a seed corpus: seeds the harness writes with the toolkit's own
 # writers, plus small committed fixtures. Prints executions and findings per fuzzer; exits 1 when
 # any fuzzer found a crash, hang (>10 s per input) or huge allocation (>512 MiB).
@@ -13,7 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 seconds=${1:-30}
 shift || true
-all=(fuzz-gguf fuzz-safetensors fuzz-tokenizer-json fuzz-model-config fuzz-jsonl fuzz-checkpoint fuzz-fmadapter)
+all=(fuzz-gguf fuzz-safetensors fuzz-tokenizer-json fuzz-model-config fuzz-jsonl fuzz-checkpoint fuzz-fmadapter fuzz-jinja)
 fuzzers=("$@")
 [ ${#fuzzers[@]} -eq 0 ] && fuzzers=("${all[@]}")
 
@@ -37,6 +37,7 @@ extra_seeds() {
     fuzz-tokenizer-json) echo Tests/TokenizerTests/Fixtures/tiny_llama3/tokenizer.json Tests/TokenizerTests/Fixtures/tiny_qwen2/tokenizer.json ;;
     fuzz-model-config) echo Tests/TrainingTests/Fixtures/tiny-llama/config.json Tests/TrainingTests/Fixtures/tiny-qwen2/config.json ;;
     fuzz-jsonl) echo examples/extraction/prompt.jsonl ;;
+    fuzz-jinja) ls Tests/JinjaTests/Fixtures/templates/*.jinja ;;
   esac
 }
 

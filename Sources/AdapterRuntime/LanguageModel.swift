@@ -13,6 +13,9 @@ import ModelDefinition
 /// A base model, loaded once and shared by every adapted model and session made from it.
 public final class LanguageModel: @unchecked Sendable {
     public let base: BaseModel
+    /// How prompts are rendered: the model's own chat template (or the one given at load), with
+    /// its notes (a built-in fallback, tools written into turns) in `chatFormat.notes`.
+    public let chatFormat: ChatFormat
     /// Constraints compiled for this model's vocabulary, shared by every session.
     public let constraints: ConstraintLibrary
     /// The base alone (no adapter).
@@ -23,9 +26,15 @@ public final class LanguageModel: @unchecked Sendable {
     /// Loads the base at `path` (a .gguf file or a Hugging Face folder). `stored` keeps the
     /// weights as the file stores them (GGUF blocks, memory-mapped); `float32` dequantizes them.
     /// `kvCache: .float16` halves every session's KV cache (SmolLM2's logits moved by 4e-4 of the largest).
+    /// `chatTemplate` replaces the model's own template (`.file(path)`, `.jinja(text)`), and
+    /// `chatTemplateKwargs` (a JSON object) passes extra template variables.
     public init(path: String, storage: BaseWeightStorage = .stored, activations: ActivationPrecision = .float32,
-                kvCache: KVCachePrecision = .float32) throws {
-        base = try BaseModel.load(path: path, storage: storage)
+                kvCache: KVCachePrecision = .float32, chatTemplate: ChatTemplateSource? = nil, chatTemplateKwargs: String? = nil) throws {
+        var base = try BaseModel.load(path: path, storage: storage)
+        if let chatTemplate { base.template = chatTemplate }
+        if let chatTemplateKwargs { base.template.kwargsJSON = chatTemplateKwargs }
+        self.base = base
+        chatFormat = try ChatFormat(base: base.template, tokenizer: base.tokenizer)
         constraints = try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds)
         self.activations = activations
         self.kvCache = kvCache

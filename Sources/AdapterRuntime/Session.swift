@@ -123,7 +123,7 @@ public final class LanguageModelSession: @unchecked Sendable {
         self.tools = tools
         _transcript = Transcript(entries: instructions.map { [.instructions($0)] } ?? [])
         cache = model.engine.makeCache(capacity: 1024)
-        encoder = TrainingEncoder(tokenizer: model.model.base.tokenizer, template: model.model.base.template, maxSequenceLength: Int.max)
+        encoder = TrainingEncoder(tokenizer: model.model.base.tokenizer, renderer: model.model.chatFormat, maxSequenceLength: Int.max)
     }
 
     /// A session that continues `transcript` (its next prompt prefills the whole conversation once).
@@ -132,7 +132,7 @@ public final class LanguageModelSession: @unchecked Sendable {
         self.tools = tools
         _transcript = transcript
         cache = model.engine.makeCache(capacity: 1024)
-        encoder = TrainingEncoder(tokenizer: model.model.base.tokenizer, template: model.model.base.template, maxSequenceLength: Int.max)
+        encoder = TrainingEncoder(tokenizer: model.model.base.tokenizer, renderer: model.model.chatFormat, maxSequenceLength: Int.max)
     }
 
     public var transcript: Transcript { lock.withLock { _transcript } }
@@ -144,11 +144,11 @@ public final class LanguageModelSession: @unchecked Sendable {
         try begin()
         defer { end() }
         var messages = try _transcript.messages(tools: toolDefinitions)
-        var ids = encoder.encodePrompt(messages)
+        var ids = try encoder.encodePrompt(messages)
         if let promptPrefix, !promptPrefix.isEmpty {
             messages.append(Message(role: .user, content: promptPrefix))
             // the rendered prompt up to the end of the prefix's text (what a longer prompt shares)
-            let full = encoder.encodePrompt(messages)
+            let full = try encoder.encodePrompt(messages)
             let suffix = model.model.base.tokenizer.encode(promptPrefix)
             if let end = Self.endOfText(suffix, in: full) { ids = Array(full[..<end]) }
         }
@@ -297,7 +297,7 @@ public final class LanguageModelSession: @unchecked Sendable {
     /// One reply to the conversation `entries`, reusing what the cache holds of its prompt.
     private func generate(entries: [Transcript.Entry], constraint: TokenConstraint?, options: GenerationOptions,
                           onText: ((String) -> Void)?) throws -> (String, Response<String>, GenerationStats) {
-        let ids = encoder.encodePrompt(try Transcript(entries: entries).messages(tools: toolDefinitions))
+        let ids = try encoder.encodePrompt(try Transcript(entries: entries).messages(tools: toolDefinitions))
         let limit = model.engine.config.maxPositionEmbeddings
         if ids.count + options.maximumResponseTokens > limit {
             throw RuntimeError.contextExceeded(tokens: ids.count + options.maximumResponseTokens, limit: limit)

@@ -6,7 +6,7 @@ import ModelDefinition
 import Training
 
 extension BaseModelOptions {
-    public func loadTokenizer() throws -> (path: String, tokenizer: BPETokenizer, template: ChatTemplate) {
+    public func loadTokenizer() throws -> (path: String, tokenizer: BPETokenizer, template: ChatTemplateSource) {
         let path = try BaseModel.resolvePath(baseModel)
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
@@ -19,6 +19,6 @@ extension BaseModelOptions {
         } else {
             tokenizer = try BPETokenizer(data: try TokenizerData(gguf: try GGUFFile(path: path)))
         }
-        return (path, tokenizer, ChatTemplate.detect(from: tokenizer.chatTemplate))
+        return (path, tokenizer, .model(tokenizer))
     }
 }

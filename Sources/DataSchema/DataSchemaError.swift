@@ -23,6 +23,7 @@ public enum DataIssueKind: String, Sendable, Codable, CaseIterable, Comparable {
     case noTargetTokens = "no target tokens"
     /// A preference pair whose replies are the same.
     case preference = "preference pair"
+    case chatTemplate = "chat template"
 
     public static func < (lhs: DataIssueKind, rhs: DataIssueKind) -> Bool {
         allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
@@ -68,6 +69,9 @@ public enum DataSchemaError: LocalizedError, Equatable {
     case invalidOption(name: String, message: String)
     /// Writing an output file failed.
     case unwritableFile(path: String, reason: String)
+    /// The chat template does not load, or refused a conversation (`raise_exception`) or could
+    /// not render it; `origin` names the template, `message` says what and where.
+    case chatTemplate(origin: String, message: String)
 
     public var errorDescription: String? {
         switch self {
@@ -94,6 +98,8 @@ public enum DataSchemaError: LocalizedError, Equatable {
             return "\(name): \(message)"
         case let .unwritableFile(path, reason):
             return "\(path): cannot write the file (\(reason)); check that the folder exists and is writable."
+        case let .chatTemplate(origin, message):
+            return "chat template (\(origin)): \(message)"
         }
     }
 }

@@ -1,7 +1,8 @@
-// Rendering samples to token ids and a loss mask: Sample -> [ChatMessage] -> template segments
-// -> ids, tokenized segment by segment so the mask follows `isTarget` exactly; training pairs
-// (inputs ids[0..<n-1], targets ids[1..<n]); truncation to `maxSequenceLength` input positions,
-// counted, never silent. Works with any TextTokenizer + ChatTemplating (ModelAssets' or fakes).
+// Rendering samples to token ids and a loss mask: Sample -> the chat template's segments (one
+// sequence, or one per assistant turn; see ChatFormat) -> ids, tokenized segment by segment so the
+// mask follows `isTarget` exactly; training pairs (inputs ids[0..<n-1], targets ids[1..<n]);
+// truncation to `maxSequenceLength` input positions, counted, never silent. Works with any
+// TextTokenizer and ConversationRenderer (the model's ChatFormat, a code template, or fakes).
 import Foundation
 import ModelAssets
 
@@ -14,6 +15,12 @@ public struct EncodedSample: Sendable, Equatable {
     /// Token count before truncation.
     public var fullTokenCount: Int
     public var isTruncated: Bool { tokens.count < fullTokenCount }
+
+    public init(tokens: [Int], isTarget: [Bool], fullTokenCount: Int) {
+        self.tokens = tokens
+        self.isTarget = isTarget
+        self.fullTokenCount = fullTokenCount
+    }
     public var targetTokenCount: Int { isTarget.reduce(0) { $0 + ($1 ? 1 : 0) } }
 }
 
@@ -50,28 +57,50 @@ public struct EncodedDataSet: Sendable {
 
 public struct TrainingEncoder: Sendable {
     public var tokenizer: any TextTokenizer
-    public var template: any ChatTemplating
+    /// The chat template: the model's (`ChatFormat`) or a code template.
+    public var renderer: any ConversationRenderer
     /// The most input positions a training example may have. A sample of n tokens makes
     /// n - 1 positions, so it fits when n <= maxSequenceLength + 1; longer ones are cut.
     public var maxSequenceLength: Int
 
-    public init(tokenizer: any TextTokenizer, template: any ChatTemplating, maxSequenceLength: Int) {
+    public init(tokenizer: any TextTokenizer, renderer: any ConversationRenderer, maxSequenceLength: Int) {
         precondition(maxSequenceLength >= 1, "[TrainingEncoder] maxSequenceLength \(maxSequenceLength) must be at least 1")
         self.tokenizer = tokenizer
-        self.template = template
+        self.renderer = renderer
         self.maxSequenceLength = maxSequenceLength
     }
 
-    /// The template's segments for a training sample (no generation prompt).
-    public func segments(_ messages: [Message]) -> [TemplateSegment] {
-        template.render(ChatRendering.chatMessages(messages), addGenerationPrompt: false)
+    /// With a code template (the built-in ChatML/Llama-3, or a test's).
+    public init(tokenizer: any TextTokenizer, template: any ChatTemplating, maxSequenceLength: Int) {
+        self.init(tokenizer: tokenizer, renderer: CodeTemplateRenderer(template), maxSequenceLength: maxSequenceLength)
     }
 
-    /// All tokens of the sample, untruncated, with the loss mask.
-    public func encodeFull(_ messages: [Message]) -> EncodedSample {
+    /// With a model's chat template (its own, a file's, or the built-in one it falls back to) and
+    /// the tokenizer's special tokens. Throws when the template does not load.
+    public init(tokenizer: BPETokenizer, template: ChatTemplateSource, maxSequenceLength: Int) throws(DataSchemaError) {
+        self.init(tokenizer: tokenizer, renderer: try ChatFormat(base: template, tokenizer: tokenizer), maxSequenceLength: maxSequenceLength)
+    }
+
+    /// The template's training sequences for a sample (no generation prompt), as segments.
+    public func sequences(_ messages: [Message]) throws(DataSchemaError) -> [[TemplateSegment]] {
+        try renderer.trainingSequences(messages)
+    }
+
+    /// Every training sequence of the sample, untruncated, with the loss mask: usually one; one
+    /// per assistant turn when the template writes earlier turns differently (see ChatFormat).
+    public func encodeAll(_ messages: [Message]) throws(DataSchemaError) -> [EncodedSample] {
+        if let text = Message.plainText(of: messages) {
+            // A text record: the text's tokens, all trained, no template and no special tokens added.
+            return [encodeSegments([TemplateSegment(text: text, isTarget: true)])]
+        }
+        return try sequences(messages).map(encodeSegments)
+    }
+
+    /// Tokenizes segment by segment, so the mask follows `isTarget` exactly.
+    func encodeSegments(_ segments: [TemplateSegment]) -> EncodedSample {
         var tokens: [Int] = []
         var isTarget: [Bool] = []
-        for segment in segments(messages) where !segment.text.isEmpty {
+        for segment in segments where !segment.text.isEmpty {
             let ids = tokenizer.encode(segment.text)
             tokens += ids
             isTarget += repeatElement(segment.isTarget, count: ids.count)
@@ -79,9 +108,15 @@ public struct TrainingEncoder: Sendable {
         return EncodedSample(tokens: tokens, isTarget: isTarget, fullTokenCount: tokens.count)
     }
 
-    /// The sample's tokens cut to `maxSequenceLength + 1` (the tail goes).
-    public func encode(_ messages: [Message]) -> EncodedSample {
-        var encoded = encodeFull(messages)
+    /// The sequence that covers the whole conversation (the only one, or the last turn's),
+    /// untruncated, with the loss mask.
+    public func encodeFull(_ messages: [Message]) throws(DataSchemaError) -> EncodedSample {
+        try encodeAll(messages).last ?? EncodedSample(tokens: [], isTarget: [], fullTokenCount: 0)
+    }
+
+    /// `encoded` cut to `maxSequenceLength + 1` tokens (the tail goes).
+    public func truncated(_ encoded: EncodedSample) -> EncodedSample {
+        var encoded = encoded
         let limit = maxSequenceLength + 1
         if encoded.tokens.count > limit {
             encoded.tokens.removeLast(encoded.tokens.count - limit)
@@ -90,10 +125,16 @@ public struct TrainingEncoder: Sendable {
         return encoded
     }
 
-    /// Token ids of a prompt for generation: the messages plus the assistant header.
-    public func encodePrompt(_ messages: [Message]) -> [Int] {
-        template.render(ChatRendering.chatMessages(messages), addGenerationPrompt: true)
-            .flatMap { $0.text.isEmpty ? [] : tokenizer.encode($0.text) }
+    /// `encodeFull`'s tokens cut to `maxSequenceLength + 1` (the tail goes).
+    public func encode(_ messages: [Message]) throws(DataSchemaError) -> EncodedSample {
+        truncated(try encodeFull(messages))
+    }
+
+    /// Token ids of a prompt for generation: the messages plus the generation prompt.
+    public func encodePrompt(_ messages: [Message]) throws(DataSchemaError) -> [Int] {
+        let text: String
+        if let plain = Message.plainText(of: messages) { text = plain } else { text = try renderer.promptText(messages) }
+        return text.isEmpty ? [] : tokenizer.encode(text)
     }
 
     /// The training pair of an encoded sample: inputs ids[0..<n-1], targets ids[1..<n].
@@ -115,21 +156,41 @@ public struct TrainingEncoder: Sendable {
         examples.reserveCapacity(dataSet.samples.count)
         var issues: [DataIssue] = []
         var summary = dataSet.summary
+        func reject(_ sample: Sample, _ kind: DataIssueKind, _ why: String) {
+            issues.append(DataIssue(file: sample.file, line: sample.line, kind: kind, message: why))
+            summary.accepted -= 1
+            summary.rejected += 1
+            summary.rejectedByKind[kind, default: 0] += 1
+        }
         for sample in dataSet.samples {
-            let encoded = encode(sample.messages)
-            if encoded.isTruncated { summary.truncated += 1 }
-            let example = TrainingEncoder.example(from: encoded, sampleIndex: sample.index, line: sample.line)
-            if example.targetTokenCount == 0 {
-                let why = encoded.isTruncated
-                    ? "no assistant token is left after truncating \(encoded.fullTokenCount) tokens to \(maxSequenceLength + 1) (maxSequenceLength \(maxSequenceLength)); shorten the prompt or raise the maximum"
-                    : "the rendered sample has no assistant token to train on"
-                issues.append(DataIssue(file: sample.file, line: sample.line, kind: .noTargetTokens, message: why))
-                summary.accepted -= 1
-                summary.rejected += 1
-                summary.rejectedByKind[.noTargetTokens, default: 0] += 1
+            let sequences: [EncodedSample]
+            do throws(DataSchemaError) {
+                sequences = try encodeAll(sample.messages)
+            } catch {
+                // The template refused the sample (raise_exception) or could not render it.
+                let why: String
+                if case let .chatTemplate(_, message) = error { why = "chat template: \(message)" } else { why = error.errorDescription ?? "\(error)" }
+                reject(sample, .chatTemplate, why)
                 continue
             }
-            examples.append(example)
+            var kept: [TrainingExample] = []
+            var truncatedAny = false
+            var fullCount = 0
+            for full in sequences {
+                let encoded = truncated(full)
+                if encoded.isTruncated { truncatedAny = true; fullCount = max(fullCount, encoded.fullTokenCount) }
+                let example = TrainingEncoder.example(from: encoded, sampleIndex: sample.index, line: sample.line)
+                if example.targetTokenCount > 0 { kept.append(example) }
+            }
+            if truncatedAny { summary.truncated += 1 }
+            if kept.isEmpty {
+                let why = truncatedAny
+                    ? "no assistant token is left after truncating \(fullCount) tokens to \(maxSequenceLength + 1) (maxSequenceLength \(maxSequenceLength)); shorten the prompt or raise the maximum"
+                    : "the rendered sample has no assistant token to train on"
+                reject(sample, .noTargetTokens, why)
+                continue
+            }
+            examples += kept
         }
         if !issues.isEmpty && !skipInvalid {
             throw DataSchemaError.invalidData(path: dataSet.file, listed: Array(issues.prefix(maxListedIssues)),

@@ -45,9 +45,11 @@ extension TrainingEncoder {
     /// Renders one pair: each conversation untruncated, the reply's start (TRL's prompt_len: the
     /// shorter common prefix of the prompt with its generation prompt and each conversation), the
     /// mask cleared before it, then each cut to maxSequenceLength + 1 tokens.
-    public func encodePair(prompt: [Message], chosen: [Message], rejected: [Message]) -> (chosen: EncodedSample, rejected: EncodedSample) {
-        let c = encodeFull(prompt + chosen), r = encodeFull(prompt + rejected)
-        let p = encodePrompt(prompt)
+    /// Throws when the chat template refuses or cannot render either conversation.
+    public func encodePair(prompt: [Message], chosen: [Message], rejected: [Message]) throws(DataSchemaError)
+        -> (chosen: EncodedSample, rejected: EncodedSample) {
+        let c = try encodeFull(prompt + chosen), r = try encodeFull(prompt + rejected)
+        let p = try encodePrompt(prompt)
         func common(_ a: [Int], _ b: [Int]) -> Int {
             var n = 0
             while n < min(a.count, b.count) && a[n] == b[n] { n += 1 }
@@ -73,7 +75,19 @@ extension TrainingEncoder {
         var issues: [DataIssue] = []
         var summary = dataSet.summary
         for s in dataSet.samples {
-            let (c, r) = encodePair(prompt: s.prompt, chosen: s.chosen, rejected: s.rejected)
+            let c: EncodedSample, r: EncodedSample
+            do throws(DataSchemaError) {
+                (c, r) = try encodePair(prompt: s.prompt, chosen: s.chosen, rejected: s.rejected)
+            } catch {
+                // The template refused the pair (raise_exception) or could not render it: an issue, as for samples.
+                let why: String
+                if case let .chatTemplate(_, message) = error { why = "chat template: \(message)" } else { why = error.errorDescription ?? "\(error)" }
+                issues.append(DataIssue(file: s.file, line: s.line, kind: .chatTemplate, message: why))
+                summary.accepted -= 1
+                summary.rejected += 1
+                summary.rejectedByKind[.chatTemplate, default: 0] += 1
+                continue
+            }
             if c.isTruncated || r.isTruncated { summary.truncated += 1 }
             let ce = TrainingEncoder.example(from: c, sampleIndex: s.index, line: s.line)
             let re = TrainingEncoder.example(from: r, sampleIndex: s.index, line: s.line)

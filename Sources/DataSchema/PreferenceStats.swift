@@ -33,7 +33,7 @@ public struct PreferenceStats: Sendable, Equatable {
         public var exceeding: Int
     }
 
-    public static func compute(_ data: PreferenceDataSet, encoder: TrainingEncoder? = nil) -> PreferenceStats {
+    public static func compute(_ data: PreferenceDataSet, encoder: TrainingEncoder? = nil) throws(DataSchemaError) -> PreferenceStats {
         var s = PreferenceStats()
         var lengths: [Int] = []
         var t = Tokens(promptTokens: 0, chosenTokens: 0, rejectedTokens: 0, chosenTargetTokens: 0, rejectedTargetTokens: 0,
@@ -54,7 +54,7 @@ public struct PreferenceStats: Sendable, Equatable {
             guard let encoder else { continue }
             var full = encoder
             full.maxSequenceLength = Int.max - 1  // untruncated counts
-            let (c, r) = full.encodePair(prompt: pair.prompt, chosen: pair.chosen, rejected: pair.rejected)
+            let (c, r) = try full.encodePair(prompt: pair.prompt, chosen: pair.chosen, rejected: pair.rejected)
             var start = 0
             while start < min(c.tokens.count, r.tokens.count) && c.tokens[start] == r.tokens[start] && !c.isTarget[start] && !r.isTarget[start] { start += 1 }
             t.promptTokens += start

@@ -44,7 +44,9 @@ public enum ChatRendering {
             return responseFormatSection(format) + "\n\n" + message.content
         case .assistant:
             var parts: [String] = []
-            if !message.content.isEmpty { parts.append(message.content) }
+            // Reasoning given beside the content is written where thinking models write it.
+            let content = message.reasoning.map { "<think>\n" + $0 + "\n</think>\n\n" + message.content } ?? message.content
+            if !content.isEmpty { parts.append(content) }
             for call in message.toolCalls { parts.append(toolCallText(call)) }
             return parts.joined(separator: "\n")
         case .tool:

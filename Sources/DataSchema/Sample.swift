@@ -5,9 +5,10 @@
 import ModelAssets
 
 /// Training data ends each sample with an assistant turn; prompts (for generation or
-/// evaluation) end with a user turn.
+/// evaluation) end with a user turn; `any` takes conversations ending in any turn (for showing
+/// how they render).
 public enum DataMode: String, Sendable, Codable, CaseIterable {
-    case train, prompt
+    case train, prompt, any
 }
 
 /// A function the model may call, defined on the system message.
@@ -30,11 +31,15 @@ public struct ToolCall: Sendable, Equatable {
     public var name: String
     /// Always a JSON object (given as an object, or as a JSON string that parsed to one).
     public var arguments: JSONValue
+    /// The JSON string the arguments were given as, when they were (OpenAI's form); a chat
+    /// template sees that string, as transformers passes it, instead of the object.
+    public var argumentsText: String?
 
-    public init(id: String? = nil, name: String, arguments: JSONValue) {
+    public init(id: String? = nil, name: String, arguments: JSONValue, argumentsText: String? = nil) {
         self.id = id
         self.name = name
         self.arguments = arguments
+        self.argumentsText = argumentsText
     }
 }
 
@@ -77,6 +82,29 @@ public struct Message: Sendable, Equatable {
     public var name: String?
     /// Guided generation request (user turn only).
     public var responseFormat: ResponseFormat?
+    /// An assistant turn that only calls tools and gave no "content" (missing or null): a chat
+    /// template sees no content key, as transformers drops None values; "" stays "".
+    public var contentOmitted = false
+    /// An assistant turn's reasoning given beside its content ("reasoning_content", or its
+    /// synonyms "reasoning" and "thinking"), as thinking models' templates read it.
+    public var reasoning: String?
+    /// The empty system turn put first to hold a record's top-level "tools" (not a turn of the
+    /// data: turn numbers in messages skip it).
+    public var holdsRecordTools = false
+    /// A plain-text record (`{"text": ...}`): no chat template, every token trained.
+    public var isPlainText = false
+
+    /// A plain-text record's message.
+    public static func plainText(_ text: String) -> Message {
+        var m = Message(role: .user, content: text)
+        m.isPlainText = true
+        return m
+    }
+
+    /// The text of `messages` when they are a plain-text record, else nil.
+    public static func plainText(of messages: [Message]) -> String? {
+        messages.count == 1 && messages[0].isPlainText ? messages[0].content : nil
+    }
 
     public init(role: ChatRole, content: String, tools: [ToolDefinition] = [], toolCalls: [ToolCall] = [],
                 toolCallId: String? = nil, name: String? = nil, responseFormat: ResponseFormat? = nil) {
@@ -118,7 +146,7 @@ struct LineProblem: Error {
 }
 
 enum Decoding {
-    static let sampleShape = "a sample is a JSON array of messages, an object with \"messages\", or an object with \"prompt\" and \"completion\""
+    static let sampleShape = "a sample is a JSON array of messages, an object with \"messages\", an object with \"prompt\" and \"completion\", or an object with \"text\""
 
     /// Decodes one record (an array of messages, {"messages": [...]}, or {"prompt", "completion"}).
     static func record(_ value: JSONValue) throws(LineProblem) -> [Message] {
@@ -128,12 +156,13 @@ enum Decoding {
         case let .object(members):
             let keys = Set(members.map(\.key))
             if keys.contains("messages") {
-                try allowOnly(members, ["messages", "metadata"], in: "a sample object",
-                              hint: { $0 == "tools" ? "; put \"tools\" on the system message" : preferenceHint($0) })
+                try allowOnly(members, ["messages", "tools", "metadata"], in: "a sample object", hint: preferenceHint)
                 guard let items = value["messages"]!.arrayValue else {
                     throw LineProblem(.wrongType, "\"messages\" must be an array of messages, got \(value["messages"]!.typeName)")
                 }
-                return try messages(items)
+                var out = try messages(items)
+                if let tools = value["tools"] { try attachRecordTools(tools, to: &out) }
+                return out
             }
             if keys.contains("prompt") {
                 try allowOnly(members, ["prompt", "completion", "response", "metadata"], in: "a prompt/completion sample",
@@ -154,10 +183,17 @@ enum Decoding {
                 }
                 return out
             }
+            if keys.contains("text") {
+                try allowOnly(members, ["text", "metadata"], in: "a text sample")
+                guard let text = value["text"]!.stringValue else {
+                    throw LineProblem(.wrongType, "\"text\" must be a string, got \(value["text"]!.typeName)")
+                }
+                return [Message.plainText(text)]
+            }
             if keys.contains("chosen") || keys.contains("rejected") {
                 throw LineProblem(.unknownKey, "the object is a preference pair\(preferenceHint("chosen")); \(sampleShape)")
             }
-            throw LineProblem(.missingField, "the object has neither \"messages\" nor \"prompt\"; \(sampleShape)")
+            throw LineProblem(.missingField, "the object has neither \"messages\", \"prompt\" nor \"text\"; \(sampleShape)")
         default:
             throw LineProblem(.wrongType, "\(sampleShape), got \(value.typeName)")
         }
@@ -167,6 +203,34 @@ enum Decoding {
     static func preferenceHint(_ key: String) -> String {
         key == "chosen" || key == "rejected"
             ? " (preference pairs, prompt/chosen/rejected, train with train-adapter --objective dpo, ipo or orpo)" : ""
+    }
+
+    /// A record's top-level "tools" (OpenAI's chat-completions and fine-tuning form) go where the
+    /// schema keeps tools: on the system turn, or on an empty system turn put first when there is
+    /// none (such a turn only carries tools; templates that read `tools` do not render it).
+    static func attachRecordTools(_ value: JSONValue, to messages: inout [Message]) throws(LineProblem) {
+        guard let list = value.arrayValue else {
+            throw LineProblem(.wrongType, "\"tools\" of the record must be an array, got \(value.typeName)")
+        }
+        var tools: [ToolDefinition] = []
+        var names = Set<String>()
+        for (i, item) in list.enumerated() {
+            let tool = try toolDefinition(item, number: i + 1, turn: 0, where: "tool \(i + 1) of the record's \"tools\"")
+            guard names.insert(tool.name).inserted else {
+                throw LineProblem(.toolDefinition, "tool \"\(tool.name)\" is defined twice in the record's \"tools\"")
+            }
+            tools.append(tool)
+        }
+        if messages.first?.role == .system {
+            guard messages[0].tools.isEmpty else {
+                throw LineProblem(.toolDefinition, "tools are given both in the record's \"tools\" and on the system turn; give them once")
+            }
+            messages[0].tools = tools
+        } else if !tools.isEmpty {
+            var holder = Message(role: .system, content: "", tools: tools)
+            holder.holdsRecordTools = true
+            messages.insert(holder, at: 0)
+        }
     }
 
     static func allowOnly(_ members: [JSONMember], _ allowed: [String], in what: String,
@@ -204,7 +268,7 @@ enum Decoding {
         switch role {
         case .system: allowed.append("tools")
         case .user: allowed.append("response_format")
-        case .assistant: allowed.append("tool_calls")
+        case .assistant: allowed += ["tool_calls", "reasoning_content", "reasoning", "thinking"]
         case .tool: allowed += ["tool_call_id", "name"]
         }
         for m in members where !allowed.contains(m.key) {
@@ -237,6 +301,7 @@ enum Decoding {
             message.content = text
         case .null? where !message.toolCalls.isEmpty, nil where !message.toolCalls.isEmpty:
             message.content = ""
+            message.contentOmitted = true
         case nil:
             throw LineProblem(.missingField, "turn \(turn) (\(role.rawValue)) has no \"content\"; add the text of the turn")
         case let other?:
@@ -268,6 +333,17 @@ enum Decoding {
             }
             message.name = text
         }
+        let reasoningKeys = ["reasoning_content", "reasoning", "thinking"].filter { value[$0] != nil }
+        if reasoningKeys.count > 1 {
+            throw LineProblem(.unknownKey, "turn \(turn) gives \(reasoningKeys.map { "\"\($0)\"" }.joined(separator: " and ")); they are synonyms, keep one")
+        }
+        if let key = reasoningKeys.first {
+            switch value[key]! {
+            case let .string(text): message.reasoning = text
+            case .null: break
+            case let other: throw LineProblem(.wrongType, "\"\(key)\" of turn \(turn) must be a string, got \(other.typeName)")
+            }
+        }
         if let format = value["response_format"] {
             do throws(LineProblem) {
                 message.responseFormat = try responseFormat(format)
@@ -278,8 +354,8 @@ enum Decoding {
         return message
     }
 
-    static func toolDefinition(_ value: JSONValue, number: Int, turn: Int) throws(LineProblem) -> ToolDefinition {
-        let what = "tool \(number) of turn \(turn)"
+    static func toolDefinition(_ value: JSONValue, number: Int, turn: Int, where place: String? = nil) throws(LineProblem) -> ToolDefinition {
+        let what = place ?? "tool \(number) of turn \(turn)"
         guard let members = value.objectMembers else {
             throw LineProblem(.wrongType, "\(what) must be an object {\"type\": \"function\", \"function\": {...}}, got \(value.typeName)")
         }
@@ -308,7 +384,7 @@ enum Decoding {
             do throws(DataSchemaError) {
                 tool.parameters = try JSONSchema(schema, context: "tool \"\(name)\"")
             } catch {
-                throw LineProblem(.schema, "\(error.errorDescription ?? "unusable schema") (turn \(turn))")
+                throw LineProblem(.schema, "\(error.errorDescription ?? "unusable schema") (\(turn > 0 ? "turn \(turn)" : what))")
             }
         }
         return tool
@@ -338,10 +414,12 @@ enum Decoding {
             throw LineProblem(.toolCall, "\(what) needs a non-empty string \"name\"")
         }
         var arguments: JSONValue
+        var argumentsText: String?
         switch function["arguments"] {
         case nil:
             throw LineProblem(.toolCall, "\(what) (\"\(name)\") has no \"arguments\"; give a JSON object, {} when there are none")
         case let .string(text)?:
+            argumentsText = text
             do throws(DataSchemaError) {
                 arguments = try JSONValue.parse(text, context: "arguments")
             } catch {
@@ -356,7 +434,7 @@ enum Decoding {
         guard case .object = arguments else {
             throw LineProblem(.toolCall, "arguments of \(what) (\"\(name)\") must be a JSON object, got \(arguments.typeName)")
         }
-        return ToolCall(id: id, name: name, arguments: arguments)
+        return ToolCall(id: id, name: name, arguments: arguments, argumentsText: argumentsText)
     }
 
     static func responseFormat(_ value: JSONValue) throws(LineProblem) -> ResponseFormat {

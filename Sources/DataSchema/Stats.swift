@@ -31,11 +31,14 @@ public struct DataStats: Sendable, Equatable {
     public var toolCalls = 0
     public var samplesWithTools = 0
     public var samplesWithResponseFormat = 0
+    /// Plain `{"text": ...}` records: no turns; their characters count in `characters` only.
+    public var textSamples = 0
     /// Nil when no tokenizer was given.
     public var tokens: TokenStats?
 
-    /// Counts over the accepted samples of `dataSet`; token figures only with an `encoder`.
-    public static func compute(_ dataSet: DataSet, encoder: TrainingEncoder? = nil) -> DataStats {
+    /// Counts over the accepted samples of `dataSet`; token figures only with an `encoder` (a
+    /// sample the template renders as several sequences counts each; one the template refuses throws).
+    public static func compute(_ dataSet: DataSet, encoder: TrainingEncoder? = nil) throws(DataSchemaError) -> DataStats {
         var stats = DataStats()
         var lengths: [Int] = []
         var totalTokens = 0
@@ -45,7 +48,11 @@ public struct DataStats: Sendable, Equatable {
             stats.samples += 1
             if sample.messages.contains(where: { !$0.tools.isEmpty }) { stats.samplesWithTools += 1 }
             if sample.messages.contains(where: { $0.responseFormat != nil }) { stats.samplesWithResponseFormat += 1 }
-            for m in sample.messages {
+            if let text = Message.plainText(of: sample.messages) {
+                stats.textSamples += 1
+                stats.characters += text.count
+            }
+            for m in sample.messages where !m.isPlainText {
                 stats.turns += 1
                 stats.turnsByRole[m.role, default: 0] += 1
                 let chars = ChatRendering.text(of: m).count
@@ -54,11 +61,18 @@ public struct DataStats: Sendable, Equatable {
                 stats.toolCalls += m.toolCalls.count
             }
             if let encoder {
-                let encoded = encoder.encodeFull(sample.messages)
-                lengths.append(encoded.tokens.count)
-                totalTokens += encoded.tokens.count
-                targetTokens += encoded.targetTokenCount
-                if encoded.tokens.count > encoder.maxSequenceLength + 1 { exceeding += 1 }
+                let sequences: [EncodedSample]
+                do throws(DataSchemaError) { sequences = try encoder.encodeAll(sample.messages) } catch {
+                    throw DataSchemaError.invalidData(path: sample.file, listed: [DataIssue(file: sample.file, line: sample.line, kind: .chatTemplate,
+                                                                                            message: error.errorDescription ?? "\(error)")],
+                                                      totalIssues: 1, rejected: 1, read: dataSet.summary.samplesRead)
+                }
+                for encoded in sequences {
+                    lengths.append(encoded.tokens.count)
+                    totalTokens += encoded.tokens.count
+                    targetTokens += encoded.targetTokenCount
+                    if encoded.tokens.count > encoder.maxSequenceLength + 1 { exceeding += 1 }
+                }
             }
         }
         if let encoder {

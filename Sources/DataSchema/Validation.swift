@@ -17,6 +17,11 @@ public enum SampleValidator {
             report(.missingField, "the sample has no messages")
             return out
         }
+        if let text = Message.plainText(of: messages) {
+            // Plain text: no turns to order; every token is trained.
+            if text.isEmpty { report(.emptyContent, "\"text\" is empty") }
+            return out
+        }
 
         var tools: [String: ToolDefinition] = [:]
         if messages[0].role == .system {
@@ -28,8 +33,10 @@ public enum SampleValidator {
         var batch: [ToolCall] = []
         var answered = 0
 
+        // Turns are numbered as the data wrote them: the holder of a record's "tools" is not one.
+        let offset = messages[0].holdsRecordTools ? 1 : 0
         for (i, m) in messages.enumerated() {
-            let turn = i + 1
+            let turn = i + 1 - offset
             let previous = i > 0 ? messages[i - 1] : nil
             let blank = m.content.allSatisfy(\.isWhitespace)
 
@@ -116,6 +123,8 @@ public enum SampleValidator {
             if last.role != .user {
                 report(.turnOrder, "the last turn is \(last.role.rawValue) (turn \(messages.count)); prompts end with a user turn")
             }
+        case .any:
+            break
         }
 
         checkResponseFormats(messages, into: &out)

@@ -197,17 +197,20 @@ public enum EvaluationRun {
         }
         onEvent(.dataLoaded(samples: data.samples.count, targets: targets.count, summary: data.summary))
 
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: s.maxSequenceLength)
+        let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: s.maxSequenceLength)
         let longest = targets.map { base.tokenizer.encode(ReplyMetrics.referenceText($0.reference)).count }.max() ?? 0
         let maxNew = s.maxNewTokens ?? max(16, longest + 16)
         var examples: [TrainingExample] = []
         if s.computeLoss {
             var truncated = 0
             for sample in data.samples {
-                let e = encoder.encode(sample.messages)
-                if e.isTruncated { truncated += 1 }
-                let ex = TrainingEncoder.example(from: e, sampleIndex: sample.index, line: sample.line)
-                if ex.targetTokenCount > 0 { examples.append(ex) }
+                // A sample the template renders as several sequences contributes each.
+                for full in try encoder.encodeAll(sample.messages) {
+                    let e = encoder.truncated(full)
+                    if e.isTruncated { truncated += 1 }
+                    let ex = TrainingEncoder.example(from: e, sampleIndex: sample.index, line: sample.line)
+                    if ex.targetTokenCount > 0 { examples.append(ex) }
+                }
             }
             if truncated > 0 {
                 let n = "\(truncated) samples are longer than --max-sequence-length \(s.maxSequenceLength); the eval loss covers their first \(s.maxSequenceLength + 1) tokens"

@@ -231,7 +231,11 @@ public enum Evaluator {
                     reason: "line \(target.line): the response_format \"\(format.name)\" cannot be enforced by constrained decoding: \(error.localizedDescription); evaluate without --constrained, or use the supported subset (docs/guided-generation.md)")
             }
         }
-        return GenerationRequest(prompt: encoder.encodePrompt(target.prompt), maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
+        let prompt: [Int]
+        do throws(DataSchemaError) { prompt = try encoder.encodePrompt(target.prompt) } catch {
+            throw EvaluationError.noTargets(path: "line \(target.line)", reason: error.errorDescription ?? "\(error)")
+        }
+        return GenerationRequest(prompt: prompt, maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
                                  sampling: SamplingOptions(temperature: 0), constraint: constraint)
     }
 

@@ -1,8 +1,10 @@
-// Chat templates as code, mirroring the models' Jinja: ChatML (SmolLM2, Qwen) and Llama-3, cut into
-// segments whose `isTarget` marks assistant content plus its end-of-turn token. Tool turns: ChatML
-// writes `<|im_start|>tool\n...<|im_end|>\n` (SmolLM2's generic loop; Qwen2.5's own template wraps
-// them in a user turn instead); Llama-3 writes them under an `ipython` header. Not here: a Jinja
-// engine, Llama-3.1's date preamble. References: the SmolLM2 GGUF chat_template, Meta's Llama-3 template.
+// Which chat template a model's prompts are rendered with (`ChatTemplateSource`: the model's own
+// Jinja text, a file's, or a built-in one), and the built-in templates as code for models that ship
+// none: ChatML and Llama-3, cut into segments whose `isTarget` marks assistant content plus its
+// end-of-turn token. Tool turns: ChatML writes `<|im_start|>tool\n...<|im_end|>\n`; Llama-3 writes
+// them under an `ipython` header. The Jinja engine is the Jinja module; rendering is DataSchema's.
+// References: the SmolLM2 GGUF chat_template, Meta's Llama-3 template.
+import Foundation
 
 public struct ChatTemplate: ChatTemplating, Equatable {
     public enum Kind: String, Sendable, Equatable, CaseIterable {
@@ -157,5 +159,90 @@ extension String {
         }
         out += rest
         return out
+    }
+}
+
+/// Which chat template renders a model's prompts: Jinja text (the model's own, or a file given
+/// with `--chat-template`) or, for a model that ships none, a built-in code template. Rendering
+/// lives in DataSchema (`ChatFormat`); this is only what to render with and where it came from.
+public struct ChatTemplateSource: Sendable, Equatable {
+    public enum Body: Sendable, Equatable {
+        case jinja(String)
+        case builtIn(ChatTemplate)
+    }
+
+    public var body: Body
+    /// Where the template came from, as loading notes name it.
+    public var origin: String
+    /// Extra template variables as a JSON object (`--chat-template-kwargs`, `{"enable_thinking": false}`).
+    public var kwargsJSON: String?
+
+    public init(body: Body, origin: String, kwargsJSON: String? = nil) {
+        self.body = body
+        self.origin = origin
+        self.kwargsJSON = kwargsJSON
+    }
+
+    public var isBuiltIn: Bool { if case .builtIn = body { true } else { false } }
+
+    /// Jinja text given directly (an app's own template).
+    public static func jinja(_ text: String, origin: String = "the given chat template") -> ChatTemplateSource {
+        ChatTemplateSource(body: .jinja(text), origin: origin)
+    }
+
+    /// The model's own template, or when it has none the built-in one its vocabulary suggests
+    /// (Llama-3's when it has `<|start_header_id|>`, else ChatML), with an origin that says so.
+    public static func model(_ tokenizer: BPETokenizer) -> ChatTemplateSource {
+        if let text = tokenizer.chatTemplate {
+            return ChatTemplateSource(body: .jinja(text), origin: tokenizer.chatTemplateOrigin ?? "the model's chat template")
+        }
+        let kind: ChatTemplate.Kind = tokenizer.tokenId("<|start_header_id|>") != nil ? .llama3 : .chatml
+        let name = kind == .llama3 ? "Llama-3" : "ChatML"
+        return ChatTemplateSource(body: .builtIn(ChatTemplate(kind: kind)),
+                                  origin: "the built-in \(name) template (the model has no chat template; give one with --chat-template FILE)")
+    }
+
+    /// A template file: Jinja text, or a tokenizer_config.json whose "chat_template" is used.
+    public static func file(_ path: String) throws -> ChatTemplateSource {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ModelAssetsError.io(path: path, reason: "cannot read the chat template file")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ModelAssetsError.malformed(path: path, item: "chat template", reason: "not UTF-8 text")
+        }
+        if path.hasSuffix(".json") {
+            guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+                throw ModelAssetsError.malformed(path: path, item: "JSON", reason: "not a JSON object; give a .jinja file or a tokenizer_config.json")
+            }
+            if let t = object["chat_template"] as? String { return ChatTemplateSource(body: .jinja(t), origin: path) }
+            if let list = object["chat_template"] as? [[String: Any]],
+               let t = list.first(where: { $0["name"] as? String == "default" })?["template"] as? String {
+                return ChatTemplateSource(body: .jinja(t), origin: path)
+            }
+            throw ModelAssetsError.malformed(path: path, item: "chat_template", reason: "the file has no \"chat_template\" string")
+        }
+        return ChatTemplateSource(body: .jinja(text), origin: path)
+    }
+
+    /// Spellings that end an assistant turn in common templates; `stopTokens` keeps those the
+    /// template writes and the vocabulary holds.
+    public static let endOfTurnSpellings = [
+        "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>", "<|end_of_text|>",
+        "</s>", "<｜end▁of▁sentence｜>", "<|END_OF_TURN_TOKEN|>", "<|return|>", "<|call|>", "<turn|>",
+    ]
+
+    /// Ids that end an assistant turn: the tokenizer's EOS and the end-of-turn tokens the template writes.
+    public func stopTokenIds(_ tokenizer: BPETokenizer) -> Set<Int> {
+        var ids = Set<Int>()
+        if let e = tokenizer.eosTokenId { ids.insert(e) }
+        switch body {
+        case let .builtIn(t):
+            if let id = tokenizer.tokenId(t.endOfTurn) { ids.insert(id) }
+        case let .jinja(text):
+            for s in Self.endOfTurnSpellings where text.contains(s) {
+                if let id = tokenizer.tokenId(s), tokenizer.specialTokenIds.contains(id) { ids.insert(id) }
+            }
+        }
+        return ids
     }
 }

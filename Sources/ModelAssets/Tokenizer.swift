@@ -14,8 +14,10 @@ public final class BPETokenizer: TextTokenizer {
     public let padTokenId: Int?
     /// Ids of special (control) tokens: skipped by `decode(_:skipSpecialTokens: true)`.
     public let specialTokenIds: Set<Int>
-    /// The model's Jinja chat template, when the source carries one (see `ChatTemplate.detect`).
+    /// The model's Jinja chat template, when the source carries one (see `ChatTemplateSource.model`).
     public let chatTemplate: String?
+    /// Where `chatTemplate` was read ("the GGUF's tokenizer.chat_template", a tokenizer_config.json path).
+    public let chatTemplateOrigin: String?
     /// A word that is itself in the vocabulary is one token, merges or not (HF `ignore_merges`; Llama-3).
     public let ignoresMerges: Bool
     /// Text between special tokens is NFC-normalized first (HF `normalizer: NFC`; Qwen2).
@@ -53,6 +55,7 @@ public final class BPETokenizer: TextTokenizer {
         var eos: Int?
         var pad: Int?
         var chatTemplate: String?
+        var chatTemplateOrigin: String?
     }
 
     /// Whether `data` (a GGUF's tokenizer metadata, read again at export) spells the vocabulary
@@ -106,7 +109,8 @@ public final class BPETokenizer: TextTokenizer {
         try self.init(parts: Parts(
             source: source, tokens: data.tokens, merges: merges, mergesKey: "tokenizer.ggml.merges", addedTokens: added, specialIds: special,
             preTokenizer: pre, ignoreMerges: pre == .llama3, nfc: pre == .qwen2,
-            bos: data.bosTokenId, eos: data.eosTokenId, pad: data.padTokenId, chatTemplate: data.chatTemplate))
+            bos: data.bosTokenId, eos: data.eosTokenId, pad: data.padTokenId, chatTemplate: data.chatTemplate,
+            chatTemplateOrigin: data.chatTemplate == nil ? nil : "the GGUF's tokenizer.chat_template"))
     }
 
     init(parts: Parts) throws {
@@ -170,6 +174,7 @@ public final class BPETokenizer: TextTokenizer {
         self.padTokenId = parts.pad
         self.specialTokenIds = parts.specialIds
         self.chatTemplate = parts.chatTemplate
+        self.chatTemplateOrigin = parts.chatTemplateOrigin
         self.ignoresMerges = parts.ignoreMerges
         self.normalizesNFC = parts.nfc
         self.tokens = parts.tokens
@@ -185,6 +190,15 @@ public final class BPETokenizer: TextTokenizer {
 
     /// The id of a token as the vocabulary spells it (byte alphabet: "Ġthe"), or of an added token ("<|im_end|>").
     public func tokenId(_ token: String) -> Int? { vocab[token] }
+
+    /// The named special tokens as a chat template sees them (transformers' `special_tokens_map`:
+    /// `bos_token`, `eos_token`, `pad_token` when the tokenizer sets them), as their text.
+    public var namedSpecialTokens: [(name: String, text: String)] {
+        [("bos_token", bosTokenId), ("eos_token", eosTokenId), ("pad_token", padTokenId)].compactMap { name, id in
+            guard let id, id >= 0, id < tokens.count, let text = tokens[id] else { return nil }
+            return (name, specialTokenIds.contains(id) ? text : decode([id]))
+        }
+    }
 
     /// The vocabulary's spelling of `id`; nil if out of range.
     public func tokenString(_ id: Int) -> String? {

@@ -210,10 +210,12 @@ extension BPETokenizer {
             } else if let list = cfg["chat_template"] as? [[String: Any]] {
                 parts.chatTemplate = list.first { $0["name"] as? String == "default" }?["template"] as? String
             }
+            if parts.chatTemplate != nil { parts.chatTemplateOrigin = cfgPath }
         }
         let jinjaURL = folder.appendingPathComponent("chat_template.jinja")
         if parts.chatTemplate == nil, let text = try? String(contentsOf: jinjaURL, encoding: .utf8) {
             parts.chatTemplate = text
+            parts.chatTemplateOrigin = jinjaURL.path
         }
         // config.json's integer ids fill what tokenizer_config.json left open.
         let modelConfigURL = folder.appendingPathComponent("config.json")

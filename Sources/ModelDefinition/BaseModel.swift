@@ -13,7 +13,9 @@ public struct BaseModel {
     /// The signature in today's encoding: what new checkpoints, packages and adapters record.
     public let signature: String
     public let tokenizer: BPETokenizer
-    public let template: ChatTemplate
+    /// The chat template prompts are rendered with: the model's own unless replaced
+    /// (`--chat-template`), a built-in one when the model ships none (its origin says so).
+    public var template: ChatTemplateSource
     private let legacy = LegacySignature()
 
     /// Whether `recorded` (the base signature a checkpoint, package or adapter carries) names this
@@ -28,13 +30,8 @@ public struct BaseModel {
     public var config: ModelConfig { file.config }
     public var path: String { file.path }
 
-    /// Ids that end an assistant turn (the template's end-of-turn token, and EOS).
-    public var stopTokenIds: Set<Int> {
-        var s = Set<Int>()
-        if let id = tokenizer.tokenId(template.endOfTurn) { s.insert(id) }
-        if let e = tokenizer.eosTokenId { s.insert(e) }
-        return s
-    }
+    /// Ids that end an assistant turn (EOS, and the end-of-turn tokens the template writes).
+    public var stopTokenIds: Set<Int> { template.stopTokenIds(tokenizer) }
 
     /// Loads the base at `path` (a .gguf file or a Hugging Face folder). With `.stored`, a GGUF's
     /// matrices stay in their blocks, memory-mapped; `.float32` dequantizes everything (the
@@ -56,7 +53,7 @@ public struct BaseModel {
             throw ModelError.invalidConfig("\(path): the tokenizer has \(tokenizer.vocabularySize) tokens but the model's vocabulary is \(file.config.vocabSize)")
         }
         return BaseModel(file: file, weights: try BaseWeights(file: file), signature: SignatureCache.signature(of: file), tokenizer: tokenizer,
-                         template: ChatTemplate.detect(from: tokenizer.chatTemplate))
+                         template: .model(tokenizer))
     }
 
     /// A GGUF base's tokenizer metadata read again from its file (export writes it out; a loaded

@@ -52,7 +52,7 @@ public final class OpenAIService: @unchecked Sendable {
         self.limits = limits
         let base = catalog.base
         constraints = try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds)
-        encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
+        encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
     }
 
     // MARK: models
@@ -90,7 +90,11 @@ public final class OpenAIService: @unchecked Sendable {
     public func chatCompletions(_ body: [UInt8]) async throws(ServerError) -> Reply {
         let request = try ChatRequest(Self.parse(body))
         let model = try catalog.model(request.model)
-        let prompt = encoder.encodePrompt(request.messages)
+        let prompt: [Int]
+        do throws(DataSchemaError) { prompt = try encoder.encodePrompt(request.messages) } catch {
+            // The model's chat template refused the conversation (a system turn it does not allow, ...).
+            throw .invalidRequest(error.errorDescription ?? "\(error)", param: "messages", code: "invalid_value")
+        }
         let constraint = try constraint(request.guide, tools: request.tools)
         var mode: ReplyAssembler.Mode = .text
         switch request.guide {

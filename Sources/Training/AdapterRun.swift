@@ -59,7 +59,7 @@ public enum DataPreparation {
     /// Reads, validates, renders and batches the train (and eval) files. Throws before any
     /// training compute on bad data, listing the problems.
     public static func prepare(_ s: DataSettings, base: BaseModel, extraSettings: [String] = []) throws -> PreparedData {
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: s.maxSequenceLength)
+        let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: s.maxSequenceLength)
         func load(_ path: String, role: String) throws -> (EncodedDataSet, DataSet) {
             let data = try DataReader.read(path: path, options: ReadOptions(mode: .train, skipInvalid: s.skipInvalid))
             guard !data.samples.isEmpty else {

@@ -34,7 +34,7 @@ extension DataSettings {
 
 extension DataPreparation {
     public static func preparePreferences(_ s: DataSettings, base: BaseModel, extraSettings: [String] = []) throws -> PreparedPreferenceData {
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: s.maxSequenceLength)
+        let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: s.maxSequenceLength)
         func load(_ path: String, role: String) throws -> EncodedPreferenceSet {
             guard try DataReader.holdsPreferences(path: path) else {
                 throw TrainingError.data("\(path): the \(role) file holds no preference pairs (records with \"prompt\", \"chosen\" and \"rejected\"; Schema.md \"Preference pairs\"); --objective dpo, ipo and orpo train on pairs, --objective sft on conversations")

@@ -30,7 +30,7 @@ struct InspectCommand: ParsableCommand {
             ("tokenizerVocabulary", base.tokenizer.vocabularySize), ("preTokenizer", base.tokenizer.preTokenizer.rawValue),
             ("bosToken", base.tokenizer.bosTokenId.flatMap(base.tokenizer.tokenString) ?? "none"),
             ("eosToken", base.tokenizer.eosTokenId.flatMap(base.tokenizer.tokenString) ?? "none"),
-            ("chatTemplate", base.template.kind.rawValue), ("defaultSystemMessage", base.template.defaultSystemMessage ?? "none"),
+            ("chatTemplate", base.template.origin),
             ("signature", base.signature), ("loadSeconds", Date().timeIntervalSince(t0)),
         ]
         if json {

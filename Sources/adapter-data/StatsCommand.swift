@@ -17,6 +17,7 @@ struct StatsCommand: ParsableCommand {
 
     @OptionGroup var data: DataFileOptions
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var chatTemplate: ChatTemplateOptions
 
     @Option(help: "A Hugging Face tokenizer.json (chat template from tokenizer_config.json beside it) for token statistics.")
     var tokenizerJson: String?
@@ -36,33 +37,36 @@ struct StatsCommand: ParsableCommand {
         var encoder: TrainingEncoder?
         if let tokenizerJson {
             let tokenizer = try BPETokenizer.load(tokenizerJSON: URL(fileURLWithPath: tokenizerJson))
-            encoder = TrainingEncoder(tokenizer: tokenizer, template: ChatTemplate.detect(from: tokenizer.chatTemplate),
-                                      maxSequenceLength: maxSequenceLength)
+            let format = try ChatFormat(base: try chatTemplate.source(model: .model(tokenizer)), tokenizer: tokenizer)
+            ChatTemplateOptions.announce(format)
+            encoder = TrainingEncoder(tokenizer: tokenizer, renderer: format, maxSequenceLength: maxSequenceLength)
         } else if model.baseModel != nil || BaseModel.defaultPath() != nil {
             // the base model's tokenizer (the fetched default when --base-model is not given)
             let (_, tokenizer, template) = try model.loadTokenizer()
-            encoder = TrainingEncoder(tokenizer: tokenizer, template: template, maxSequenceLength: maxSequenceLength)
+            let format = try ChatFormat(base: try chatTemplate.source(model: template), tokenizer: tokenizer)
+            ChatTemplateOptions.announce(format)
+            encoder = TrainingEncoder(tokenizer: tokenizer, renderer: format, maxSequenceLength: maxSequenceLength)
         }
-        if let pairs { return printPreferences(pairs, encoder: encoder) }
-        let stats = DataStats.compute(dataSet, encoder: encoder)
+        if let pairs { return try printPreferences(pairs, encoder: encoder) }
+        let stats = try DataStats.compute(dataSet, encoder: encoder)
         print("\(data.file): \(dataSet.summary)")
         if !dataSet.issues.isEmpty { print("(statistics cover the accepted samples; run `adapter-data validate` for the issues)") }
-        print("samples: \(stats.samples)")
+        print("samples: \(stats.samples)" + (stats.textSamples > 0 ? " (\(stats.textSamples) plain {\"text\"} records, no turns)" : ""))
         print("turns: \(stats.turns)  " + ChatRole.allCases.map { "\($0.rawValue) \(stats.turnsByRole[$0, default: 0])" }.joined(separator: ", "))
-        print("characters (rendered turn text): \(stats.characters)  "
+        print("characters (rendered turn text\(stats.textSamples > 0 ? " and plain text" : "")): \(stats.characters)  "
             + ChatRole.allCases.map { "\($0.rawValue) \(stats.charactersByRole[$0, default: 0])" }.joined(separator: ", "))
         print("tool calls: \(stats.toolCalls); samples with tools: \(stats.samplesWithTools); with response_format: \(stats.samplesWithResponseFormat)")
         guard let tokens = stats.tokens else {
             print("tokens: not counted (character statistics only): no base model is fetched; pass --base-model PATH or --tokenizer-json PATH")
             return
         }
-        print("tokens: \(tokens.tokens); assistant (trained) tokens: \(tokens.targetTokens)")
+        print("tokens: \(tokens.tokens); \(stats.textSamples > 0 ? "trained tokens (assistant turns and plain text)" : "assistant (trained) tokens"): \(tokens.targetTokens)")
         print("tokens per sample: " + tokens.lengthPercentiles.map { "p\($0.percentile) \($0.tokens)" }.joined(separator: ", "))
         print("samples over --max-sequence-length \(tokens.maxSequenceLength) (more than \(tokens.maxSequenceLength + 1) tokens, truncated in training): \(tokens.exceeding)")
     }
 
-    func printPreferences(_ pairs: PreferenceDataSet, encoder: TrainingEncoder?) {
-        let stats = PreferenceStats.compute(pairs, encoder: encoder)
+    func printPreferences(_ pairs: PreferenceDataSet, encoder: TrainingEncoder?) throws {
+        let stats = try PreferenceStats.compute(pairs, encoder: encoder)
         print("\(data.file): preference pairs: \(pairs.summary)")
         if !pairs.issues.isEmpty { print("(statistics cover the accepted pairs; run `adapter-data validate` for the issues)") }
         print("pairs: \(stats.pairs)")

@@ -12,6 +12,7 @@ struct TokenizeCommand: ParsableCommand {
         abstract: "Print the token ids of a text, a file, or (with --chat) each conversation of a JSONL file.")
 
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var chatTemplate: ChatTemplateOptions
 
     @Option(help: "The text to tokenize.")
     var text: String?
@@ -39,13 +40,17 @@ struct TokenizeCommand: ParsableCommand {
         func pieceList(_ ids: [Int]) -> [String] { ids.map { tokenizer.decode([$0]) } }
         if chat, let file {
             let data = try DataReader.read(path: file, options: ReadOptions(mode: .train, skipInvalid: true))
-            let encoder = TrainingEncoder(tokenizer: tokenizer, template: template, maxSequenceLength: Int.max / 2)
+            let format = try ChatFormat(base: try chatTemplate.source(model: template), tokenizer: tokenizer)
+            ChatTemplateOptions.announce(format)
+            let encoder = TrainingEncoder(tokenizer: tokenizer, renderer: format, maxSequenceLength: Int.max / 2)
             for issue in data.issues { FileHandle.standardError.write(Data("skipped \(issue)\n".utf8)) }
             for sample in data.samples {
-                let e = encoder.encodeFull(sample.messages)
-                var o: [String: Any] = ["line": sample.line, "ids": e.tokens, "target": e.isTarget.map { $0 ? 1 : 0 }]
-                if pieces { o["pieces"] = pieceList(e.tokens) }
-                try emit(o)
+                // A template that rewrites earlier turns gives one sequence per assistant turn.
+                for e in try encoder.encodeAll(sample.messages) {
+                    var o: [String: Any] = ["line": sample.line, "ids": e.tokens, "target": e.isTarget.map { $0 ? 1 : 0 }]
+                    if pieces { o["pieces"] = pieceList(e.tokens) }
+                    try emit(o)
+                }
             }
             return
         }

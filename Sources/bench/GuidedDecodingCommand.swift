@@ -21,6 +21,7 @@ struct GuidedDecodingCommand: ParsableCommand {
         abstract: "Generate under JSON-schema constraints with a real model: zero invalid replies over a schema corpus, and the cost against unconstrained decoding.")
 
     @OptionGroup var base: BaseModelOptions
+    @OptionGroup var chatTemplate: ChatTemplateOptions
     @Option(parsing: .upToNextOption, help: "Adapters to run beside the base model, each \(AdapterForms.phrase).")
     var adapter: [String] = []
     @Option(help: "Random schemas in the corpus (seeded; the examples' schemas come on top).") var randomSchemas = 500
@@ -47,9 +48,10 @@ struct GuidedDecodingCommand: ParsableCommand {
     ]
 
     func run() throws {
-        let model = try base.load()
+        var model = try base.load()
+        try chatTemplate.apply(to: &model)
         let library = try ConstraintLibrary(tokenizer: model.tokenizer, stopTokens: model.stopTokenIds)
-        let encoder = TrainingEncoder(tokenizer: model.tokenizer, template: model.template, maxSequenceLength: Int.max)
+        let encoder = try TrainingEncoder(tokenizer: model.tokenizer, template: model.template, maxSequenceLength: Int.max)
         var engines: [(label: String, engine: InferenceModel)] = [("base", InferenceModel(base: model.weights))]
         for path in adapter {
             let loaded = try LoadedModel.load(base: model, adapter: path)
@@ -86,7 +88,7 @@ struct GuidedDecodingCommand: ParsableCommand {
                     var seconds = 0.0
                     for messages in conversations {
                         let constraint = constrained ? try messages.last.flatMap(\.responseFormat).map { try library.jsonSchema($0.schema) } : nil
-                        let request = GenerationRequest(prompt: encoder.encodePrompt(messages), maxNewTokens: maxNewTokens,
+                        let request = GenerationRequest(prompt: try encoder.encodePrompt(messages), maxNewTokens: maxNewTokens,
                                                         stopTokens: model.stopTokenIds, constraint: constraint)
                         let (_, stats) = Generator.generate(engine, request)
                         tokens += stats.generatedTokens
@@ -171,7 +173,7 @@ struct GuidedDecodingCommand: ParsableCommand {
             for p in 0..<prompts {
                 var m = Message(role: .user, content: Self.promptTexts[p])
                 m.responseFormat = ResponseFormat(name: "reply", schema: s.schema)
-                requests.append(GenerationRequest(prompt: encoder.encodePrompt([m]), maxNewTokens: maxNewTokens, stopTokens: model.stopTokenIds,
+                requests.append(GenerationRequest(prompt: try encoder.encodePrompt([m]), maxNewTokens: maxNewTokens, stopTokens: model.stopTokenIds,
                                                   sampling: samplings[p], seed: UInt64(i * 3 + p), constraint: s.constraint))
                 owners.append(i)
             }

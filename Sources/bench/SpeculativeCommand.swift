@@ -18,6 +18,7 @@ struct SpeculativeCommand: ParsableCommand {
         abstract: "Measure greedy decoding speed with and without a draft (speculative decoding), plain or constrained, and check identical output.")
 
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var chatTemplate: ChatTemplateOptions
     @OptionGroup var decoding: DecodingOptions
 
     @Option(help: "Adapter for the target model (base + adapter): \(AdapterForms.phrase).")
@@ -56,7 +57,8 @@ struct SpeculativeCommand: ParsableCommand {
     ]
 
     func run() throws {
-        let loaded = try model.load(adapter: checkpoint)
+        var loaded = try model.load(adapter: checkpoint)
+        try chatTemplate.apply(to: &loaded.base)
         let base = loaded.base
         let target = InferenceModel(loaded, activations: decoding.activations, kvCache: decoding.kvCache)
         guard let resolved = try drafting.selection(default: .auto).resolve(loaded) else {
@@ -65,7 +67,7 @@ struct SpeculativeCommand: ParsableCommand {
         let drafter = resolved.drafter
         for n in resolved.notes { FileHandle.standardError.write(Data("note: \(n)\n".utf8)) }
         let library = constrained ? try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds) : nil
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
+        let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
         var conversations: [[Message]] = []
         if let prompts {
             // conversations ending in a user turn, or an eval file's (ending in the reference reply,
@@ -100,7 +102,7 @@ struct SpeculativeCommand: ParsableCommand {
             out("\(conversations.count) prompts, \(maxNewTokens) new tokens max, \(mode)")
         }
         // the cost of a target pass by rows scored, at the first prompt's length: verifying γ proposals is a (γ+1)-row pass
-        let context = encoder.encodePrompt(conversations[0]).count
+        let context = try encoder.encodePrompt(conversations[0]).count
         func cpuSeconds() -> Double {
             var u = rusage()
             getrusage(RUSAGE_SELF.rawValue, &u)
@@ -120,7 +122,7 @@ struct SpeculativeCommand: ParsableCommand {
         }
         out(passLine)
         // warm-up (page in weights, allocate)
-        let warm = GenerationRequest(prompt: encoder.encodePrompt(conversations[0]), maxNewTokens: 8, stopTokens: base.stopTokenIds)
+        let warm = GenerationRequest(prompt: try encoder.encodePrompt(conversations[0]), maxNewTokens: 8, stopTokens: base.stopTokenIds)
         _ = Generator.generate(target, warm)
         _ = SpeculativeDecoder(target: target, drafter: drafter, draftTokens: numDraftTokens[0]).generate(warm)
 
@@ -134,7 +136,7 @@ struct SpeculativeCommand: ParsableCommand {
             if let library, let format = conversation.last(where: { $0.role == .user })?.responseFormat {
                 constraint = try library.jsonSchema(format.schema)
             }
-            let request = GenerationRequest(prompt: encoder.encodePrompt(conversation), maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
+            let request = GenerationRequest(prompt: try encoder.encodePrompt(conversation), maxNewTokens: maxNewTokens, stopTokens: base.stopTokenIds,
                                             constraint: constraint)
             // Plain and each gamma in turn, `repeats` rounds; outputs are deterministic, so each
             // keeps its fastest decode.

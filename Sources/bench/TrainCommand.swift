@@ -20,6 +20,7 @@ struct TrainCommand: ParsableCommand {
         abstract: "Measure forward, generation and LoRA training speed and peak memory on the base model.")
 
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var chatTemplate: ChatTemplateOptions
     @Option(help: "LoRA rank.") var rank: Int = 32
     @Option(help: "Rows per batch.") var batch: Int = 4
     @Option(help: "Tokens per row.") var seq: Int = 256
@@ -37,7 +38,8 @@ struct TrainCommand: ParsableCommand {
 
     func run() throws {
         let t0 = monotonicSeconds()
-        let base = try model.load()
+        var base = try model.load()
+        try chatTemplate.apply(to: &base)
         var result: [String: Any] = ["system": "adapter-toolkit (Swift)", "batch": batch, "seq": seq, "rank": rank,
                                      "threads": BLAS.threads, "load_seconds": monotonicSeconds() - t0, "rss_after_load_mb": peakRSSMB()]
         var rng = SeededRNG(seed: 0)
@@ -88,7 +90,7 @@ struct TrainCommand: ParsableCommand {
         }
         if wanted.contains("generate") {
             let engine = InferenceModel(base: base.weights)
-            let prompt = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: 4096)
+            let prompt = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: 4096)
                 .encodePrompt([Message(role: .user, content: "Tell me a long story about a lighthouse keeper.")])
             let (_, stats) = Generator.generate(engine, GenerationRequest(prompt: prompt, maxNewTokens: genTokens, stopTokens: []))
             result["generate"] = ["new_tokens": stats.generatedTokens, "seconds": stats.decodeSeconds, "tokens_per_s": stats.tokensPerSecond,

@@ -23,6 +23,7 @@ struct EvaluateAdapter: ParsableCommand {
             """)
 
     @OptionGroup(title: "Base model") var model: BaseModelOptions
+    @OptionGroup(title: "Chat template") var chatTemplate: ChatTemplateOptions
     @OptionGroup(title: "Decoding") var decoding: DecodingOptions
     @OptionGroup(title: "Reporting") var report: ReportOptions
     @OptionGroup(title: "Speculative decoding") var drafting: DraftOptions
@@ -90,7 +91,8 @@ struct EvaluateAdapter: ParsableCommand {
     func run() throws {
         let printer = ProgressPrinter()
         let t0 = Date()
-        let base = try model.load()
+        var base = try model.load()
+        try chatTemplate.apply(to: &base)
         printer.log(String(format: "loaded base model %@ in %.1fs (signature %@)", base.path, Date().timeIntervalSince(t0), String(base.signature.prefix(16))))
         var s = EvaluationSettings(evalData: evalData)
         s.checkpoints = checkpoint

@@ -17,8 +17,9 @@ struct Generate: ParsableCommand {
         discussion: """
             The prompt is a user message rendered through the model's chat template (with its default \
             system message unless --system is given), or a .jsonl file of conversations that end in a user \
-            turn (Schema.md), each answered in turn; with --raw it is plain text the model continues. \
-            Output streams to stdout; tokens/second to stderr.
+            turn (Schema.md), each answered in turn. With --raw the prompt is the text itself, without the \
+            template (for base models); {"text": ...} records are prompted that way too. Output streams \
+            to stdout; tokens/second to stderr.
 
             Guided generation: a reply to a user turn with a response_format (given with \
             --response-format, or in the .jsonl) is constrained to compact JSON valid against its schema: \
@@ -33,6 +34,7 @@ struct Generate: ParsableCommand {
             """)
 
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var chatTemplate: ChatTemplateOptions
     @OptionGroup var decoding: DecodingOptions
 
     @Option(help: "Adapter to apply to the base model: \(AdapterForms.phrase). A package's draft (and its draft token count) is used for speculative decoding unless --draft says otherwise.")
@@ -86,7 +88,9 @@ struct Generate: ParsableCommand {
         if let p = topP, !(p > 0 && p <= 1) { throw ValidationError("--top-p must be in (0, 1]") }
         if !choice.isEmpty && regex != nil { throw ValidationError("give --choice or --regex, not both") }
         if (!choice.isEmpty || regex != nil) && responseFormat != nil { throw ValidationError("--response-format already constrains the reply; drop --choice/--regex") }
-        if raw && (system != nil || responseFormat != nil) { throw ValidationError("--raw takes the prompt as text, with no chat template to put --system or --response-format into; drop them") }
+        if raw && (system != nil || responseFormat != nil || prompt.hasSuffix(".jsonl")) {
+            throw ValidationError("--raw prompts with the text alone: drop --system and --response-format, and give the text itself (plain {\"text\": ...} records of a .jsonl file are prompted without the template already)")
+        }
     }
 
     /// --response-format: a file or inline JSON, a bare schema or an OpenAI response_format.
@@ -100,17 +104,18 @@ struct Generate: ParsableCommand {
     }
 
     func run() throws {
-        let loaded = try model.load(adapter: checkpoint)  // any adapter form, checked against the base
+        var loaded = try model.load(adapter: checkpoint)  // any adapter form, checked against the base
+        try chatTemplate.apply(to: &loaded.base)
         let base = loaded.base
         let engine = InferenceModel(loaded, activations: decoding.activations, kvCache: decoding.kvCache)
         let draft = try drafting.selection(default: .auto).resolve(loaded)
         for note in draft?.notes ?? [] { FileHandle.standardError.write(Data("note: \(note)\n".utf8)) }
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
+        let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
 
         let format = try parsedResponseFormat()
         var conversations: [[Message]] = []
         if raw {
-            conversations = [[Message(role: .user, content: prompt)]]
+            conversations = [[Message.plainText(prompt)]]
         } else if prompt.hasSuffix(".jsonl") && FileManager.default.fileExists(atPath: prompt) {
             let data = try DataReader.read(path: prompt, options: ReadOptions(mode: .prompt))
             conversations = data.samples.map(\.messages)
@@ -140,8 +145,8 @@ struct Generate: ParsableCommand {
         let sampling = SamplingOptions(temperature: temperature, topK: topK, topP: topP)
         for (i, conversation) in conversations.enumerated() {
             if conversations.count > 1 { FileHandle.standardOutput.write(Data("### \(i + 1)\n".utf8)) }
-            let ids = raw ? base.tokenizer.encode(prompt) : encoder.encodePrompt(conversation)
-            if ids.isEmpty { throw ValidationError("--prompt encodes to no tokens") }
+            let ids = try encoder.encodePrompt(conversation)
+            if ids.isEmpty { throw ValidationError(raw ? "--prompt encodes to no tokens" : "the prompt encodes to no tokens") }
             var decoder = StreamingDecoder(tokenizer: base.tokenizer, skipSpecialTokens: true)
             var constraint = fixed
             if !unconstrained, let f = conversation.last(where: { $0.role == .user })?.responseFormat {

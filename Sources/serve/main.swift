@@ -32,6 +32,7 @@ struct Serve: AsyncParsableCommand {
             """)
 
     @OptionGroup var model: BaseModelOptions
+    @OptionGroup var chatTemplate: ChatTemplateOptions
     @OptionGroup var decoding: DecodingOptions
 
     @Option(help: "Folder of adapters to serve, each under its name without extension; an entry is \(AdapterForms.phrase).")
@@ -112,7 +113,8 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.localizedDescription)
         }
-        let base = try model.load()
+        var base = try model.load()
+        try chatTemplate.apply(to: &base)
         let name = modelName ?? URL(fileURLWithPath: base.path).deletingPathExtension().lastPathComponent
         let catalog = try AdapterCatalog(base: base, baseID: name, folder: adapters, rescanInterval: rescanInterval,
                                          adapterPrecision: adapterPrecision, drafts: DraftSelection(kind: draft, tokens: numDraftTokens))

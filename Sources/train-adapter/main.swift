@@ -26,6 +26,7 @@ struct TrainAdapter: ParsableCommand {
             """)
 
     @OptionGroup(title: "Base model") var model: BaseModelOptions
+    @OptionGroup(title: "Chat template") var chatTemplate: ChatTemplateOptions
     @OptionGroup(title: "Data") var data: DataOptions
     @OptionGroup(title: "Schedule") var schedule: ScheduleOptions
     @OptionGroup(title: "Checkpoints") var checkpoints: CheckpointOptions
@@ -39,7 +40,8 @@ struct TrainAdapter: ParsableCommand {
         printer.silent = !DataParallelJob.isRoot
         if let line = DataParallelJob.summary { printer.log(line) }
         let t0 = Date()
-        let base = try model.load()
+        var base = try model.load()
+        try chatTemplate.apply(to: &base, quiet: !DataParallelJob.isRoot)
         printer.log(String(format: "loaded base model %@ in %.1fs (signature %@)", base.path, Date().timeIntervalSince(t0), String(base.signature.prefix(16))))
         var settings = AdapterRunSettings(
             data: data.settings(schedule), lora: try adapter.config(), checkpoints: checkpoints.settings,

@@ -30,11 +30,11 @@ final class SessionTests: XCTestCase {
     }
 
     /// The generation loop's reply to `messages` (the reference a session must equal).
-    func reference(_ model: AdaptedModel, _ messages: [Message], _ options: GenerationOptions = .init()) -> String {
+    func reference(_ model: AdaptedModel, _ messages: [Message], _ options: GenerationOptions = .init()) throws -> String {
         let base = model.model.base
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
+        let encoder = TrainingEncoder(tokenizer: base.tokenizer, renderer: model.model.chatFormat, maxSequenceLength: Int.max)
         let engine = InferenceModel(base: base.weights, adapter: model.adapter)
-        let request = GenerationRequest(prompt: encoder.encodePrompt(messages), maxNewTokens: options.maximumResponseTokens,
+        let request = GenerationRequest(prompt: try encoder.encodePrompt(messages), maxNewTokens: options.maximumResponseTokens,
                                         stopTokens: base.stopTokenIds, sampling: SamplingOptions(temperature: Float(options.temperature)), seed: options.seed)
         return base.tokenizer.decode(Generator.generate(engine, request).tokens, skipSpecialTokens: true)
     }
@@ -44,7 +44,7 @@ final class SessionTests: XCTestCase {
         let options = GenerationOptions(maximumResponseTokens: 12)
         let session = LanguageModelSession(model: lm.plain, instructions: "be brief")
         let first = try await session.respond(to: "say alpha0", options: options)
-        XCTAssertEqual(first.content, reference(lm.plain, [Message(role: .system, content: "be brief"), Message(role: .user, content: "say alpha0")], options))
+        XCTAssertEqual(first.content, try reference(lm.plain, [Message(role: .system, content: "be brief"), Message(role: .user, content: "say alpha0")], options))
         XCTAssertEqual(first.reusedPromptTokens, 0)
         let second = try await session.respond(to: "and hotel2", options: options)
         XCTAssertGreaterThan(second.reusedPromptTokens, 10, "the instructions and the first turn stay in the cache")

@@ -105,8 +105,8 @@ final class ArchitectureToolTests: XCTestCase {
         // generate: greedy, speculative with the draft (the same tokens), constrained to a schema
         let loaded = try LoadedModel.load(base: base, adapter: adapterPath)
         let engine = InferenceModel(loaded)
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
-        let prompt = encoder.encodePrompt([Message(role: .user, content: "say fox")])
+        let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
+        let prompt = try encoder.encodePrompt([Message(role: .user, content: "say fox")])
         let request = GenerationRequest(prompt: prompt, maxNewTokens: 12, stopTokens: base.stopTokenIds)
         let greedy = Generator.generate(engine, request).tokens  // what a chat reply holds (it may end at once)
         var running = request

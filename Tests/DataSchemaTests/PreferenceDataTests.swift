@@ -97,7 +97,7 @@ final class PreferenceDataTests: XCTestCase {
     func testRenderingMasksOnlyTheReply() throws {
         let data = try read([#"{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Yo"},{"role":"user","content":"2+2?"}],"chosen":"4","rejected":"five"}"#], skipInvalid: false)
         let s = data.samples[0]
-        let (c, r) = encoder.encodePair(prompt: s.prompt, chosen: s.chosen, rejected: s.rejected)
+        let (c, r) = try encoder.encodePair(prompt: s.prompt, chosen: s.chosen, rejected: s.rejected)
         let tok = ByteTokenizer()
         XCTAssertEqual(tok.decode(c.tokens), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nYo<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n")
         // the targets: the reply's content and end-of-turn only (the history's "Yo" is not trained)
@@ -106,7 +106,7 @@ final class PreferenceDataTests: XCTestCase {
         // the prompt (with its generation prompt) is exactly where the two part
         let set = try encoder.encode(data)
         let e = set.examples[0]
-        XCTAssertEqual(e.sharedPositions, encoder.encodePrompt(s.prompt).count - 1)
+        XCTAssertEqual(e.sharedPositions, try encoder.encodePrompt(s.prompt).count - 1)
         XCTAssertEqual(e.chosen.targetTokenCount, 2)
         XCTAssertEqual(e.rejected.targetTokenCount, 5)
     }
@@ -174,7 +174,7 @@ final class PreferenceDataTests: XCTestCase {
 
     func testStatistics() throws {
         let data = try read([Self.good, #"{"prompt":"2+3?","chosen":"5","rejected":"six"}"#], skipInvalid: false)
-        let s = PreferenceStats.compute(data, encoder: encoder)
+        let s = try PreferenceStats.compute(data, encoder: encoder)
         XCTAssertEqual(s.pairs, 2)
         XCTAssertEqual(s.promptTurnsByRole[.user], 2)
         XCTAssertEqual(s.chosenCharacters, "Paris.".count + 1)
@@ -183,8 +183,8 @@ final class PreferenceDataTests: XCTestCase {
         // byte tokens: a reply's target tokens are its bytes and <|im_end|>
         XCTAssertEqual(t.chosenTargetTokens, 6 + 1 + 1 + 1)
         XCTAssertEqual(t.rejectedTargetTokens, 5 + 1 + 3 + 1)
-        let prompt1 = encoder.encodePrompt([Message(role: .user, content: "Capital of France?")]).count
-        let prompt2 = encoder.encodePrompt([Message(role: .user, content: "2+3?")]).count
+        let prompt1 = try encoder.encodePrompt([Message(role: .user, content: "Capital of France?")]).count
+        let prompt2 = try encoder.encodePrompt([Message(role: .user, content: "2+3?")]).count
         XCTAssertEqual(t.promptTokens, prompt1 + prompt2)
         XCTAssertEqual(t.exceeding, 0)
     }

@@ -42,7 +42,7 @@ final class ReaderTests: XCTestCase {
         let issues = try TestData.issues(lines.joined(separator: "\n"))
         XCTAssertEqual(issues, [
             "train.jsonl:2: malformed JSON at column 67: the line ends inside an array; expected ',' or ']'",
-            "train.jsonl:3: a sample is a JSON array of messages, an object with \"messages\", or an object with \"prompt\" and \"completion\", got string",
+            "train.jsonl:3: a sample is a JSON array of messages, an object with \"messages\", an object with \"prompt\" and \"completion\", or an object with \"text\", got string",
             "train.jsonl:4: unknown role \"bot\" in turn 1; use system, user, assistant or tool",
             "train.jsonl:5: turn 1 (user) has no \"content\"; add the text of the turn",
             "train.jsonl:6: \"content\" of turn 1 must be a string, got number",
@@ -53,7 +53,7 @@ final class ReaderTests: XCTestCase {
             "train.jsonl:10: the sample has no assistant turn; training samples need at least one reply",
             "train.jsonl:11: tool turn does not follow an assistant turn with tool calls (turn 2)",
             "train.jsonl:12: \"tool_calls\" belongs on an assistant turn, not on a user turn (turn 1)",
-            "train.jsonl:13: unknown key \"extra\" in a sample object; allowed keys are \"messages\", \"metadata\"",
+            "train.jsonl:13: unknown key \"extra\" in a sample object; allowed keys are \"messages\", \"tools\", \"metadata\"",
         ])
     }
 

@@ -73,7 +73,7 @@ final class RenderingTests: XCTestCase {
             expectedMask += Array(repeating: target, count: ids.count)
         }
         let encoder = TrainingEncoder(tokenizer: tokenizer, template: FakeChatML(), maxSequenceLength: 4096)
-        let encoded = encoder.encode(sample.messages)
+        let encoded = try encoder.encode(sample.messages)
         XCTAssertEqual(tokenizer.decode(encoded.tokens), pieces.map(\.0).joined())
         XCTAssertEqual(encoded.tokens.count, expectedIds.count)
         for i in 0..<min(encoded.tokens.count, expectedIds.count) {
@@ -128,14 +128,14 @@ final class RenderingTests: XCTestCase {
     func testPromptEncodingEndsWithTheAssistantHeader() throws {
         let sample = try TestData.read(#"{"prompt":"hi"}"#, mode: .prompt, skipInvalid: false).samples[0]
         let encoder = TrainingEncoder(tokenizer: ByteTokenizer(), template: FakeChatML(), maxSequenceLength: 64)
-        XCTAssertEqual(ByteTokenizer().decode(encoder.encodePrompt(sample.messages)),
+        XCTAssertEqual(ByteTokenizer().decode(try encoder.encodePrompt(sample.messages)),
                        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
     }
 
     func testRealChatTemplatePlugsIn() throws {
         let sample = try TestData.read(#"[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]"#, skipInvalid: false).samples[0]
         let encoder = TrainingEncoder(tokenizer: ByteTokenizer(), template: ChatTemplate(kind: .chatml), maxSequenceLength: 64)
-        let encoded = encoder.encode(sample.messages)
+        let encoded = try encoder.encode(sample.messages)
         let targets = zip(encoded.tokens, encoded.isTarget).filter(\.1).map(\.0)
         XCTAssertEqual(ByteTokenizer().decode(targets), "yo<|im_end|>")
     }

@@ -12,7 +12,7 @@ final class StatsSplitTests: XCTestCase {
             #"[{"role":"system","content":"s"},{"role":"user","content":"é"},{"role":"assistant","content":"xyz"},{"role":"user","content":"q"},{"role":"assistant","content":"r"}]"#,
         ].joined(separator: "\n")
         let data = try TestData.read(text, skipInvalid: false)
-        let plain = DataStats.compute(data)
+        let plain = try DataStats.compute(data)
         XCTAssertEqual(plain.samples, 2)
         XCTAssertEqual(plain.turns, 7)
         XCTAssertEqual(plain.turnsByRole, [.user: 3, .assistant: 3, .system: 1])
@@ -21,7 +21,7 @@ final class StatsSplitTests: XCTestCase {
         XCTAssertNil(plain.tokens)
 
         let encoder = TrainingEncoder(tokenizer: ByteTokenizer(), template: FakeChatML(), maxSequenceLength: 30)
-        let stats = try XCTUnwrap(DataStats.compute(data, encoder: encoder).tokens)
+        let stats = try XCTUnwrap(try DataStats.compute(data, encoder: encoder).tokens)
         // Sample 1: 6+2+2 + 11+3+1+1 = 26 tokens; sample 2: 8+1+2 + 6+2+2 + 11+3+2 + 6+1+2 + 11+1+2 = 60.
         XCTAssertEqual(stats.tokens, 26 + 60)
         XCTAssertEqual(stats.targetTokens, 4 + 4 + 2)

@@ -139,7 +139,7 @@ final class EvaluationRunTests: XCTestCase {
         s.batchSize = 4
         s.preferenceData = pairsPath
         let report = try EvaluationRun.run(s, base: env.base)
-        let encoder = TrainingEncoder(tokenizer: env.base.tokenizer, template: env.base.template, maxSequenceLength: s.maxSequenceLength)
+        let encoder = try TrainingEncoder(tokenizer: env.base.tokenizer, template: env.base.template, maxSequenceLength: s.maxSequenceLength)
         let pairs = try encoder.encode(try DataReader.readPreferences(path: pairsPath)).examples
         /// log p(reply) of one sequence alone: −(mean cross-entropy over its reply tokens) × their count.
         func logProb(_ model: LlamaModel, _ x: TrainingExample) -> Double {

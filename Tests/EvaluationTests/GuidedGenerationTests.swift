@@ -227,7 +227,7 @@ final class GuidedGenerationTests: XCTestCase {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let data = try DataReader.read(path: root.appendingPathComponent("examples/extraction/eval.jsonl").path, options: ReadOptions(mode: .train))
         let targets = Array(Evaluator.targets(of: data.samples, turns: .last).prefix(6))
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: 1024)
+        let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: 1024)
         let library = try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds)
         let engine = InferenceModel(base: base.weights)
         var complete = 0

@@ -172,7 +172,7 @@ final class PreferenceReferenceTests: XCTestCase {
             }
         }
         // our rendering of the pairs gives TRL's ids: the chat template's, the reply where TRL starts it
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: 512)
+        let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: 512)
         let text = try JSONSerialization.data(withJSONObject: ref["pairs"] as! [Any])
         let lines = (try JSONSerialization.jsonObject(with: text) as! [Any]).map {
             String(decoding: try! JSONSerialization.data(withJSONObject: $0, options: [.sortedKeys]), as: UTF8.self)

@@ -31,7 +31,9 @@ final class SmolLM2ReferenceTests: XCTestCase {
         let (base, _, _) = try load()
         let ref = try Fixture.json("smollm2_reference.json")
         for p in ref["prompts"] as! [[String: Any]] {
-            let text = base.template.renderText(messages(p["messages"]), addGenerationPrompt: true)
+            // The model's own template (its GGUF's tokenizer.chat_template), through the toolkit's Jinja engine.
+            let text = try ChatFormat(base: base.template, tokenizer: base.tokenizer)
+                .promptText(messages(p["messages"]).map { Message(role: $0.role, content: $0.content) })
             XCTAssertEqual(text, p["rendered_text"] as? String, p["name"] as! String)
             XCTAssertEqual(base.tokenizer.encode(text), p.ints("input_ids"), p["name"] as! String)
         }
@@ -85,9 +87,9 @@ final class SmolLM2ReferenceTests: XCTestCase {
         let ids = ref.ints("input_ids")
         let tokenMask = ref.ints("token_mask").map { $0 == 1 }
         // our renderer's mask must equal the reference's, token by token
-        let encoder = TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: 4096)
+        let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: 4096)
         let msgs = (ref["messages"] as! [[String: String]]).map { Message(role: ChatRole(rawValue: $0["role"]!)!, content: $0["content"]!) }
-        let encoded = encoder.encode(msgs)
+        let encoded = try encoder.encode(msgs)
         XCTAssertEqual(encoded.tokens, ids)
         XCTAssertEqual(encoded.isTarget, tokenMask)
         var rng = SeededRNG(seed: 0)

@@ -1,0 +1,42 @@
+// The chat-template flags every tool that renders prompts takes (defined once here):
+// `--chat-template FILE` replaces the model's own template, `--chat-template-kwargs JSON` passes
+// extra template variables. Applying them to a loaded base and printing, once, how prompts will
+// be rendered (the template's origin; a built-in fallback; tools written into turns) is the
+// executables' part; the rendering itself is DataSchema's ChatFormat.
+import ArgumentParser
+import DataSchema
+import Foundation
+import ModelAssets
+import ModelDefinition
+
+public struct ChatTemplateOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Render prompts with this chat template instead of the model's own: a Jinja file, or a tokenizer_config.json holding \"chat_template\". Without it the model's template is used (GGUF tokenizer.chat_template, tokenizer_config.json or chat_template.jinja), or the built-in ChatML/Llama-3 one when the model has none (a note says so).", valueName: "file"))
+    public var chatTemplate: String?
+
+    @Option(help: ArgumentHelp("Extra chat-template variables as a JSON object, e.g. '{\"enable_thinking\": false}' (Qwen3).", valueName: "json"))
+    public var chatTemplateKwargs: String?
+
+    public init() {}
+
+    /// The template to render with: the file's, or `model`'s (the base's own), with the kwargs.
+    public func source(model: ChatTemplateSource) throws -> ChatTemplateSource {
+        var source = try chatTemplate.map(ChatTemplateSource.file) ?? model
+        source.kwargsJSON = chatTemplateKwargs
+        return source
+    }
+
+    /// Puts the chosen template on `base` (so every library that renders with `base.template`
+    /// uses it), checks it loads, and prints once how prompts are rendered.
+    @discardableResult
+    public func apply(to base: inout BaseModel, quiet: Bool = false) throws -> ChatFormat {
+        base.template = try source(model: base.template)
+        let format = try ChatFormat(base: base.template, tokenizer: base.tokenizer)
+        if !quiet { Self.announce(format) }
+        return format
+    }
+
+    /// Prints the format's notes on stderr, one "note:" line each.
+    public static func announce(_ format: ChatFormat) {
+        for note in format.notes { FileHandle.standardError.write(Data("note: \(note)\n".utf8)) }
+    }
+}
