@@ -21,15 +21,19 @@ import sys
 import numpy as np
 from tensorboard.backend.event_processing import event_accumulator, event_multiplexer
 
+# Preference training's measurements (TRL's names; docs/run-logs.md), in train and eval rows.
+PREFERENCE = ["rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "logps/chosen",
+              "logps/rejected", "nll_loss", "log_odds_ratio", "log_odds_chosen"]
 FIELDS = {
-    "train": ("train/", ["loss", "smoothed_loss", "learning_rate", "grad_norm", "tokens_per_second"]),
-    "eval": ("eval/", ["loss", "perplexity"]),
+    "train": ("train/", ["loss", "smoothed_loss", "learning_rate", "grad_norm", "tokens_per_second"] + PREFERENCE),
+    "eval": ("eval/", ["loss", "perplexity"] + PREFERENCE),
     "draft_eval": ("draft/", ["kl_reverse", "kl_forward", "tvd", "acceptance_rate", "greedy_agreement",
                               "teacher_mass_outside_head", "cost_ratio", "best_gamma", "best_speedup",
                               "best_gamma_greedy", "best_speedup_greedy"]),
     "evaluation": ("evaluate/", ["eval_loss", "perplexity", "exact_match_rate", "json_valid_rate",
                                  "schema_conformance_rate", "json_equal_rate", "tool_name_accuracy",
-                                 "tool_argument_accuracy", "incomplete_replies", "tokens_per_second"]),
+                                 "tool_argument_accuracy", "incomplete_replies", "tokens_per_second",
+                                 "preference_accuracy", "preference_margin", "reward_accuracy"]),
 }
 GAMMA_TABLES = [("expected", "speedup", "draft/expected_speedup/gamma_"),
                 ("expected", "tokens_per_target_call", "draft/tokens_per_target_call/gamma_"),

@@ -96,10 +96,12 @@ public final class ProgressPrinter {
             status(String(format: "epoch %d  step %d/%d  loss %.4f (smoothed %.4f)  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %@  ETA %@",
                           r.epoch, r.step, total, r.loss, average, r.learningRate, r.gradNorm, tps,
                           Self.duration(elapsed), Self.duration(remaining))
-                   + (parallel.map { "  " + Self.describe($0) } ?? ""))
+                   + Self.preference(r.metrics) + (parallel.map { "  " + Self.describe($0) } ?? ""))
             parallel = nil
         case .dataParallel(let report):
             parallel = report
+        case .evaluated(let e) where e.metrics != nil:
+            log(String(format: "eval after epoch %d (step %d): loss %.4f", e.epoch, e.step, e.loss) + Self.preference(e.metrics))
         case .evaluated(let e):
             log(String(format: "eval after epoch %d (step %d): loss %.4f  perplexity %.3f  over %d tokens", e.epoch, e.step, e.loss, e.perplexity, e.tokens))
         case .checkpointSaved(let path, _):
@@ -111,5 +113,12 @@ public final class ProgressPrinter {
         case .finished(let state):
             log("finished after \(state.step) optimizer steps (\(state.epoch) full epochs)")
         }
+    }
+
+    /// A preference run's rewards on a progress line ("" for other runs).
+    static func preference(_ m: [String: Double]?) -> String {
+        guard let m, let margin = m["rewards/margins"], let accuracy = m["rewards/accuracies"] else { return "" }
+        return String(format: "  reward margin %.4f  accuracy %.3f", margin, accuracy)
+            + (m["nll_loss"].map { String(format: "  nll %.4f", $0) } ?? "")
     }
 }

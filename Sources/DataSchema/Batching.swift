@@ -174,10 +174,15 @@ public struct Batcher: Sendable {
     }
 
     private func makeOrder(epoch: Int) -> [Int] {
-        guard options.shuffle else { return Array(examples.indices) }
-        // Each epoch's seed: the run seed mixed with the epoch number.
-        var mixer = SplitMix64(seed: cursor.seed ^ (UInt64(epoch) &* 0xD1B5_4A32_D192_ED03))
-        return SplitMix64.permutation(count: examples.count, seed: mixer.next())
+        Batcher.epochOrder(count: examples.count, seed: cursor.seed, epoch: epoch, shuffle: options.shuffle)
+    }
+
+    /// The order of `count` items in `epoch`: file order without `shuffle`, else a permutation
+    /// drawn from the run seed mixed with the epoch number.
+    public static func epochOrder(count: Int, seed: UInt64, epoch: Int, shuffle: Bool) -> [Int] {
+        guard shuffle else { return Array(0..<count) }
+        var mixer = SplitMix64(seed: seed ^ (UInt64(epoch) &* 0xD1B5_4A32_D192_ED03))
+        return SplitMix64.permutation(count: count, seed: mixer.next())
     }
 
     /// The next batch of the current epoch, or nil when the epoch is used up; the nil also

@@ -21,6 +21,8 @@ public enum DataIssueKind: String, Sendable, Codable, CaseIterable, Comparable {
     case schema = "JSON schema"
     case transform = "data transform"
     case noTargetTokens = "no target tokens"
+    /// A preference pair whose replies are the same.
+    case preference = "preference pair"
     case chatTemplate = "chat template"
 
     public static func < (lhs: DataIssueKind, rhs: DataIssueKind) -> Bool {

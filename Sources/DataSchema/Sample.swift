@@ -156,7 +156,7 @@ enum Decoding {
         case let .object(members):
             let keys = Set(members.map(\.key))
             if keys.contains("messages") {
-                try allowOnly(members, ["messages", "tools", "metadata"], in: "a sample object")
+                try allowOnly(members, ["messages", "tools", "metadata"], in: "a sample object", hint: preferenceHint)
                 guard let items = value["messages"]!.arrayValue else {
                     throw LineProblem(.wrongType, "\"messages\" must be an array of messages, got \(value["messages"]!.typeName)")
                 }
@@ -165,7 +165,8 @@ enum Decoding {
                 return out
             }
             if keys.contains("prompt") {
-                try allowOnly(members, ["prompt", "completion", "response", "metadata"], in: "a prompt/completion sample")
+                try allowOnly(members, ["prompt", "completion", "response", "metadata"], in: "a prompt/completion sample",
+                              hint: preferenceHint)
                 if keys.contains("completion") && keys.contains("response") {
                     throw LineProblem(.unknownKey, "both \"completion\" and \"response\" are given; keep one")
                 }
@@ -189,10 +190,19 @@ enum Decoding {
                 }
                 return [Message.plainText(text)]
             }
+            if keys.contains("chosen") || keys.contains("rejected") {
+                throw LineProblem(.unknownKey, "the object is a preference pair\(preferenceHint("chosen")); \(sampleShape)")
+            }
             throw LineProblem(.missingField, "the object has neither \"messages\", \"prompt\" nor \"text\"; \(sampleShape)")
         default:
             throw LineProblem(.wrongType, "\(sampleShape), got \(value.typeName)")
         }
+    }
+
+    /// Said of a "chosen" or "rejected" key in a supervised sample.
+    static func preferenceHint(_ key: String) -> String {
+        key == "chosen" || key == "rejected"
+            ? " (preference pairs, prompt/chosen/rejected, train with train-adapter --objective dpo, ipo or orpo)" : ""
     }
 
     /// A record's top-level "tools" (OpenAI's chat-completions and fine-tuning form) go where the

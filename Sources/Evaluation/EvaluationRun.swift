@@ -49,6 +49,9 @@ public struct EvaluationSettings: Sendable {
     /// reporting a run per model at its training step); nil keeps no log.
     public var logRoot: String?
     public var report = ReportSettings()
+    /// A file of preference pairs (Schema.md "Preference pairs") each model is also scored on:
+    /// preference accuracy, margin, and reward accuracy against the base.
+    public var preferenceData: String?
 
     public init(evalData: String) {
         self.evalData = evalData
@@ -247,6 +250,16 @@ public enum EvaluationRun {
             onEvent(.note("scores logged to \(l.metricsPath)" + (s.report.target == .tensorboard ? ", one TensorBoard run per model under \(l.folder)/" : "")))
             log = l
         }
+        // A preference eval set: its pairs batched as training batches them, the base's log-probabilities once.
+        var preference: (batches: PreferenceBatches, base: [(chosen: Double, rejected: Double)])? = nil
+        if let path = s.preferenceData {
+            let pairs = try DataReader.readPreferences(path: path, options: ReadOptions(mode: .train, skipInvalid: false))
+            let encoded = try encoder.encode(pairs)
+            let pad = base.tokenizer.padTokenId ?? base.tokenizer.eosTokenId ?? 0
+            let batches = try PreferenceBatches(examples: encoded.examples,
+                                                options: BatchOptions(batchSize: s.batchSize, layout: .sharePrefix, shuffle: false, seed: 0, padTokenId: pad))
+            preference = (batches, PreferenceObjective.pairLogProbs(try LlamaModel(base: base.weights, adapter: nil), batches))
+        }
         var summaries: [ModelSummary] = []
         let constraints = s.constrained ? try ConstraintLibrary(tokenizer: base.tokenizer, stopTokens: base.stopTokenIds) : nil
         for (mi, m) in models.enumerated() {
@@ -263,6 +276,11 @@ public enum EvaluationRun {
                 summary.perplexity = Foundation.exp(loss)
                 summary.evalTokens = tokens
                 onEvent(.lossComputed(label: m.label, loss: loss, tokens: tokens, seconds: Date().timeIntervalSince(tl)))
+            }
+            if let preference {
+                let p = Evaluator.preferenceScores(model: llama, pairs: preference.batches, base: preference.base)
+                (summary.preferencePairs, summary.preferenceAccuracy, summary.preferenceMargin, summary.rewardAccuracy) =
+                    (p.pairs, p.accuracy, p.margin, p.rewardAccuracy)
             }
             var constrainedSummary: ModelSummary? = nil
             if s.generate {

@@ -81,6 +81,14 @@ public struct ModelSummary: Sendable, Codable, Equatable {
     public var evalLoss: Double?
     public var perplexity: Double?
     public var evalTokens: Int?
+    /// With a preference eval set (--preference-data): its pairs, the fraction whose chosen reply
+    /// the model gives the higher log-probability (summed over the reply's tokens), the mean of
+    /// that difference, and the fraction whose difference is above the base model's (TRL's
+    /// rewards/accuracies with the base as the reference).
+    public var preferencePairs: Int?
+    public var preferenceAccuracy: Double?
+    public var preferenceMargin: Double?
+    public var rewardAccuracy: Double?
     public var targets = 0
     public var exactMatches = 0
     public var exactMatchRate: Double?
@@ -194,6 +202,19 @@ public enum Evaluator {
         let batches = try EpochBatches(examples: examples, options: options)
         let (loss, tokens) = Trainer.evaluate(AdapterObjective(model: model), batches)
         return (Double(loss), tokens)
+    }
+
+    /// The preference scores of `model` on pairs whose log-probabilities under the base are `base`
+    /// (see `ModelSummary.preferenceAccuracy`).
+    public static func preferenceScores(model: LlamaModel, pairs: BatchSource, base: [(chosen: Double, rejected: Double)])
+        -> (pairs: Int, accuracy: Double, margin: Double, rewardAccuracy: Double) {
+        let mine = PreferenceObjective.pairLogProbs(model, pairs)
+        precondition(mine.count == base.count, "[Evaluator] \(mine.count) pairs scored against \(base.count) base pairs")
+        let n = Double(max(1, mine.count))
+        let better = mine.filter { $0.chosen > $0.rejected }.count
+        let margin = mine.reduce(0) { $0 + ($1.chosen - $1.rejected) }
+        let rewarded = zip(mine, base).filter { m, b in (m.chosen - b.chosen) > (m.rejected - b.rejected) }.count
+        return (mine.count, Double(better) / n, margin / n, Double(rewarded) / n)
     }
 
     /// The greedy generation request for one target: its prompt turns rendered for the model;

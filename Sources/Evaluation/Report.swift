@@ -11,7 +11,9 @@ public enum EvaluationTable {
         let hasTools = report.models.contains { $0.referenceToolCalls > 0 }
         let hasGeneration = report.models.contains { $0.targets > 0 }
         let hasConstrained = report.models.contains(where: \.constrained)
+        let hasPreference = report.models.contains { $0.preferencePairs != nil }
         var header = ["model", "eval loss", "ppl"]
+        if hasPreference { header += ["pref acc", "pref margin", "reward acc"] }
         if hasGeneration { header += ["exact match"] }
         if hasJSON { header += ["JSON valid", "schema ok", "JSON equal"] }
         if hasConstrained { header += ["incomplete", "closed by limit"] }
@@ -22,6 +24,10 @@ public enum EvaluationTable {
             var row = [m.label,
                        m.evalLoss.map { String(format: "%.4f", $0) } ?? "-",
                        m.perplexity.map { String(format: "%.3f", $0) } ?? "-"]
+            if hasPreference {
+                row += [pct(m.preferenceAccuracy), m.preferenceMargin.map { String(format: "%.3f", $0) } ?? "-",
+                        m.label == "base" ? "-" : pct(m.rewardAccuracy)]
+            }
             if hasGeneration { row.append("\(pct(m.exactMatchRate)) (\(m.exactMatches)/\(m.targets))") }
             if hasJSON { row += [pct(m.jsonValidRate), pct(m.schemaConformanceRate), pct(m.jsonEqualRate)] }
             if hasConstrained { row += m.constrained ? ["\(m.incompleteReplies)", "\(m.closedByLimitReplies)"] : ["-", "-"] }

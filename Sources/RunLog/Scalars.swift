@@ -8,15 +8,18 @@ import Foundation
 public enum MetricScalars {
     /// Row type → (tag prefix, the row's numeric fields that become scalars).
     static let fields: [String: (prefix: String, names: [String])] = [
-        "train": ("train/", ["loss", "smoothed_loss", "learning_rate", "grad_norm", "tokens_per_second"]),
-        "eval": ("eval/", ["loss", "perplexity"]),
+        "train": ("train/", ["loss", "smoothed_loss", "learning_rate", "grad_norm", "tokens_per_second"] + preference),
+        "eval": ("eval/", ["loss", "perplexity"] + preference),
         "draft_eval": ("draft/", ["kl_reverse", "kl_forward", "tvd", "acceptance_rate", "greedy_agreement",
                                   "teacher_mass_outside_head", "cost_ratio", "best_gamma", "best_speedup",
                                   "best_gamma_greedy", "best_speedup_greedy"]),
         "evaluation": ("evaluate/", ["eval_loss", "perplexity", "exact_match_rate", "json_valid_rate", "schema_conformance_rate",
                                      "json_equal_rate", "tool_name_accuracy", "tool_argument_accuracy", "incomplete_replies",
-                                     "tokens_per_second"]),
+                                     "tokens_per_second", "preference_accuracy", "preference_margin", "reward_accuracy"]),
     ]
+
+    /// Preference training's measurements (TRL's names), in train and eval rows.
+    static let preference = ["rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies", "logps/chosen", "logps/rejected", "nll_loss", "log_odds_ratio", "log_odds_chosen"]
 
     /// Per-γ lists of draft_eval rows: (row field, value field, tag stem); tag = stem + "gamma_" + γ.
     static let gammaTables: [(list: String, value: String, stem: String)] = [

@@ -58,7 +58,7 @@ public struct PreparedData {
 public enum DataPreparation {
     /// Reads, validates, renders and batches the train (and eval) files. Throws before any
     /// training compute on bad data, listing the problems.
-    public static func prepare(_ s: DataSettings, base: BaseModel) throws -> PreparedData {
+    public static func prepare(_ s: DataSettings, base: BaseModel, extraSettings: [String] = []) throws -> PreparedData {
         let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: s.maxSequenceLength)
         func load(_ path: String, role: String) throws -> (EncodedDataSet, DataSet) {
             let data = try DataReader.read(path: path, options: ReadOptions(mode: .train, skipInvalid: s.skipInvalid))
@@ -87,7 +87,8 @@ public enum DataPreparation {
         // Prefix sharing changes how a batch is laid out, not what it computes: a run may resume
         // with it switched either way.
         let layoutText = s.layout == .sharePrefix ? "\(BatchOptions.Layout.padToLongest)" : "\(s.layout)"
-        let settingsText = "maxSequenceLength=\(s.maxSequenceLength) layout=\(layoutText) batchSize=\(s.batchSize) seed=\(s.seed) skipInvalid=\(s.skipInvalid)"
+        let settingsText = (["maxSequenceLength=\(s.maxSequenceLength) layout=\(layoutText) batchSize=\(s.batchSize) seed=\(s.seed) skipInvalid=\(s.skipInvalid)"]
+            + extraSettings).joined(separator: " ")
         return PreparedData(
             train: trainBatches, eval: evalBatches, trainSummary: train.summary, evalSummary: evalSummary, issues: issues,
             trainTokens: train.examples.reduce(0) { $0 + $1.count },
@@ -146,6 +147,14 @@ public struct AdapterRunSettings {
     /// The processes of a data-parallel run (nil: this process alone). Only rank 0 uses the run
     /// folder (lock, resume, checkpoints, metrics, log); the others start from its state.
     public var group: ProcessGroup?
+    /// Preference training (DPO, IPO, ORPO) on a file of pairs; nil: supervised (the default).
+    public var preference: PreferenceSettings? = nil
+    /// An adapter (any form `Adapter.load` reads) the run starts from instead of a fresh one;
+    /// its LoRA shape is the run's.
+    public var initCheckpoint: String? = nil
+    /// DPO/IPO: the reference adapter (any form). Without it the reference is the adapter the run
+    /// starts from (`initCheckpoint`), or the base with the adapter off.
+    public var referenceCheckpoint: String? = nil
 
     public init(data: DataSettings, lora: LoRAConfig, checkpoints: CheckpointSettings, makeOptions: @escaping (Int) -> TrainingOptions) {
         self.data = data
@@ -170,16 +179,37 @@ public enum AdapterRun {
         let parallel = s.group.flatMap { $0.size > 1 ? $0 : nil }
         let folder = (parallel?.rank ?? 0) == 0 ? try RunFolder(s.checkpoints.directory) : nil
         defer { folder?.releaseLock() }
-        let data = try DataPreparation.prepare(s.data, base: base)
+        try s.preference?.validate()
+        let initial = try s.initCheckpoint.map { path -> Adapter in
+            let a = try Adapter.load(path, base: base)
+            try a.requireBase(base)
+            return a
+        }
+        let referenceAdapter = try s.referenceCheckpoint.map { path -> Adapter in
+            guard s.preference?.needsReference == true else {
+                throw TrainingError.invalidConfig("--reference-checkpoint applies to --objective dpo or ipo only")
+            }
+            let a = try Adapter.load(path, base: base)
+            try a.requireBase(base)
+            return a
+        } ?? (s.preference?.needsReference == true ? initial : nil)
+        // What the data fingerprint also holds, so that a resume with another objective is refused.
+        let objectiveText = s.preference.map { p in
+            "objective=\(p.objective.rawValue) beta=\(p.beta) labelSmoothing=\(p.labelSmoothing) reference=\(referenceAdapter?.signature ?? "base")"
+        }.map { [$0] } ?? []
+        let startText = initial.map { ["init=\($0.signature)"] } ?? []
+        let data = try s.preference == nil
+            ? RunData(DataPreparation.prepare(s.data, base: base, extraSettings: startText))
+            : RunData(DataPreparation.preparePreferences(s.data, base: base, extraSettings: objectiveText + startText))
         notice(.dataSummary(train: data.trainSummary, eval: data.evalSummary, trainTokens: data.trainTokens,
                             targetTokens: data.trainTargetTokens, computedPositions: data.firstEpochPositions, skipped: data.issues))
         let options = s.makeOptions(data.train.batchCount(epoch: 0))
 
         let resumed = try folder.flatMap { try s.checkpoints.resumeCheckpoint(in: $0, prefix: "adapter") }
-        let lora = resumed?.header.lora ?? s.lora
+        let lora = resumed?.header.lora ?? initial?.lora ?? s.lora
         if let r = resumed {
             try r.requireAdapter(for: base)
-            guard r.header.lora == s.lora else {
+            guard r.header.lora == (initial?.lora ?? s.lora) else {
                 throw TrainingError.incompatible(path: r.path, reason: "was trained with LoRA \(r.header.lora!.summary), but this run asks for \(s.lora.summary); resume with the same --rank/--alpha/--targets/--dropout")
             }
             guard r.header.dataFingerprint == data.fingerprint else {
@@ -189,7 +219,15 @@ public enum AdapterRun {
         var rng = SeededRNG(seed: options.seed)
         let model = try LlamaModel(weights: base.weights, lora: lora, rng: &rng)
         model.activationCheckpointing = s.activationCheckpointing
-        let objective = AdapterObjective(model: model)
+        if let initial { try load(initial, into: model) }
+        let objective: TrainingObjective
+        if let p = s.preference {
+            // The reference: the same base weights (no copy), with the reference adapter or none.
+            let reference = p.needsReference ? try LlamaModel(base: base.weights, adapter: referenceAdapter) : nil
+            objective = try PreferenceObjective(model: model, reference: reference, settings: p)
+        } else {
+            objective = AdapterObjective(model: model)
+        }
         var state = TrainerState(seed: options.seed)
         var optimizer: AdamW? = nil
         var runOptions = options
@@ -210,10 +248,18 @@ public enum AdapterRun {
             var settings = RunRecorder.settings(base: base, data: s.data, options: runOptions, fingerprint: data.fingerprint,
                                                 activationCheckpointing: s.activationCheckpointing)
             settings["lora"] = RunRecorder.jsonObject(lora)
+            settings["objective"] = s.preference?.objective.rawValue ?? "sft"
+            if let p = s.preference {
+                settings["preference"] = ["beta": p.beta, "label_smoothing": p.labelSmoothing,
+                                          "reference": p.needsReference ? (s.referenceCheckpoint ?? s.initCheckpoint ?? "base") : NSNull()] as [String: Any]
+            }
+            if let i = s.initCheckpoint { settings["init_checkpoint"] = i }
             if let parallel { settings["processes"] = parallel.size }
             return try RunRecorder.open(
-                folder: folder, kind: "adapter", title: "adapter training on \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
-                lossLabel: "cross-entropy of the assistant tokens", settings: settings, report: s.report, resumed: resumed, perplexity: true)
+                folder: folder, kind: "adapter",
+                title: "\(s.preference.map { $0.objective.rawValue.uppercased() + " " } ?? "")adapter training on \(URL(fileURLWithPath: s.data.trainData).lastPathComponent)",
+                lossLabel: s.preference.map { "\($0.objective.rawValue.uppercased()) loss of the preference pairs" } ?? "cross-entropy of the assistant tokens",
+                settings: settings, report: s.report, resumed: resumed, perplexity: s.preference == nil)
         }
         if let recorder {
             for n in recorder.log.notes { notice(.log(n)) }
@@ -233,5 +279,56 @@ public enum AdapterRun {
             if let problem = recorder?.record(event) { notice(.log(problem)) }
             onEvent(event)
         }
+    }
+}
+
+extension AdapterRun {
+    /// Copies an adapter's tensors into the model's LoRA tensors (the same LoRA shape).
+    static func load(_ adapter: Adapter, into model: LlamaModel) throws {
+        let stored = Dictionary(uniqueKeysWithValues: adapter.tensors.map { ($0.name, $0.tensor) })
+        for (name, t) in model.loraParameters {
+            guard let v = stored[name], v.shape == t.shape else {
+                throw TrainingError.incompatible(path: adapter.source, reason: "has no tensor '\(name)' of shape \(t.shape) (LoRA \(adapter.lora.summary))")
+            }
+            t.data = v.data
+        }
+    }
+}
+
+/// The data of a run as the loop takes it (supervised examples or preference pairs).
+struct RunData {
+    var train: BatchSource
+    var eval: BatchSource?
+    var trainSummary: DataSummary
+    var evalSummary: DataSummary?
+    var issues: [DataIssue]
+    var trainTokens: Int
+    var trainTargetTokens: Int
+    var firstEpochPositions: Int
+    var fingerprint: String
+
+    init(train: BatchSource, eval: BatchSource?, trainSummary: DataSummary, evalSummary: DataSummary?, issues: [DataIssue],
+         trainTokens: Int, trainTargetTokens: Int, firstEpochPositions: Int, fingerprint: String) {
+        self.train = train
+        self.eval = eval
+        self.trainSummary = trainSummary
+        self.evalSummary = evalSummary
+        self.issues = issues
+        self.trainTokens = trainTokens
+        self.trainTargetTokens = trainTargetTokens
+        self.firstEpochPositions = firstEpochPositions
+        self.fingerprint = fingerprint
+    }
+
+    init(_ d: PreparedData) {
+        self.init(train: d.train, eval: d.eval, trainSummary: d.trainSummary, evalSummary: d.evalSummary, issues: d.issues,
+                  trainTokens: d.trainTokens, trainTargetTokens: d.trainTargetTokens, firstEpochPositions: d.firstEpochPositions,
+                  fingerprint: d.fingerprint)
+    }
+
+    init(_ d: PreparedPreferenceData) {
+        self.init(train: d.train, eval: d.eval, trainSummary: d.trainSummary, evalSummary: d.evalSummary, issues: d.issues,
+                  trainTokens: d.trainTokens, trainTargetTokens: d.trainTargetTokens, firstEpochPositions: d.firstEpochPositions,
+                  fingerprint: d.fingerprint)
     }
 }

@@ -131,29 +131,39 @@ extension Trainer {
                 let b = source.batch(epoch: 0, index: i)
                 guard b.targetTokenCount > 0 else { continue }
                 let l = objective.loss(b, rng: &rng, training: false)
-                mine += [Float(i), l.data[0], Float(b.targetTokenCount)]
+                mine += [Float(i), l.data[0], Float(b.targetTokenCount), Float(objective.evaluationWeight(b))]
             }
         }
-        var rows: [(index: Int, loss: Float, tokens: Int)] = []
+        var rows: [(index: Int, loss: Float, tokens: Int, weight: Int)] = []
         for part in try group.allGather(mine.bytes) {
             let v = [Float](bytes: part[...])
-            for k in stride(from: 0, to: v.count, by: 3) { rows.append((Int(v[k]), v[k + 1], Int(v[k + 2]))) }
+            for k in stride(from: 0, to: v.count, by: 4) { rows.append((Int(v[k]), v[k + 1], Int(v[k + 2]), Int(v[k + 3]))) }
         }
         var total = 0.0
+        var weights = 0
         var tokens = 0
         for r in rows.sorted(by: { $0.index < $1.index }) {
-            total += Double(r.loss) * Double(r.tokens)
+            total += Double(r.loss) * Double(r.weight)
+            weights += r.weight
             tokens += r.tokens
         }
-        return (tokens > 0 ? Float(total / Double(tokens)) : .nan, tokens)
+        return (weights > 0 ? Float(total / Double(weights)) : .nan, tokens)
+    }
+
+    /// Every rank's metric sums and counts added up (the same names in the same order on every rank).
+    static func sumMetrics(_ metrics: [MetricSum], _ group: ProcessGroup) throws -> [MetricSum] {
+        var buffer = metrics.flatMap { [Float($0.sum), Float($0.count)] }
+        try group.sum(&buffer)
+        return metrics.enumerated().map { MetricSum(name: $0.element.name, sum: Double(buffer[2 * $0.offset]), count: Double(buffer[2 * $0.offset + 1])) }
     }
 }
 
-/// One optimizer step's work on one rank: its share of each micro-batch, forward and backward
-/// with the share's loss weighted by its part of the batch's target tokens, then the sum over
-/// the ranks. Weighting: the loss of a batch is the mean over its T target tokens; a share with
-/// t of them computes the mean over its own, times t / T (and 1 / micro-batches), so the ranks'
-/// gradients add up to the whole batch's.
+/// One optimizer step's work on one rank: its share of each micro-batch (the objective's
+/// `share`), forward and backward with the share's loss weighted as the objective's `partLoss`
+/// says, then the sum over the ranks. Weighting: the loss of a batch is the mean over its T target
+/// tokens; a share with t of them computes the mean over its own, times t / T (and 1 /
+/// micro-batches), so the ranks' gradients add up to the whole batch's (a preference objective
+/// divides by the whole batch's pairs itself, weight 1).
 struct SharedStep {
     let group: ProcessGroup
     let micro: Int
@@ -171,11 +181,11 @@ struct SharedStep {
         // One draw per micro-batch on every rank keeps the run's generator the same everywhere;
         // each rank's dropout stream is its own (dropout differs from one process, nothing else does).
         var local = SeededRNG(seed: rng.next() ^ (UInt64(group.rank + 1) &* 0xA24B_AED4_963E_E407))
-        guard let share = batch.share(rank: group.rank, of: group.size), share.targetTokenCount > 0 else { return }
+        guard let share = objective.share(batch, rank: group.rank, of: group.size), share.targetTokenCount > 0 else { return }
         let t0 = monotonicSeconds()
-        let shareLoss = objective.loss(share, rng: &local, training: true)
+        let (shareLoss, part) = objective.partLoss(share, of: batch, rng: &local, training: true)
         let value = shareLoss.data[0]
-        let weight = Double(share.targetTokenCount) / Double(batch.targetTokenCount) / Double(micro)
+        let weight = part / Double(micro)
         if value.isFinite {
             scale(shareLoss, Float(weight)).backward()
         } else {

@@ -67,12 +67,14 @@ public final class RunRecorder {
         var row: [String: Any] = ["type": "train", "step": r.step, "epoch": r.epoch, "loss": Double(r.loss), "smoothed_loss": smoothed,
                                   "learning_rate": Double(r.learningRate), "grad_norm": Double(r.gradNorm), "tokens": r.tokens]
         if let tokensPerSecond { row["tokens_per_second"] = tokensPerSecond }
+        for (name, value) in r.metrics ?? [:] { row[name] = value }
         return row
     }
 
     static func evalRow(_ e: EvalRecord, perplexity: Bool) -> [String: Any] {
         var row: [String: Any] = ["type": "eval", "step": e.step, "epoch": e.epoch, "loss": Double(e.loss), "tokens": e.tokens]
         if perplexity { row["perplexity"] = Double(e.perplexity) }
+        for (name, value) in e.metrics ?? [:] { row[name] = value }
         return row
     }
 

@@ -12,6 +12,45 @@ import Foundation
 public protocol TrainingObjective: AnyObject {
     var parameters: [(name: String, tensor: Tensor)] { get }
     func loss(_ batch: Batch, rng: inout SeededRNG, training: Bool) -> Tensor
+    /// Part `rank` of `size` of a batch in a data-parallel run (nil when empty). Default:
+    /// `Batch.share` (rows, or the samples after a shared prefix).
+    func share(_ batch: Batch, rank: Int, of size: Int) -> Batch?
+    /// The loss of `part` (a share of `whole`) and the weight that makes it its share of the
+    /// whole batch's loss: the parts' weighted losses add up to `loss(whole)`. Default: the mean
+    /// over the part's target tokens, weighted by its part of the batch's target tokens.
+    func partLoss(_ part: Batch, of whole: Batch, rng: inout SeededRNG, training: Bool) -> (loss: Tensor, weight: Double)
+    /// How much a batch counts in the evaluation's mean of batch losses. Default: its target tokens.
+    func evaluationWeight(_ batch: Batch) -> Int
+    /// The objective's own measurements since the last call, as sums and counts (a data-parallel
+    /// run adds the ranks' up): the same names in the same order on every call. Default: none.
+    func takeMetrics() -> [MetricSum]
+}
+
+/// One measurement over some items (pairs, tokens): its sum and how many items it covers.
+public struct MetricSum: Sendable, Equatable {
+    public var name: String
+    public var sum: Double
+    public var count: Double
+    public init(name: String, sum: Double, count: Double) {
+        self.name = name
+        self.sum = sum
+        self.count = count
+    }
+
+    /// Means by name (a metric over nothing is left out).
+    public static func means(_ sums: [MetricSum]) -> [String: Double]? {
+        let out = Dictionary(sums.filter { $0.count > 0 }.map { ($0.name, $0.sum / $0.count) }, uniquingKeysWith: { a, _ in a })
+        return out.isEmpty ? nil : out
+    }
+}
+
+extension TrainingObjective {
+    public func share(_ batch: Batch, rank: Int, of size: Int) -> Batch? { batch.share(rank: rank, of: size) }
+    public func partLoss(_ part: Batch, of whole: Batch, rng: inout SeededRNG, training: Bool) -> (loss: Tensor, weight: Double) {
+        (loss(part, rng: &rng, training: training), Double(part.targetTokenCount) / Double(whole.targetTokenCount))
+    }
+    public func evaluationWeight(_ batch: Batch) -> Int { batch.targetTokenCount }
+    public func takeMetrics() -> [MetricSum] { [] }
 }
 
 /// Batches in a reproducible order: `batch(epoch:index:)` returns the same batch for the same
@@ -64,6 +103,8 @@ public struct StepRecord: Codable, Sendable, Equatable {
     public var learningRate: Float
     public var gradNorm: Float
     public var tokens: Int
+    /// The objective's measurements over the step (preference rewards, ...); nil when it has none.
+    public var metrics: [String: Double]? = nil
 }
 
 public struct EvalRecord: Codable, Sendable, Equatable {
@@ -72,6 +113,8 @@ public struct EvalRecord: Codable, Sendable, Equatable {
     public var loss: Float
     public var perplexity: Float { Float(Foundation.exp(Double(loss))) }
     public var tokens: Int
+    /// The objective's measurements over the eval set; nil when it has none.
+    public var metrics: [String: Double]? = nil
 }
 
 public enum CheckpointKind: Sendable, Equatable {
@@ -136,21 +179,25 @@ public struct Trainer {
         return options.maxSteps.map { min($0, all) } ?? all
     }
 
-    /// Mean loss over every target token of `source`, without gradients.
+    /// Mean loss over every target token of `source` (batches weighted by the objective's
+    /// `evaluationWeight`: target tokens, or pairs), without gradients.
     public static func evaluate(_ objective: TrainingObjective, _ source: BatchSource) -> (loss: Float, tokens: Int) {
         var rng = SeededRNG(seed: 0)
         var total = 0.0
+        var weights = 0
         var tokens = 0
         withNoGrad {
             for i in 0..<source.batchCount(epoch: 0) {
                 let b = source.batch(epoch: 0, index: i)
                 guard b.targetTokenCount > 0 else { continue }
                 let l = objective.loss(b, rng: &rng, training: false)
-                total += Double(l.data[0]) * Double(b.targetTokenCount)
+                let w = objective.evaluationWeight(b)
+                total += Double(l.data[0]) * Double(w)
+                weights += w
                 tokens += b.targetTokenCount
             }
         }
-        return (tokens > 0 ? Float(total / Double(tokens)) : .nan, tokens)
+        return (weights > 0 ? Float(total / Double(weights)) : .nan, tokens)
     }
 
     /// Runs (or continues, from `state`) the training. `shouldStop` is polled after every
@@ -242,8 +289,10 @@ public struct Trainer {
                 }
                 let lr = options.learningRate * options.schedule.factor(step: state.step, warmupSteps: options.warmupSteps, totalSteps: total)
                 optimizer.update(params, lr: lr)
+                var metrics = objective.takeMetrics()
+                if let parallel, !metrics.isEmpty { metrics = try Trainer.sumMetrics(metrics, parallel) }
                 let record = StepRecord(step: state.step + 1, epoch: state.epoch + 1, loss: Float(stepLoss),
-                                        learningRate: lr, gradNorm: norm, tokens: stepTokens)
+                                        learningRate: lr, gradNorm: norm, tokens: stepTokens, metrics: MetricSum.means(metrics))
                 state.step += 1
                 state.batchIndex += micro
                 state.optimizerStep = optimizer.step
@@ -275,8 +324,11 @@ public struct Trainer {
             if epochDone || state.step >= total {
                 let epochNumber = epochDone ? state.epoch : state.epoch + 1
                 if let eval, eval.batchCount(epoch: 0) > 0 {
+                    _ = objective.takeMetrics()
                     let (l, n) = try parallel.map { try Trainer.evaluate(objective, eval, group: $0) } ?? Trainer.evaluate(objective, eval)
-                    let rec = EvalRecord(epoch: epochNumber, step: state.step, loss: l, tokens: n)
+                    var metrics = objective.takeMetrics()
+                    if let parallel, !metrics.isEmpty { metrics = try Trainer.sumMetrics(metrics, parallel) }
+                    let rec = EvalRecord(epoch: epochNumber, step: state.step, loss: l, tokens: n, metrics: MetricSum.means(metrics))
                     state.evals.append(rec)
                     onEvent(.evaluated(rec))
                 }

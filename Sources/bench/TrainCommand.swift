@@ -3,6 +3,7 @@
 // forward tokens/s (no grad), greedy generation tokens/s (KV cache), LoRA training tokens/s
 // (forward + backward + AdamW over all seven projections, loss over every position), and peak
 // RSS after each phase; and writes them as JSON for scripts/bench.sh to set beside the peer's.
+// The preference phase times a DPO step against a supervised step on the same tokens.
 import ArgumentParser
 import Autograd
 import CLISupport
@@ -27,7 +28,9 @@ struct TrainCommand: ParsableCommand {
     @Option(help: "Untimed warm-up steps.") var warmup: Int = 1
     @Option(help: "Timed forward calls.") var forwardReps: Int = 2
     @Option(help: "New tokens for the generation measurement.") var genTokens: Int = 64
-    @Option(help: "Phases to run, comma-separated: startup,forward,generate,train; also signature (the base signature uncached, in the v1 and v2 encodings).") var phases: String = "startup,forward,generate,train"
+    @Option(help: "Phases to run, comma-separated: startup,forward,generate,train; also signature (the base signature uncached, in the v1 and v2 encodings) and preference (a DPO step against a supervised step on the same tokens: --batch pairs of a --pair-prompt token prompt and two --pair-reply token replies).") var phases: String = "startup,forward,generate,train"
+    @Option(help: "preference phase: prompt tokens of each pair.") var pairPrompt: Int = 128
+    @Option(help: "preference phase: tokens of each reply (chosen and rejected alike).") var pairReply: Int = 64
     @Flag(help: "Train with activation checkpointing (memory for compute).") var activationCheckpointing = false
     @Option(help: "JSONL file the startup phase reads and tokenizes (time to first training step).")
     var startupData = "examples/extraction/train.jsonl"
@@ -126,12 +129,73 @@ struct TrainCommand: ParsableCommand {
             log(String(format: "train: %.0f tokens/s, peak RSS %.0f MB; %.1f matrix GFLOP/step, sgemm %.1f GFLOP/s -> bound %.0f tokens/s (%.0f%% of it)",
                        tokensPerS, peakRSSMB(), flops.perStep / 1e9, gemm, limit, 100 * tokensPerS / limit))
         }
+        if wanted.contains("preference") {
+            result["preference"] = try preferencePhase(base, rng: &rng)
+        }
         result["peak_rss_mb"] = peakRSSMB()
         let json = try JSONSerialization.data(withJSONObject: result, options: [.prettyPrinted, .sortedKeys])
         if let out { try json.write(to: URL(fileURLWithPath: out)) } else { print(String(decoding: json, as: UTF8.self)) }
     }
 
     func log(_ s: String) { FileHandle.standardError.write(Data((s + "\n").utf8)) }
+
+    /// A DPO step (reference = the base, its log-probabilities cached after the warm-up step, as
+    /// from the second epoch on; each pair's prompt once, and again with each sequence whole)
+    /// against a supervised step on the same tokens (the 2·B sequences prompt + reply, each row
+    /// whole, the loss on the replies), all forward + backward + AdamW over the LoRA of every projection.
+    func preferencePhase(_ base: BaseModel, rng: inout SeededRNG) throws -> [String: Any] {
+        let V = base.config.vocabSize
+        func ids(_ n: Int) -> [Int] { (0..<n).map { _ in Int.random(in: 0..<V, using: &rng) } }
+        func example(_ prompt: [Int], _ reply: [Int], _ i: Int) -> TrainingExample {
+            let tokens = prompt + reply
+            let target = [Bool](repeating: false, count: prompt.count) + [Bool](repeating: true, count: reply.count)
+            return TrainingExample(sampleIndex: i, line: i + 1, inputs: Array(tokens.dropLast()), targets: Array(tokens.dropFirst()),
+                                   targetMask: Array(target.dropFirst()))
+        }
+        let pairs = (0..<batch).map { i -> PreferenceExample in
+            let p = ids(pairPrompt)
+            return PreferenceExample(sampleIndex: i, line: i + 1, chosen: example(p, ids(pairReply), i), rejected: example(p, ids(pairReply), i))
+        }
+        let pairBatch = try PreferenceBatcher(examples: pairs, options: BatchOptions(batchSize: batch, layout: .sharePrefix, shuffle: false)).batches(epoch: 0)[0]
+        // the same DPO step with each sequence whole (--no-share-prefix): the positions the supervised step computes
+        let wholeBatch = try PreferenceBatcher(examples: pairs, options: BatchOptions(batchSize: batch, layout: .padToLongest, shuffle: false)).batches(epoch: 0)[0]
+        let sequences = pairs.flatMap { [$0.chosen, $0.rejected] }
+        var plain = try Batcher(examples: sequences, options: BatchOptions(batchSize: 2 * batch, layout: .padToLongest, shuffle: false))
+        let sftBatch = plain.next()!
+        var results: [String: Any] = ["pairs": batch, "prompt_tokens": pairPrompt, "reply_tokens": pairReply,
+                                      "sft_positions": sftBatch.inputIds.count, "dpo_positions": pairBatch.inputIds.count]
+        var means: [String: Double] = [:]
+        for name in ["sft", "dpo", "dpo_whole"] {
+            var initRNG = SeededRNG(seed: 1)
+            let llama = try LlamaModel(weights: base.weights, lora: LoRAConfig(rank: rank, alpha: Float(rank)), rng: &initRNG)
+            llama.activationCheckpointing = activationCheckpointing
+            let objective: TrainingObjective = name == "sft" ? AdapterObjective(model: llama)
+                : try PreferenceObjective(model: llama, reference: try LlamaModel(base: base.weights, adapter: nil),
+                                          settings: PreferenceSettings(objective: .dpo, beta: 0.1))
+            let b = name == "sft" ? sftBatch : name == "dpo" ? pairBatch : wholeBatch
+            let params = llama.loraParameters.map(\.tensor)
+            var opt = AdamW(parameterSizes: params.map(\.count), weightDecay: 0.01)
+            var times: [Double] = []
+            for i in 0..<(warmup + steps) {
+                let s = monotonicSeconds()
+                for p in params { p.grad = nil }
+                let loss = objective.loss(b, rng: &rng, training: true)
+                loss.backward()
+                opt.update(params, lr: 1e-4)
+                let dt = monotonicSeconds() - s
+                if i >= warmup { times.append(dt) }
+                log(String(format: "%@ step %d: %.2fs (loss %.4f)%@", name, i, dt, loss.data[0], i < warmup ? " warm-up (DPO: the reference pass too)" : ""))
+            }
+            means[name] = times.reduce(0, +) / Double(times.count)
+            results[name] = ["sec_per_step": times, "positions": b.inputIds.count]
+        }
+        results["dpo_over_sft"] = means["dpo"]! / means["sft"]!
+        results["dpo_whole_over_sft"] = means["dpo_whole"]! / means["sft"]!
+        log(String(format: "preference: a DPO step takes %.2fx a supervised step on the same tokens (%d pairs, prompt %d, replies %d; positions %d vs %d); with each sequence whole (the same positions) %.2fx",
+                   means["dpo"]! / means["sft"]!, batch, pairPrompt, pairReply, pairBatch.inputIds.count, sftBatch.inputIds.count,
+                   means["dpo_whole"]! / means["sft"]!))
+        return results
+    }
 }
 
 /// The matrix FLOPs of one LoRA training step (issue 9's sgemm-bound limit): the forward

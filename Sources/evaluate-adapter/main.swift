@@ -34,6 +34,9 @@ struct EvaluateAdapter: ParsableCommand {
     @Option(help: "An adapter to evaluate: \(AdapterForms.phrase). Repeat to compare several.")
     var checkpoint: [String] = []
 
+    @Option(help: "Also score every model on these preference pairs (prompt, chosen, rejected; Schema.md \"Preference pairs\"): pref acc, the share of pairs whose chosen reply the model gives the higher log-probability; pref margin, the mean of that difference; reward acc, the share whose difference is above the base model's (TRL's rewards/accuracies with the base as reference).")
+    var preferenceData: String?
+
     @Option(help: "A train-adapter --checkpoint-dir: evaluates every adapter-epoch{N}.safetensors and adapter-final.safetensors in it.")
     var checkpointDir: String?
 
@@ -94,6 +97,7 @@ struct EvaluateAdapter: ParsableCommand {
         var s = EvaluationSettings(evalData: evalData)
         s.checkpoints = checkpoint
         s.checkpointDir = checkpointDir
+        s.preferenceData = preferenceData
         s.includeBase = includeBase
         s.maxSamples = maxSamples
         s.maxNewTokens = maxNewTokens

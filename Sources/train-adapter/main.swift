@@ -11,14 +11,18 @@ import Training
 struct TrainAdapter: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "train-adapter",
-        abstract: "Train a LoRA adapter on a frozen base model from a JSONL file of conversations.",
+        abstract: "Train a LoRA adapter on a frozen base model from a JSONL file of conversations (or of preference pairs: DPO, IPO, ORPO).",
         discussion: """
             Only the adapter's A and B matrices are trained (AdamW), on the cross-entropy of the assistant \
             turns. After each epoch: eval loss and perplexity, and adapter-epoch{N}.safetensors in \
             --checkpoint-dir; adapter-final.safetensors at the end. The run's log goes to --checkpoint-dir/adapter/: \
             metrics.jsonl (a header naming the run, then one row per step and evaluation), loss-curve.svg and \
             TensorBoard event files (tensorboard --logdir DIR). \
-            Ctrl-C writes a resumable checkpoint (continue with --resume).
+            Ctrl-C writes a resumable checkpoint (continue with --resume). \
+            With --objective dpo, ipo or orpo the adapter learns from preference pairs instead (a prompt, the \
+            chosen reply and the rejected one; Schema.md "Preference pairs"): --batch-size counts pairs, the \
+            prompt is computed once per pair, and each step also logs TRL's rewards/chosen, rewards/rejected, \
+            rewards/margins, rewards/accuracies and logps (ORPO: nll_loss and the log odds), on the eval pairs too.
             """)
 
     @OptionGroup(title: "Base model") var model: BaseModelOptions
@@ -29,6 +33,7 @@ struct TrainAdapter: ParsableCommand {
     @OptionGroup(title: "Reporting") var report: TrainingReportOptions
 
     @OptionGroup(title: "Adapter") var adapter: LoRAOptions
+    @OptionGroup(title: "Objective") var objective: ObjectiveOptions
 
     func run() throws {
         let printer = ProgressPrinter()
@@ -44,6 +49,9 @@ struct TrainAdapter: ParsableCommand {
         settings.activationCheckpointing = schedule.activationCheckpointing
         settings.report = report.settings()
         settings.group = DataParallelJob.group
+        settings.preference = objective.preference
+        settings.initCheckpoint = objective.initCheckpoint
+        settings.referenceCheckpoint = objective.referenceCheckpoint
         if checkpoints.resume { printer.logResumeScan(directory: checkpoints.checkpointDir, prefix: "adapter") }
         StopSignal.install()
         let outcome = try AdapterRun.run(settings, base: base, shouldStop: { StopSignal.requested }, notice: { n in

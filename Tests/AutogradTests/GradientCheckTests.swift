@@ -123,6 +123,29 @@ func gradCases() -> [GradCase] {
     add("linearCrossEntropy trainable head", [dleaf([3, 4], &r), dleaf([6, 4], &r)]) {
         Ops.linearCrossEntropy(hidden: $0[0], weight: $0[1], targets: [1, 5, 0])
     }
+    // preference training: each row's target log-probability under a frozen head (21 = 16 + 5
+    // columns: the SIMD loop and its tail), sums of rows into sequences, and the pair losses
+    add("tokenLogProbs", [dleaf([5, 4], &r, scale: 2), dleaf([21, 4], &r, grad: false, scale: 2)]) { a in
+        a[1].data.withUnsafeBufferPointer { w in
+            Ops.tokenLogProbs(hidden: a[0], vocabulary: 21, targets: [0, 20, 7, 7, 16]) { rows, out in
+                out.update(from: w.baseAddress! + rows.lowerBound * 4, count: rows.count * 4)
+            }
+        }
+    }
+    add("segmentSums", [dleaf([7], &r)]) { Ops.segmentSums($0[0], segments: [0, -1, 1, 1, 0, 2, -1], count: 3) }
+    let reference = (0..<6).map { _ in r.nextDouble() * 4 - 2 }, lengths = [3, 5, 2, 4, 1, 6]
+    for kind in [PreferenceLossKind.sigmoid(beta: 0.7, labelSmoothing: 0), .sigmoid(beta: 0.3, labelSmoothing: 0.2), .ipo(beta: 0.4)] {
+        add("preferenceLoss \(kind)", [dleaf([6], &r, scale: 3)]) {
+            Ops.preferenceLoss(policy: $0[0], reference: reference, lengths: lengths, nll: nil, nllDivisor: 1, pairDivisor: 5, kind: kind)
+        }
+    }
+    // ORPO needs log-probabilities (< 0): policy = −x² − 0.3 per token of each reply
+    add("preferenceLoss orpo", [dleaf([6], &r), dleaf([3], &r, scale: 5)]) { a in
+        let perToken = Ops.binary(Ops.scale(Ops.binary(a[0], a[0], .mul, "mul"), -1), DT(shape: [], data: [0.3]), .sub, "sub")
+        let policy = Ops.binary(perToken, DT(shape: [6], data: lengths.map(Double.init)), .mul, "mul")
+        return Ops.preferenceLoss(policy: policy, reference: nil, lengths: lengths, nll: a[1], nllDivisor: 17, pairDivisor: 3,
+                                  kind: .orpo(lambda: 0.8))
+    }
     // activation checkpointing around a small block (x and a trainable weight)
     add("checkpointed", [dleaf([3, 4], &r), dleaf([5, 4], &r)]) { a in
         Ops.checkpointed(a[0], parameters: [a[1]]) { x in Ops.swiglu(gate: Ops.linear(x, weight: a[1]), up: Ops.linear(x, weight: a[1])) }

@@ -232,6 +232,8 @@ final class HelpTextTests: XCTestCase {
         ("generate", "--checkpoint"),
         ("serve", "--adapters"),
         ("train-draft", "--checkpoint"),
+        ("train-adapter", "--init-checkpoint"),
+        ("train-adapter", "--reference-checkpoint"),
     ]
 
     func testEveryAdapterOptionNamesTheFormsTheLoaderReads() throws {
@@ -239,7 +241,7 @@ final class HelpTextTests: XCTestCase {
         XCTAssertEqual(Adapter.formDescriptions.count, 3)
         var found: [(String, String)] = []
         for h in helps {
-            for o in h.options where o.names.contains(where: { ["--checkpoint", "--adapter", "--adapters"].contains($0) }) {
+            for o in h.options where o.names.contains(where: { ["--checkpoint", "--adapter", "--adapters", "--init-checkpoint", "--reference-checkpoint"].contains($0) }) {
                 found.append((h.command, o.names.first { $0.hasPrefix("--") }!))
                 for form in Adapter.formDescriptions {
                     XCTAssertTrue(o.description.contains(form),

@@ -99,7 +99,8 @@ final class MPIRunTests: XCTestCase {
     /// divides each update by the root of its own second moment, so a value whose gradient is a
     /// nearly cancelling sum carries the float-order difference into its update. The toolkit's own
     /// equivalent layouts, a prompt prefix shared or not in one process, differ the same way.)
-    func assertSameTraining(_ a: String, _ b: String, _ what: String, file: StaticString = #filePath, line: UInt = #line) throws {
+    func assertSameTraining(_ a: String, _ b: String, _ what: String, norm bound: Double = 1e-6, largest largestBound: Float = 1e-5,
+                            file: StaticString = #filePath, line: UInt = #line) throws {
         let x = try Checkpoint.load(a), y = try Checkpoint.load(b)
         XCTAssertEqual(Set(x.tensors.keys), Set(y.tensors.keys), file: file, line: line)
         XCTAssertEqual(x.header.state.step, y.header.state.step, file: file, line: line)
@@ -108,8 +109,8 @@ final class MPIRunTests: XCTestCase {
         let u = names.flatMap { x.tensors[$0]!.data }, v = names.flatMap { y.tensors[$0]!.data }
         let norm = ParallelFixtures.normDifference(u, v), largest = ParallelFixtures.relativeDifference(u, v)
         print("\(what): relative difference \(norm) (norms), \(largest) (largest value)")
-        XCTAssertLessThanOrEqual(norm, 1e-6, "\(what): ‖Δ‖/‖θ‖ = \(norm)", file: file, line: line)
-        XCTAssertLessThanOrEqual(largest, 1e-5, "\(what): max|Δ|/max|θ| = \(largest)", file: file, line: line)
+        XCTAssertLessThanOrEqual(norm, bound, "\(what): ‖Δ‖/‖θ‖ = \(norm)", file: file, line: line)
+        XCTAssertLessThanOrEqual(largest, largestBound, "\(what): max|Δ|/max|θ| = \(largest)", file: file, line: line)
     }
 
     func identical(_ a: String, _ b: String) throws -> Bool {
@@ -162,6 +163,42 @@ final class MPIRunTests: XCTestCase {
         _ = try train(0, one, tool: "train-draft", extra: ["--draft-layers", "1"])
         _ = try train(2, two, tool: "train-draft", extra: ["--draft-layers", "1"])
         try assertSameTraining(one + "/draft-model-final.safetensors", two + "/draft-model-final.safetensors", "draft: 2 ranks vs one process")
+    }
+
+    func testTwoRanksTrainDPOAndORPOOneProcessTrains() throws {
+        // pairs with a shared system prompt: each rank takes whole pairs (rows), the reference once per pair
+        var lines: [String] = []
+        for (i, w) in ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"].enumerated() {
+            lines.append(#"{"prompt": [{"role": "system", "content": "Repeat the word in upper case."}, {"role": "user", "content": "say \#(w)"}], "chosen": "\#(w.uppercased())", "rejected": "\#(i % 2 == 0 ? w : w + "!")"}"#)
+        }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: dir + "/pairs.jsonl", atomically: true, encoding: .utf8)
+        try (lines.suffix(5).joined(separator: "\n") + "\n").write(toFile: dir + "/eval-pairs.jsonl", atomically: true, encoding: .utf8)
+        for (label, extra) in [("dpo", ["--objective", "dpo", "--beta", "0.5"]), ("orpo-pack", ["--objective", "orpo", "--pack-sequences"])] {
+            let data = ["--train-data", dir + "/pairs.jsonl", "--eval-data", dir + "/eval-pairs.jsonl"]
+            let one = dir + "/\(label)-one", two = dir + "/\(label)-two"
+            _ = try train(0, one, extra: extra + data)
+            let run = try train(2, two, extra: extra + data)
+            // DPO's gradient is the difference of the chosen and the rejected sequence's gradients,
+            // nearly equal while the policy is near the reference: float-order differences (each rank
+            // computes its rows in a smaller batch) cancel less, so it is held to 10x the bound
+            let loose = label == "dpo"
+            try assertSameTraining(one + "/adapter-final.safetensors", two + "/adapter-final.safetensors", "\(label): 2 ranks vs one process",
+                                   norm: loose ? 1e-5 : 1e-6, largest: loose ? 1e-4 : 1e-5)
+            let a = try Checkpoint.load(one + "/adapter-final.safetensors").header.state, b = try Checkpoint.load(two + "/adapter-final.safetensors").header.state
+            for (x, y) in zip(a.history, b.history) {
+                XCTAssertEqual(x.loss, y.loss, accuracy: 1e-5 * max(1, abs(x.loss)), "\(label) step \(x.step) loss")
+                // (an accuracy counts margins above 0: at step 1 the policy is the reference and every
+                // margin is float noise, so accuracies are compared on the evaluations only)
+                for (key, v) in x.metrics ?? [:] where key != "rewards/accuracies" {
+                    XCTAssertEqual(v, y.metrics?[key] ?? .nan, accuracy: 1e-4 * max(1, abs(v)), "\(label) step \(x.step) \(key)")
+                }
+            }
+            for (x, y) in zip(a.evals, b.evals) {
+                XCTAssertEqual(x.loss, y.loss, accuracy: 1e-5 * max(1, abs(x.loss)), "\(label) eval")
+                XCTAssertEqual(x.metrics?["rewards/accuracies"], y.metrics?["rewards/accuracies"], "\(label) eval accuracy")
+            }
+            XCTAssert(run.output.contains("reward margin"), run.output)
+        }
     }
 
     func testInvalidDataIsReportedOnce() throws {

@@ -11,6 +11,7 @@ import ModelAssets
 import ModelDefinition
 import TestSupport
 import Training
+import Autograd
 import XCTest
 
 final class EvaluationRunTests: XCTestCase {
@@ -118,6 +119,49 @@ final class EvaluationRunTests: XCTestCase {
         XCTAssertEqual(second.models[0].exactMatches, report.models[1].exactMatches)
         XCTAssertEqual(second.models[0].generatedTokens, report.models[1].generatedTokens)
         XCTAssertNil(second.models[0].evalLoss)
+    }
+
+    /// --preference-data: every model's preference accuracy, margin and reward accuracy (against
+    /// the base) over the pairs, checked against sequence log-probabilities taken another way (the
+    /// fused cross-entropy of each sequence alone, times its reply tokens).
+    func testPreferenceScoresOnAPreferenceEvalSet() throws {
+        let env = try makeEnv()
+        let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+        let lines = words.enumerated().map { i, w in
+            #"{"prompt": "say \#(w)", "chosen": "\#(w.uppercased())\#(i)", "rejected": "\#(i % 2 == 0 ? w : "no")"}"#
+        }
+        let pairsPath = env.dir + "/pairs.jsonl"
+        try lines.joined(separator: "\n").write(toFile: pairsPath, atomically: true, encoding: .utf8)
+        var s = EvaluationSettings(evalData: env.eval)
+        s.checkpoints = [env.runDir + "/adapter-final.safetensors"]
+        s.includeBase = true
+        s.generate = false
+        s.batchSize = 4
+        s.preferenceData = pairsPath
+        let report = try EvaluationRun.run(s, base: env.base)
+        let encoder = try TrainingEncoder(tokenizer: env.base.tokenizer, template: env.base.template, maxSequenceLength: s.maxSequenceLength)
+        let pairs = try encoder.encode(try DataReader.readPreferences(path: pairsPath)).examples
+        /// log p(reply) of one sequence alone: −(mean cross-entropy over its reply tokens) × their count.
+        func logProb(_ model: LlamaModel, _ x: TrainingExample) -> Double {
+            var rng = SeededRNG(seed: 0)
+            let ce = withNoGrad {
+                model.loss(inputs: x.inputs, targets: x.targets, lossMask: x.targetMask, layout: .rows(batch: 1, length: x.count), rng: &rng, training: false)
+            }
+            return -Double(ce.data[0]) * Double(x.targetTokenCount)
+        }
+        let baseModel = try LlamaModel(base: env.base.weights, adapter: nil)
+        let adapted = try LlamaModel(base: env.base.weights, adapter: try Adapter.load(s.checkpoints[0]))
+        let baseLP = pairs.map { (logProb(baseModel, $0.chosen), logProb(baseModel, $0.rejected)) }
+        for (m, model) in zip(report.models, [baseModel, adapted]) {
+            let lp = pairs.map { (logProb(model, $0.chosen), logProb(model, $0.rejected)) }
+            XCTAssertEqual(m.preferencePairs, 6)
+            XCTAssertEqual(m.preferenceAccuracy!, Double(lp.filter { $0.0 > $0.1 }.count) / 6, accuracy: 1e-12, m.label)
+            XCTAssertEqual(m.preferenceMargin!, lp.reduce(0) { $0 + $1.0 - $1.1 } / 6, accuracy: 1e-3, m.label)
+            let rewarded = zip(lp, baseLP).filter { ($0.0.0 - $0.1.0) > ($0.0.1 - $0.1.1) }.count
+            if m.label != "base" { XCTAssertEqual(m.rewardAccuracy!, Double(rewarded) / 6, accuracy: 1e-12, m.label) }
+        }
+        let table = EvaluationTable.render(report)
+        for column in ["pref acc", "pref margin", "reward acc"] { XCTAssert(table.contains(column), table) }
     }
 
     func testMaxSamplesAndTokenBudget() throws {

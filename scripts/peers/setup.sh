@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up the peer the toolkit is measured and checked against: PyTorch + transformers + PEFT on
+# Sets up the peer the toolkit is measured and checked against: PyTorch + transformers + PEFT (+ TRL) on
 # the CPU in a venv under $PEERS (default ~/.cache/adapter-peers), and the toolkit's own GGUF
 # (fetched by scripts/fetch-model.sh) dequantized into an fp32 Hugging Face folder there. Leaves
 # out MLX (scripts/bench.sh adds it with WITH_MLX=1). Follows PyPI's packages at the versions the
@@ -14,7 +14,7 @@ hf=$PEERS/smollm2-135m-hf
 # speed figures need the same ones. PyPI has one torch build for Linux x86_64: it runs on the CPU
 # here, but pip also brings its CUDA libraries and triton (4 of the venv's ~6 GB); torch loads them
 # at import, so they cannot be left out.
-pins=(torch==2.15.0 transformers==5.23.0 peft==0.21.2 accelerate==1.15.0 gguf==0.19.0 sentencepiece==0.2.3)
+pins=(torch==2.15.0 transformers==5.23.0 peft==0.21.2 accelerate==1.15.0 gguf==0.19.0 sentencepiece==0.2.3 trl==1.16.0)
 
 pinned() {
   [ -x "$venv/bin/python" ] && "$venv/bin/python" "$root/scripts/pins-installed.py" "${pins[@]}"
