@@ -21,6 +21,9 @@ public struct SpeculativeStats: Sendable, Equatable {
     /// Decode-phase seconds in the draft's proposals and in the target's verification passes.
     public var draftSeconds = 0.0
     public var verifySeconds = 0.0
+    /// Tokens the target ran in its decode passes: the chosen and forced tokens it had not seen,
+    /// each drafted token and the tokens forced after it (rejected ones included).
+    public var rowsFed = 0
     public var alpha: Double { checkedPositions > 0 ? overlapSum / Double(checkedPositions) : 0 }
     /// Tokens produced per target forward pass (decode phase).
     public var tokensPerTargetCall: Double {
@@ -169,6 +172,7 @@ public struct SpeculativeReply {
         for (i, forced) in proposal.forced.enumerated() where !forced { rows.append(pending - 1 + i) }
         rows.append(pending - 1 + proposal.tokens.count)
         stats.generation.targetForwardCalls += 1
+        stats.rowsFed += pending + proposal.tokens.count
         return (Array(context[cached...]) + proposal.tokens, rows)
     }
 

@@ -127,7 +127,7 @@ struct SpeculativeCommand: ParsableCommand {
         _ = SpeculativeDecoder(target: target, drafter: drafter, draftTokens: numDraftTokens[0]).generate(warm)
 
         struct Totals { var tokens = 0; var decode = 0.0; var all = 0.0; var proposed = 0; var accepted = 0; var checked = 0; var overlap = 0.0; var calls = 0
-                       var draft = 0.0; var verify = 0.0 }
+                       var draft = 0.0; var verify = 0.0; var rows = 0 }
         var plain = Totals()
         var spec = [Int: Totals]()
         var allIdentical = true
@@ -156,6 +156,7 @@ struct SpeculativeCommand: ParsableCommand {
             plain.tokens += ps.generatedTokens
             plain.decode += ps.decodeSeconds
             plain.all += ps.decodeSeconds + ps.prefillSeconds
+            plain.calls += ps.targetForwardCalls
             var line = String(format: "prompt %d (%d tokens): plain %d tokens %.1f tok/s", i + 1, request.prompt.count, ps.generatedTokens, ps.tokensPerSecond)
             if constraint != nil { line += " (constrained: \(ps.forcedTokens) forced\(ps.incomplete ? ", INCOMPLETE" : ""))" }
             for (j, g) in numDraftTokens.enumerated() {
@@ -173,6 +174,7 @@ struct SpeculativeCommand: ParsableCommand {
                 t.calls += s.generation.targetForwardCalls
                 t.draft += s.draftSeconds
                 t.verify += s.verifySeconds
+                t.rows += s.rowsFed
                 spec[g] = t
                 line += String(format: " | gamma %d: %.1f tok/s (%.2fx), alpha %.2f, %@", g, s.generation.tokensPerSecond,
                                s.generation.tokensPerSecond / max(ps.tokensPerSecond, 1e-9), s.alpha, same ? "identical" : "DIFFERENT")
@@ -184,8 +186,8 @@ struct SpeculativeCommand: ParsableCommand {
             out(line)
         }
         let plainTPS = Double(plain.tokens) / max(plain.decode, 1e-9)
-        out(String(format: "plain greedy: %d tokens, %.2f tokens/s decode (%.2f tokens/s with prefill)", plain.tokens, plainTPS,
-                   Double(plain.tokens) / max(plain.all, 1e-9)))
+        out(String(format: "plain greedy: %d tokens, %.2f tokens/s decode (%.2f tokens/s with prefill), %.2f tokens per target pass", plain.tokens, plainTPS,
+                   Double(plain.tokens) / max(plain.all, 1e-9), Double(plain.tokens) / Double(max(1, plain.calls - conversations.count))))
         for g in numDraftTokens {
             let t = spec[g]!
             let tps = Double(t.tokens) / max(t.decode, 1e-9)
@@ -196,9 +198,9 @@ struct SpeculativeCommand: ParsableCommand {
                        alpha, t.proposed, t.accepted, t.proposed > 0 ? Double(t.accepted) / Double(t.proposed) : 0,
                        Double(t.tokens) / Double(max(1, t.calls - conversations.count))))
             let passes = max(1, t.calls - conversations.count)
-            out(String(format: "  gamma %d decode time: draft %.2fs (%.2f ms per proposal), verification %.2fs (%.2f ms per pass), other %.2fs",
+            out(String(format: "  gamma %d decode time: draft %.2fs (%.2f ms per proposal), verification %.2fs (%.2f ms per pass of %.2f tokens on average), other %.2fs",
                        g, t.draft, t.draft * 1000 / Double(max(1, t.proposed)), t.verify, t.verify * 1000 / Double(passes),
-                       t.decode - t.draft - t.verify))
+                       Double(t.rows) / Double(max(1, t.calls)), t.decode - t.draft - t.verify))
         }
         out(allIdentical ? "outputs: identical with and without the draft on every prompt" : "outputs: DIFFERENT on some prompt (see above)")
         if !allIdentical { throw ExitCode(1) }
