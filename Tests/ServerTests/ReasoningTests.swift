@@ -173,6 +173,26 @@ final class ReasoningTests: XCTestCase {
         XCTAssertFalse(order.drop { $0 == "reasoning" }.contains("reasoning"), "\(order)")
     }
 
+    func testAPromptThatOpensTheBlockMakesTheReplyThinkingFromItsStart() async throws {
+        // DeepSeek-R1-Distill's generation prompt ends in `<think>\n`: the model writes no open marker
+        let (service, scheduler) = try makeService(template: "deepseek_r1_distill_qwen.jinja")
+        defer { scheduler.shutdown() }
+        let forced = try service.constraints.regex("[a-z]{2,6}( [a-z]{2,6}){1,3}\n</think>\n\n[a-z]{2,6}")
+        guard case .stream(let s) = try await service.chat(try ChatRequest(OpenAIService.parse(request(true))), forcing: forced) else {
+            return XCTFail("expected a stream")
+        }
+        var reasoning = "", content = ""
+        while let event = await s.next() {
+            let data = String(event.dropFirst(6).dropLast(2))
+            if data == "[DONE]" { break }
+            guard let delta = try JSONValue.parse(data)["choices"]?.arrayValue?.first?["delta"] else { continue }
+            reasoning += delta["reasoning_content"]?.stringValue ?? ""
+            content += delta["content"]?.stringValue ?? ""
+        }
+        XCTAssertNotNil(reasoning.wholeMatch(of: try Regex("^[a-z]{2,6}( [a-z]{2,6}){1,3}$")), reasoning.debugDescription)
+        XCTAssertNotNil(content.wholeMatch(of: try Regex("^[a-z]{2,6}$")), content.debugDescription)
+    }
+
     func testThinkingSwitchedOffGivesNoReasoningPart() async throws {
         let (service, scheduler) = try makeService(kwargs: #"{"enable_thinking": false}"#)
         defer { scheduler.shutdown() }
