@@ -231,6 +231,20 @@ public struct ChatTemplateSource: Sendable, Equatable {
         "</s>", "<｜end▁of▁sentence｜>", "<|END_OF_TURN_TOKEN|>", "<|return|>", "<|call|>", "<turn|>",
     ]
 
+    /// How templates of thinking models mark a reply's thinking (open, close), the first pair
+    /// whose both spellings a template's text holds is that model's: `<think>` for Qwen3, QwQ and
+    /// DeepSeek-R1(-Distill), `<seed:think>` for Seed-OSS, `[THINK]` for Magistral.
+    public static let thinkingMarkerSpellings: [(open: String, close: String)] = [
+        ("<think>", "</think>"), ("<seed:think>", "</seed:think>"), ("[THINK]", "[/THINK]"),
+    ]
+
+    /// The thinking markers this template writes (nil for a model without a thinking block, and
+    /// for the built-in templates).
+    public var thinkingMarkers: (open: String, close: String)? {
+        guard case let .jinja(text) = body else { return nil }
+        return Self.thinkingMarkerSpellings.first { text.contains($0.open) && text.contains($0.close) }
+    }
+
     /// Ids that end an assistant turn: the tokenizer's EOS and the end-of-turn tokens the template writes.
     public func stopTokenIds(_ tokenizer: BPETokenizer) -> Set<Int> {
         var ids = Set<Int>()

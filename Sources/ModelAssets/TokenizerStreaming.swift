@@ -6,6 +6,10 @@
 public struct StreamingDecoder: Sendable {
     public let tokenizer: BPETokenizer
     public let skipSpecialTokens: Bool
+    /// Special tokens decoded to their text even when special tokens are skipped: a thinking
+    /// model's `<think>`/`</think>` (GGUF marks such added tokens user-defined, which this tokenizer
+    /// counts as special), so the reply's thinking can be told from its answer.
+    public var keptTokens: Set<Int> = []
     /// Bytes of an unfinished character (at most 3).
     private var pending: [UInt8] = []
 
@@ -16,7 +20,7 @@ public struct StreamingDecoder: Sendable {
 
     /// Adds one token; returns the text that is now complete (often "", sometimes several characters).
     public mutating func feed(_ id: Int) -> String {
-        tokenizer.appendBytes(of: id, skipSpecialTokens: skipSpecialTokens, to: &pending)
+        tokenizer.appendBytes(of: id, skipSpecialTokens: skipSpecialTokens && !keptTokens.contains(id), to: &pending)
         let cut = StreamingDecoder.completePrefixLength(pending)
         guard cut > 0 else { return "" }
         let text = String(decoding: pending[0..<cut], as: UTF8.self)

@@ -174,6 +174,9 @@ struct ChatRequest {
     var guide: Guide
     /// Tools declared in the request (rendered on the system turn).
     var tools: [ToolDefinition]
+    /// Where the first reasoning given back is (`messages[N].reasoning_content`), for the error
+    /// when the model's template has no thinking block to render it in.
+    var reasoningParam: String?
 
     init(_ body: JSONValue) throws(ServerError) {
         let f = try Fields(body, path: "")
@@ -186,6 +189,7 @@ struct ChatRequest {
         messages = []
         for (i, item) in list.enumerated() {
             messages.append(try Self.message(try Fields(item, path: "messages[\(i)]"), model: model, callNames: &callNames))
+            if reasoningParam == nil, messages[i].reasoning != nil { reasoningParam = "messages[\(i)].reasoning_content" }
         }
         tools = try Self.tools(f)
         let choice = try Self.toolChoice(f, tools: tools)
@@ -364,15 +368,12 @@ struct ChatRequest {
                 calls.append(ToolCall(id: id, name: name, arguments: arguments))
             }
             // Reasoning given back (Apple's client returns a reasoning model's thinking on the
-            // next assistant message). No template served here has a thinking block to render it
-            // in, and it is never silently dropped: refused until one does (issue 38, item 3:
-            // reasoning_content with the chat-template work).
-            if let reasoning = try f.string("reasoning_content"), !reasoning.isEmpty {
-                throw .invalidRequest("'\(f.name("reasoning_content"))' is given, but the model '\(model)' has no thinking block in its chat template to render it in; leave reasoning out of the conversation.",
-                                      param: f.name("reasoning_content"), code: "unsupported_parameter")
-            }
+            // next assistant message): rendered by a template that reads it, refused (never
+            // silently dropped) for one that does not (OpenAIService.chat).
             let text = try content(f, allowMissing: !calls.isEmpty, model: model)
-            return Message(role: .assistant, content: text, toolCalls: calls)
+            var message = Message(role: .assistant, content: text, toolCalls: calls)
+            if let reasoning = try f.string("reasoning_content"), !reasoning.isEmpty { message.reasoning = reasoning }
+            return message
         case "tool":
             let id = try f.string("tool_call_id")
             return Message(role: .tool, content: try content(f, allowMissing: false, model: model), toolCallId: id,

@@ -6,7 +6,8 @@
 // guided reply cut by max_tokens is answered `length` (never as a whole value); a tool call is
 // the model's `<tool_call>` block (Schema.md) read back into `tool_calls`, streamed as OpenAI
 // streams one (a delta with its index, id and name, then its arguments in pieces as decoded);
-// usage counts the prompt positions the prompt cache supplied (`prompt_tokens_details.cached_tokens`).
+// usage counts the prompt positions the prompt cache supplied (`prompt_tokens_details.cached_tokens`);
+// a thinking model's thinking (between its template's `<think>` markers) is `reasoning_content`.
 // Reference: OpenAI's API reference (chat completion object, chunk object, completions), and
 // what Apple's ChatCompletionsLanguageModel reads of a stream (docs/foundation-models-client.md).
 import DataSchema
@@ -88,21 +89,34 @@ public final class OpenAIService: @unchecked Sendable {
 
     /// `POST /v1/chat/completions`.
     public func chatCompletions(_ body: [UInt8]) async throws(ServerError) -> Reply {
-        let request = try ChatRequest(Self.parse(body))
+        try await chat(ChatRequest(Self.parse(body)), forcing: nil)
+    }
+
+    /// A chat request read; `forcing` replaces the constraint its guide sets (tests force a reply's
+    /// shape with it: a thinking block on a random tiny model).
+    func chat(_ request: ChatRequest, forcing: TokenConstraint?) async throws(ServerError) -> Reply {
         let model = try catalog.model(request.model)
+        let thinking = catalog.base.template.thinkingMarkers
+        // Reasoning given back goes to a template that reads it (ChatFormat.readsReasoning: Qwen3's);
+        // one that never does would get it written into the content, which its model never saw.
+        if let param = request.reasoningParam, !((encoder.renderer as? ChatFormat)?.readsReasoning ?? false) {
+            throw .invalidRequest("'\(param)' is given, but the model '\(request.model)' has no thinking block in its chat template to render it in; leave reasoning out of the conversation.",
+                                  param: param, code: "unsupported_parameter")
+        }
         let prompt: [Int]
         do throws(DataSchemaError) { prompt = try encoder.encodePrompt(request.messages) } catch {
             // The model's chat template refused the conversation (a system turn it does not allow, ...).
             throw .invalidRequest(error.errorDescription ?? "\(error)", param: "messages", code: "invalid_value")
         }
-        let constraint = try constraint(request.guide, tools: request.tools)
+        var constraint = forcing
+        if forcing == nil { constraint = try self.constraint(request.guide, tools: request.tools) }
         var mode: ReplyAssembler.Mode = .text
         switch request.guide {
         case .tools(_, let allowText): mode = allowText ? .textOrToolCall : .toolCall
         case .toolsOrValue: mode = .textOrToolCall  // a value never begins with `<`
         case .none, .schema, .textOnly: break
         }
-        return try await run(prompt: prompt, model: model, sampling: request.sampling, constraint: constraint, kind: .chat, mode: mode)
+        return try await run(prompt: prompt, model: model, sampling: request.sampling, constraint: constraint, kind: .chat, mode: mode, thinking: thinking)
     }
 
     /// `POST /v1/completions`: the prompt as plain text, no chat template.
@@ -136,7 +150,7 @@ public final class OpenAIService: @unchecked Sendable {
     }
 
     func run(prompt: [Int], model: AdapterCatalog.Model, sampling p: SamplingParameters, constraint: TokenConstraint?,
-             kind: ReplyFormat.Kind, mode: ReplyAssembler.Mode) async throws(ServerError) -> Reply {
+             kind: ReplyFormat.Kind, mode: ReplyAssembler.Mode, thinking: (open: String, close: String)? = nil) async throws(ServerError) -> Reply {
         let context = scheduler.model.config.maxPositionEmbeddings
         let room = context - prompt.count
         guard room >= 1 else { throw .contextExceeded(promptTokens: prompt.count, maxTokens: p.maxTokens ?? 1, limit: context) }
@@ -150,7 +164,14 @@ public final class OpenAIService: @unchecked Sendable {
         let (events, ticket) = try scheduler.submit(request)
         let format = ReplyFormat(kind: kind, id: ReplyFormat.newID(kind), created: Int(Date().timeIntervalSince1970), model: model.id,
                                  promptTokens: prompt.count, includeUsage: p.includeUsage)
-        let assembler = ReplyAssembler(decoder: StreamingDecoder(tokenizer: tokenizer, skipSpecialTokens: true), stop: p.stop, mode: mode)
+        var decoder = StreamingDecoder(tokenizer: tokenizer, skipSpecialTokens: true)
+        var splitter: ThinkingSplitter?
+        if let thinking {
+            // the markers' own tokens (Qwen3's `<think>` is one) are decoded, never skipped
+            decoder.keptTokens = Set([thinking.open, thinking.close].compactMap { tokenizer.tokenId($0) })
+            splitter = ThinkingSplitter(open: thinking.open, close: thinking.close, prompt: tokenizer.decode(prompt))
+        }
+        let assembler = ReplyAssembler(decoder: decoder, stop: p.stop, mode: mode, thinking: splitter)
         let stream = ReplyStream(events: events, ticket: ticket, format: format, assembler: assembler)
         if p.stream { return .stream(stream) }
         // a caller that goes away (its task cancelled) frees the slot too
@@ -169,14 +190,98 @@ public final class OpenAIService: @unchecked Sendable {
 
 // MARK: replies
 
-/// What a reply hands its client as it is decoded: text, the start of a tool call (its name,
-/// known once the call's head is decoded), or more of that call's arguments. (A reasoning
-/// model's thinking, streamed as `reasoning_content`, would be one more kind: issue 38 item 3,
-/// which comes with reading a model's own chat template.)
+/// What a reply hands its client as it is decoded: text, a thinking model's thinking (streamed
+/// as `reasoning_content`), the start of a tool call (its name, known once the call's head is
+/// decoded), or more of that call's arguments.
 enum ReplyPiece: Equatable {
     case text(String)
+    case reasoning(String)
     case callStart(name: String)
     case arguments(String)
+}
+
+/// A thinking model's reply split into its thinking and its answer as it is decoded, at the
+/// markers its template writes (ChatTemplateSource.thinkingMarkers: `<think>` ... `</think>`).
+/// The reply is thinking from the start when the prompt leaves a thinking block open
+/// (DeepSeek-R1-Distill's generation prompt ends in `<think>\n`), and when it opens with the open
+/// marker (Qwen3); otherwise, and when the prompt ends with a closed block (Qwen3 with
+/// `enable_thinking: false`), all of it is the answer. Newlines next to the markers are dropped:
+/// Qwen3's template writes reasoning given back as `<think>\n` + reasoning.strip('\n') +
+/// `\n</think>\n\n` + content.lstrip('\n'), so the parts handed out render back as generated.
+/// A tail that could still begin a marker (or be newlines before one) is held until decided.
+struct ThinkingSplitter {
+    enum State { case start, reasoningStart, reasoning, contentStart, content }
+    let open: String, close: String
+    private(set) var state: State
+    private var buffer = ""
+
+    init(open: String, close: String, prompt: String) {
+        self.open = open
+        self.close = close
+        var tail = Substring(prompt)
+        while let last = tail.last, last.isWhitespace { tail = tail.dropLast() }
+        state = tail.hasSuffix(close) ? .content : tail.hasSuffix(open) ? .reasoningStart : .start
+    }
+
+    /// The reasoning and the answer text now decided (either may be empty).
+    mutating func feed(_ text: String, final: Bool) -> (reasoning: String, content: String) {
+        buffer += text
+        var reasoning = "", content = ""
+        while true {
+            switch state {
+            case .start:
+                if buffer.hasPrefix(open) {
+                    buffer.removeFirst(open.count)
+                    state = .reasoningStart
+                } else if !final && open.hasPrefix(buffer) {
+                    return (reasoning, content)  // may still be the open marker
+                } else {
+                    state = .content
+                }
+            case .reasoningStart, .contentStart:
+                while buffer.first == "\n" { buffer.removeFirst() }
+                if buffer.isEmpty { return (reasoning, content) }
+                state = state == .reasoningStart ? .reasoning : .content
+            case .reasoning:
+                if let r = buffer.range(of: close) {
+                    var thought = buffer[..<r.lowerBound]
+                    while thought.last == "\n" { thought = thought.dropLast() }
+                    reasoning += thought
+                    buffer = String(buffer[r.upperBound...])
+                    state = .contentStart
+                    continue
+                }
+                if final {
+                    reasoning += buffer
+                    buffer = ""
+                    return (reasoning, content)
+                }
+                let keep = heldTail()
+                reasoning += buffer.dropLast(keep)
+                buffer = String(buffer.suffix(keep))
+                return (reasoning, content)
+            case .content:
+                content += buffer
+                buffer = ""
+                return (reasoning, content)
+            }
+        }
+    }
+
+    /// How many trailing characters could be newlines and the start of the close marker.
+    private func heldTail() -> Int {
+        var marker = 0
+        for n in stride(from: min(close.count - 1, buffer.count), to: 0, by: -1) where buffer.hasSuffix(String(close.prefix(n))) {
+            marker = n
+            break
+        }
+        var keep = marker
+        for c in buffer.dropLast(marker).reversed() {
+            guard c == "\n" else { break }
+            keep += 1
+        }
+        return keep
+    }
 }
 
 /// The text of a reply as it is decoded: held back while it could still begin a stop sequence,
@@ -195,11 +300,14 @@ struct ReplyAssembler {
     var isCall: Bool?
     /// The call, when the reply is one.
     var call = ToolCallReader()
+    /// A thinking model's reply: its thinking is split off before the rest is read.
+    var thinking: ThinkingSplitter?
 
-    init(decoder: StreamingDecoder, stop: [String], mode: Mode) {
+    init(decoder: StreamingDecoder, stop: [String], mode: Mode, thinking: ThinkingSplitter? = nil) {
         self.decoder = decoder
         self.stop = stop
         self.mode = mode
+        self.thinking = thinking
         isCall = mode == .text ? false : mode == .toolCall ? true : nil
     }
 
@@ -207,10 +315,16 @@ struct ReplyAssembler {
     mutating func take(_ ids: [Int]) -> [ReplyPiece] {
         var piece = ""
         for id in ids { piece += decoder.feed(id) }
-        return release(piece, final: false)
+        return split(piece, final: false)
     }
 
-    mutating func finish() -> [ReplyPiece] { release(decoder.finish(), final: true) }
+    mutating func finish() -> [ReplyPiece] { split(decoder.finish(), final: true) }
+
+    private mutating func split(_ piece: String, final: Bool) -> [ReplyPiece] {
+        guard thinking != nil, !stoppedBySequence else { return release(piece, final: final) }
+        let (reasoning, content) = thinking!.feed(piece, final: final)
+        return (reasoning.isEmpty ? [] : [.reasoning(reasoning)]) + release(content, final: final)
+    }
 
     private mutating func release(_ piece: String, final: Bool) -> [ReplyPiece] {
         raw += piece
@@ -397,7 +511,7 @@ struct ReplyFormat {
     }
 
     /// A streamed chunk with one choice.
-    func chunk(content: String? = nil, role: Bool = false, toolCall: ToolCallDelta? = nil, finishReason: String? = nil) -> JSONValue {
+    func chunk(content: String? = nil, reasoning: String? = nil, role: Bool = false, toolCall: ToolCallDelta? = nil, finishReason: String? = nil) -> JSONValue {
         let finish: JSONValue = finishReason.map { .string($0) } ?? .null
         switch kind {
         case .completion:
@@ -407,6 +521,7 @@ struct ReplyFormat {
             var delta: [(String, JSONValue)] = []
             if role { delta.append(("role", .string("assistant"))) }
             if let content { delta.append(("content", .string(content))) }
+            if let reasoning { delta.append(("reasoning_content", .string(reasoning))) }
             if let call = toolCall {
                 var entry: [(String, JSONValue)] = [("index", number(0))]
                 if let id = call.id { entry += [("id", .string(id)), ("type", .string("function"))] }
@@ -428,8 +543,8 @@ struct ReplyFormat {
     }
 
     /// The whole (non-streamed) reply.
-    func whole(content: String?, toolCall: (id: String, name: String, arguments: String)?, finishReason: String, completionTokens: Int,
-               cachedTokens: Int) -> JSONValue {
+    func whole(content: String?, reasoning: String? = nil, toolCall: (id: String, name: String, arguments: String)?, finishReason: String,
+               completionTokens: Int, cachedTokens: Int) -> JSONValue {
         let usage = usage(completionTokens, cachedTokens: cachedTokens)
         switch kind {
         case .completion:
@@ -437,6 +552,7 @@ struct ReplyFormat {
             return object(head("text_completion") + [("choices", .array([choice])), ("usage", usage)])
         case .chat:
             var message: [(String, JSONValue)] = [("role", .string("assistant")), ("content", content.map { .string($0) } ?? .null)]
+            if let reasoning { message.append(("reasoning_content", .string(reasoning))) }
             if let call = toolCall {
                 message.append(("tool_calls", .array([object([
                     ("id", .string(call.id)), ("type", .string("function")),
@@ -461,6 +577,8 @@ public final class ReplyStream: @unchecked Sendable {
     private var generated = 0
     /// The whole reply's parts, for `whole()`: its text, or its call (id, name, arguments as streamed).
     private var text = ""
+    /// A thinking model's thinking (nil when the reply has none).
+    private var reasoning: String?
     private var finishReason = "stop"
     private var call: (id: String, name: String, arguments: String)?
 
@@ -509,7 +627,7 @@ public final class ReplyStream: @unchecked Sendable {
     func whole() async throws(ServerError) -> JSONValue {
         while await next() != nil {}
         if finishReason == "error" { throw .unavailable }
-        return format.whole(content: call == nil ? text : nil, toolCall: call, finishReason: finishReason, completionTokens: generated,
+        return format.whole(content: call == nil ? text : nil, reasoning: reasoning, toolCall: call, finishReason: finishReason, completionTokens: generated,
                             cachedTokens: ticket.cachedPromptTokens)
     }
 
@@ -521,6 +639,9 @@ public final class ReplyStream: @unchecked Sendable {
             case .text(let t):
                 text += t
                 emit(format.chunk(content: t))
+            case .reasoning(let r):
+                reasoning = (reasoning ?? "") + r
+                emit(format.chunk(reasoning: r))
             case .callStart(let name):
                 let id = ReplyFormat.newID(.chat).replacingOccurrences(of: "chatcmpl-", with: "call_")
                 call = (id, name, "")
