@@ -382,7 +382,10 @@ final class FoundationModelsClientTests: XCTestCase {
             XCTAssertEqual(o.models, [t.model], "\(what): the model on every chunk", file: file, line: line)
             let usage = try XCTUnwrap(o.usage, "\(what): a usage chunk", file: file, line: line)
             XCTAssertGreaterThan(usage.promptTokens, 0, what, file: file, line: line)
-            XCTAssertGreaterThan(usage.completionTokens, 0, what, file: file, line: line)
+            // the client sends no seed, so a sampled reply may end at its first token (an empty
+            // reply, 0 completion tokens: seen once in a full run on the tiny model); a reply
+            // with text or a call counts its tokens
+            XCTAssertGreaterThanOrEqual(usage.completionTokens, o.text.isEmpty && o.calls.isEmpty ? 0 : 1, what, file: file, line: line)
             let cached = try XCTUnwrap(usage.promptTokensDetails?.cachedTokens, "\(what): prompt_tokens_details.cached_tokens", file: file, line: line)
             XCTAssertTrue((0...usage.promptTokens).contains(cached), "\(what): cached \(cached) of \(usage.promptTokens)", file: file, line: line)
         }
