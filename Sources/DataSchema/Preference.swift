@@ -202,33 +202,15 @@ struct PreferenceCollector {
     }
 
     mutating func take(number: Int, line: LineSource.Line) {
-        summary.lines = number
-        switch line {
-        case let .tooLong(byteCount):
-            summary.samplesRead += 1
-            reject(line: number, [LineProblem(.lineTooLong, "line is \(byteCount) bytes, more than the \(options.maxLineBytes)-byte limit (ReadOptions.maxLineBytes); split the sample or raise the limit")])
-        case var .bytes(bytes):
-            if number == 1, bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
-                bytes.removeFirst(3)
-                summary.hadByteOrderMark = true
-            }
-            if bytes.last == 0x0D { bytes.removeLast() }
-            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) {
-                summary.blankLines += 1
-                return
-            }
-            let index = summary.samplesRead
-            summary.samplesRead += 1
+        switch DataReader.frame(number: number, line, options: options, summary: &summary) {
+        case .blank: break
+        case let .refused(problem): reject(line: number, [problem])
+        case let .record(index, bytes):
             let outcome: Result<(prompt: [Message], chosen: [Message], rejected: [Message]), LinesProblems> = bytes.withUnsafeBufferPointer { p in
-                if let bad = firstInvalidUTF8Offset(p) {
-                    let hex = String(p[bad], radix: 16, uppercase: true)
-                    return .failure(LinesProblems([LineProblem(.invalidUTF8, "invalid UTF-8 at byte \(bad + 1) of the line (0x\(hex)); save the file as UTF-8")]))
-                }
                 let value: JSONValue
-                do throws(JSONParseFailure) {
-                    value = try JSONParser.parse(p)
-                } catch {
-                    return .failure(LinesProblems([LineProblem(.malformedJSON, "malformed JSON at column \(error.column(in: p)): \(error.message)")]))
+                switch DataReader.parseJSON(p) {
+                case let .success(v): value = v
+                case let .failure(problem): return .failure(LinesProblems([problem]))
                 }
                 do throws(LineProblem) {
                     let pair = try PreferenceDecoding.record(value)
@@ -250,11 +232,7 @@ struct PreferenceCollector {
     }
 
     func finish() throws(DataSchemaError) -> PreferenceDataSet {
-        if summary.samplesRead == 0 { throw DataSchemaError.noSamples(path: file, blankLines: summary.blankLines) }
-        if !issues.isEmpty && !options.skipInvalid {
-            throw DataSchemaError.invalidData(path: file, listed: Array(issues.prefix(options.maxListedIssues)),
-                                              totalIssues: issues.count, rejected: summary.rejected, read: summary.samplesRead)
-        }
+        try DataReader.checkFinished(file: file, options: options, summary: summary, issues: issues)
         return PreferenceDataSet(file: file, samples: samples, issues: issues, summary: summary)
     }
 }

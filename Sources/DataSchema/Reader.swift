@@ -103,16 +103,69 @@ public enum DataReader {
         case rejected([LineProblem])
     }
 
-    static func parseLine(_ bytes: UnsafeBufferPointer<UInt8>, sampleIndex: Int, options: ReadOptions) -> LineOutcome {
+    /// A line's JSON value, or the problem that it is not valid UTF-8 or not JSON (every JSONL
+    /// reader's first step: samples and preference pairs).
+    static func parseJSON(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, LineProblem> {
         if let bad = firstInvalidUTF8Offset(bytes) {
             let hex = String(bytes[bad], radix: 16, uppercase: true)
-            return .rejected([LineProblem(.invalidUTF8, "invalid UTF-8 at byte \(bad + 1) of the line (0x\(hex)); save the file as UTF-8")])
+            return .failure(LineProblem(.invalidUTF8, "invalid UTF-8 at byte \(bad + 1) of the line (0x\(hex)); save the file as UTF-8"))
         }
-        let value: JSONValue
         do throws(JSONParseFailure) {
-            value = try JSONParser.parse(bytes)
+            return .success(try JSONParser.parse(bytes))
         } catch {
-            return .rejected([LineProblem(.malformedJSON, "malformed JSON at column \(error.column(in: bytes)): \(error.message)")])
+            return .failure(LineProblem(.malformedJSON, "malformed JSON at column \(error.column(in: bytes)): \(error.message)"))
+        }
+    }
+
+    /// A line as the collectors see it after `frame`: a record's bytes and its sample index,
+    /// nothing (a blank line), or a refusal (over the byte limit).
+    enum FramedLine {
+        case record(index: Int, bytes: [UInt8])
+        case blank
+        case refused(LineProblem)
+    }
+
+    /// The framing every JSONL collector shares: counts the line and the records read, refuses a
+    /// line over `options.maxLineBytes`, drops the first line's byte-order mark and a trailing CR,
+    /// counts blank lines.
+    static func frame(number: Int, _ line: LineSource.Line, options: ReadOptions, summary: inout DataSummary) -> FramedLine {
+        summary.lines = number
+        switch line {
+        case let .tooLong(byteCount):
+            summary.samplesRead += 1
+            return .refused(LineProblem(.lineTooLong, "line is \(byteCount) bytes, more than the \(options.maxLineBytes)-byte limit (ReadOptions.maxLineBytes); split the sample or raise the limit"))
+        case var .bytes(bytes):
+            if number == 1, bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
+                bytes.removeFirst(3)
+                summary.hadByteOrderMark = true
+            }
+            if bytes.last == 0x0D { bytes.removeLast() }
+            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) {
+                summary.blankLines += 1
+                return .blank
+            }
+            let index = summary.samplesRead
+            summary.samplesRead += 1
+            return .record(index: index, bytes: bytes)
+        }
+    }
+
+    /// The end of every JSONL read: no records at all, or problems without `skipInvalid`, throw.
+    static func checkFinished(file: String, options: ReadOptions, summary: DataSummary, issues: [DataIssue]) throws(DataSchemaError) {
+        if summary.samplesRead == 0 {
+            throw DataSchemaError.noSamples(path: file, blankLines: summary.blankLines)
+        }
+        if !issues.isEmpty && !options.skipInvalid {
+            throw DataSchemaError.invalidData(path: file, listed: Array(issues.prefix(options.maxListedIssues)),
+                                              totalIssues: issues.count, rejected: summary.rejected, read: summary.samplesRead)
+        }
+    }
+
+    static func parseLine(_ bytes: UnsafeBufferPointer<UInt8>, sampleIndex: Int, options: ReadOptions) -> LineOutcome {
+        let value: JSONValue
+        switch parseJSON(bytes) {
+        case let .success(v): value = v
+        case let .failure(problem): return .rejected([problem])
         }
         var messages: [Message]
         do throws(LineProblem) {
@@ -154,23 +207,10 @@ public enum DataReader {
         }
 
         mutating func take(number: Int, line: LineSource.Line) {
-            summary.lines = number
-            switch line {
-            case let .tooLong(byteCount):
-                summary.samplesRead += 1
-                reject(line: number, [LineProblem(.lineTooLong, "line is \(byteCount) bytes, more than the \(options.maxLineBytes)-byte limit (ReadOptions.maxLineBytes); split the sample or raise the limit")])
-            case var .bytes(bytes):
-                if number == 1, bytes.starts(with: [0xEF, 0xBB, 0xBF]) {
-                    bytes.removeFirst(3)
-                    summary.hadByteOrderMark = true
-                }
-                if bytes.last == 0x0D { bytes.removeLast() }
-                if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) {
-                    summary.blankLines += 1
-                    return
-                }
-                let index = summary.samplesRead
-                summary.samplesRead += 1
+            switch DataReader.frame(number: number, line, options: options, summary: &summary) {
+            case .blank: break
+            case let .refused(problem): reject(line: number, [problem])
+            case let .record(index, bytes):
                 let result = bytes.withUnsafeBufferPointer { DataReader.parseLine($0, sampleIndex: index, options: options) }
                 switch result {
                 case let .accepted(messages):
@@ -184,13 +224,7 @@ public enum DataReader {
         }
 
         func finish() throws(DataSchemaError) -> DataSet {
-            if summary.samplesRead == 0 {
-                throw DataSchemaError.noSamples(path: file, blankLines: summary.blankLines)
-            }
-            if !issues.isEmpty && !options.skipInvalid {
-                throw DataSchemaError.invalidData(path: file, listed: Array(issues.prefix(options.maxListedIssues)),
-                                                  totalIssues: issues.count, rejected: summary.rejected, read: summary.samplesRead)
-            }
+            try DataReader.checkFinished(file: file, options: options, summary: summary, issues: issues)
             return DataSet(file: file, samples: samples, issues: issues, summary: summary)
         }
     }
