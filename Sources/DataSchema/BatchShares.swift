@@ -25,6 +25,12 @@ extension Batch {
     public func share(rank: Int, of size: Int) -> Batch? {
         if size == 1 { return self }
         if isSharedPrefixRow { return sharedPrefixShare(rank: rank, of: size) }
+        return wholeRowsShare(rank: rank, of: size)
+    }
+
+    /// Part `rank` of `size` as whole rows in their order, trimmed to the longest kept row; nil
+    /// when the part is empty (`share` for rows of their own, and a preference batch's pairs).
+    func wholeRowsShare(rank: Int, of size: Int) -> Batch? {
         let rows = Batch.shareRange(count: batchSize, rank: rank, of: size)
         guard !rows.isEmpty else { return nil }
         // The kept rows' longest used length (padding is segment 0 at the end of a row).

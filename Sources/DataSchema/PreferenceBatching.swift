@@ -50,25 +50,7 @@ extension Batch {
     /// the longest kept row; nil when the part is empty.
     public func rowShare(rank: Int, of size: Int) -> Batch? {
         if size == 1 { return self }
-        let rows = Batch.shareRange(count: batchSize, rank: rank, of: size)
-        guard !rows.isEmpty else { return nil }
-        var used = 0
-        for r in rows {
-            var end = length
-            while end > 0 && segmentIds[r * length + end - 1] == 0 { end -= 1 }
-            used = max(used, end)
-        }
-        let t = max(used, 1)
-        func take<T>(_ a: [T]) -> [T] {
-            var out: [T] = []
-            out.reserveCapacity(rows.count * t)
-            for r in rows { out += a[(r * length)..<(r * length + t)] }
-            return out
-        }
-        let mask = take(lossMask)
-        return Batch(batchSize: rows.count, length: t, inputIds: take(inputIds), targets: take(targets), lossMask: mask,
-                     segmentIds: take(segmentIds), positions: take(positions), targetTokenCount: mask.reduce(0) { $0 + ($1 ? 1 : 0) },
-                     rowSamples: Array(rowSamples[rows]), epoch: epoch)
+        return wholeRowsShare(rank: rank, of: size)
     }
 }
 
