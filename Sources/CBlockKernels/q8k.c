@@ -234,9 +234,10 @@ INLINE void steps6_8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p
 
 // Output rows in groups of four; within a group, rows in tiles of `wide` (when given), four,
 // two (when `two`), then one: tile(T, r0, w, y, MR) computes MR rows r0.. of type T against
-// weight row w into y + r0 * ldy. (A 7-row batch took 4 + 1 + 1 + 1 before the two-row tile, a 14-token prefill
+// weight row w into y + r0 * ldy; a single row meets a whole group through tile4(T, r0, w, y)
+// where that returns 1 (y + r0 * ldy + o: the group's four outputs). (A 7-row batch took 4 + 1 + 1 + 1 before the two-row tile, a 14-token prefill
 // 8 + 4 + 1 + 1: each one-row tile reads the weights once more.)
-#define Q8K_PRODUCT(tile, T, wide, two)                                                                 \
+#define Q8K_PRODUCT(tile, T, wide, two, tile4)                                                               \
     for (size_t o = n0; o < n1; o += 4) {                                                               \
         const size_t group = n1 - o < 4 ? n1 - o : 4;                                                   \
         size_t r = 0;                                                                                   \
@@ -248,8 +249,10 @@ INLINE void steps6_8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p
         if (two)                                                                                        \
             for (; r + 2 <= m; r += 2)                                                                  \
                 for (size_t j = 0; j < group; j++) tile(T, r, w + (o + j) * rowBytes, y + o + j, 2);    \
-        for (; r < m; r++)                                                                              \
+        for (; r < m; r++) {                                                                            \
+            if (group == 4 && tile4(T, r, w + o * rowBytes, y + r * ldy + o)) continue;                 \
             for (size_t j = 0; j < group; j++) tile(T, r, w + (o + j) * rowBytes, y + o + j, 1);        \
+        }                                                                                               \
     }
 
 // The AVX2 level (also AVX-512 without VNNI): 32 values per instruction pair (vpmaddubsw, then
@@ -276,6 +279,42 @@ INLINE __m256i avx2_q6_quarter(const uint8_t *p, int hf, int e) {
     default: qh = _mm256_srli_epi16(qh, 2); break;
     }
     return _mm256_or_si256(ql, _mm256_and_si256(qh, top2));
+}
+
+// The sub-block scales as vpmaddwd's 16-bit words, kept in registers: Q4_K/Q5_K's eight unsigned
+// scales as words in both 128-bit lanes, Q6_K's sixteen signed ones as two vectors whose lanes
+// both hold scales 0-7 (lo) or 8-15 (hi); one vpshufb then spreads the scale(s) of 32 values.
+// Broadcasting a scale byte took three operations (movzx, vmovd, vpbroadcastw) per sub-block and
+// weight row; a store of the words and vpbroadcastd loads of them made Q6_K slower still (its
+// 32-bit loads from a fresh 256-bit store; 612 -> 690 us on 2048x8192, Zen 5 at the avx2 level).
+INLINE __m256i k4_scale_words(const uint8_t sc[8]) {
+    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+}
+// vpshufb's byte picks: K4_PICK[s] puts word s of each lane in all its words (Q4_K/Q5_K's sub-block
+// s); Q6_PICK[i] puts word 2i in the low lane's words and word 2i + 1 in the high lane's. Tables
+// in memory, so that each spread is one instruction whatever the compiler unrolls.
+static const uint8_t K4_PICK[8][32] __attribute__((aligned(32))) = {
+#define P(s) {2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1, \
+              2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1, 2 * s, 2 * s + 1}
+    P(0), P(1), P(2), P(3), P(4), P(5), P(6), P(7)
+#undef P
+};
+static const uint8_t Q6_PICK[4][32] __attribute__((aligned(32))) = {
+#define P(i) {4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, 4 * i, 4 * i + 1, \
+              4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3, 4 * i + 2, 4 * i + 3}
+    P(0), P(1), P(2), P(3)
+#undef P
+};
+// Q4_K/Q5_K's sub-block s: its scale in all 16 words.
+INLINE __m256i k4_sub_words(__m256i words, int s) { return _mm256_shuffle_epi8(words, _mm256_load_si256((const __m256i *)K4_PICK[s])); }
+INLINE void q6_scale_words(const int8_t *sc, __m256i *lo, __m256i *hi) {
+    const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    *lo = _mm256_permute2x128_si256(w, w, 0x00);
+    *hi = _mm256_permute2x128_si256(w, w, 0x11);
+}
+// Q6_K's 32 values 32s...: [scale 2s x 8 words | scale 2s+1 x 8 words].
+INLINE __m256i q6_pair_words(__m256i lo, __m256i hi, int s) {
+    return _mm256_shuffle_epi8(s < 4 ? lo : hi, _mm256_load_si256((const __m256i *)Q6_PICK[s % 4]));
 }
 
 // MR (4 or 1) rows r0.. of type T (Q4_K, Q5_K or Q6_K) against one weight row.
@@ -323,13 +362,101 @@ INLINE void avx2_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
     }
 }
 
+// Two adjacent int16 sums as one 32-bit word.
+INLINE int32_t pair32(const int16_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+
+// Row r0's 16-bit sums of super-block b: Q4_K/Q5_K's eight (per 32 values) or Q6_K's sixteen (per
+// 16), in sub-block order, whatever m (the pairs lie m rows apart when m > 1).
+INLINE __m128i row_bsum(q8k_view x, size_t m, size_t r0, size_t b) {
+    if (m == 1) return _mm_loadu_si128((const __m128i *)(x.bsum + 8 * b));
+    return _mm_setr_epi32(pair32(x.bsum + bsum_index(m, r0, b, 0)), pair32(x.bsum + bsum_index(m, r0, b, 2)),
+                          pair32(x.bsum + bsum_index(m, r0, b, 4)), pair32(x.bsum + bsum_index(m, r0, b, 6)));
+}
+INLINE __m256i row_bsum16(q8k_view x, size_t m, size_t r0, size_t b) {
+    if (m == 1) return _mm256_loadu_si256((const __m256i *)(x.bsum16 + 16 * b));
+    int32_t pairs[8];
+    for (int j = 0; j < 8; j++) pairs[j] = pair32(x.bsum16 + bsum16_index(m, r0, b, 2 * j));
+    return _mm256_loadu_si256((const __m256i *)pairs);
+}
+
+// The four 32-bit lanes' sums of a[0..3] (exact: integers), lane j for a[j].
+INLINE __m128i reduce4x8(const __m256i a[4]) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// Four fp16 scalars (at p0 + off, p0 + rowBytes + off, ...) as four floats.
+INLINE __m128 halves4(const uint8_t *p0, size_t rowBytes, size_t off) {
+    const __m128i h = _mm_setr_epi16((short)bk_u16(p0 + off), (short)bk_u16(p0 + rowBytes + off), (short)bk_u16(p0 + 2 * rowBytes + off),
+                                     (short)bk_u16(p0 + 3 * rowBytes + off), 0, 0, 0, 0);
+    return _mm_cvtph_ps(h);
+}
+
+// One activation row r0 against four weight rows (w, w + rowBytes, ...; decoding's shape): the
+// row's 32-value pieces load once for all four, the four integer sums reduce together, and the
+// float steps run in four lanes, lane j doing for weight row j exactly the scalar steps of
+// steps1 / steps6_1 (the same bits as the one-row tile). y[j] for weight row j.
+INLINE void avx2_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes,
+                         float *y) {
+    const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
+    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
+    const int8_t *xr = x.q + r0 * k;
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *p0 = w + b * bytes;
+        uint8_t sc[8], mn[4][8];
+        __m256i words[4], lo[4], hi[4];
+        for (int j = 0; j < 4; j++) {
+            prefetch_ahead(p0 + j * rowBytes, rowBytes, bytes);
+            if (type == BK_Q6_K) {
+                q6_scale_words((const int8_t *)(p0 + j * rowBytes + 192), &lo[j], &hi[j]);
+            } else {
+                bk_k4_scales(p0 + j * rowBytes + 4, sc, mn[j]);
+                words[j] = k4_scale_words(sc);
+            }
+        }
+        __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int s = 0; s < 8; s++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xr + 256 * b + 32 * s));
+            for (int j = 0; j < 4; j++) {
+                const uint8_t *p = p0 + j * rowBytes;
+                const __m256i u = type == BK_Q6_K ? avx2_q6_quarter(p, s / 4, s % 4) : avx2_sub_bytes(type, p, s);
+                const __m256i s16 = type == BK_Q6_K ? q6_pair_words(lo[j], hi[j], s) : k4_sub_words(words[j], s);
+                a[j] = _mm256_add_epi32(a[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
+            }
+        }
+        const __m128i sums = reduce4x8(a);
+        const __m128 dx = _mm_set1_ps(x.d[b * m + r0]);
+        if (type == BK_Q6_K) {  // sumi = sums - 32·Σ_s sc_s·bsum16_s per weight row
+            const __m256i bs = row_bsum16(x, m, r0, b);
+            __m256i t[4];
+            for (int j = 0; j < 4; j++)
+                t[j] = _mm256_madd_epi16(bs, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p0 + j * rowBytes + 192))));
+            const __m128i sumi = _mm_sub_epi32(sums, _mm_slli_epi32(reduce4x8(t), 5));
+            acc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 208), dx), _mm_cvtepi32_ps(sumi), acc);
+        } else {  // summ = Σ_s mn_s·bsum_s per weight row
+            const __m128i bs = row_bsum(x, m, r0, b);
+            __m256i t[4];
+            for (int j = 0; j < 4; j++)
+                t[j] = _mm256_castsi128_si256(_mm_madd_epi16(bs, _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn[j]))));
+            const __m128i t01 = _mm_hadd_epi32(_mm256_castsi256_si128(t[0]), _mm256_castsi256_si128(t[1]));
+            const __m128i t23 = _mm_hadd_epi32(_mm256_castsi256_si128(t[2]), _mm256_castsi256_si128(t[3]));
+            const __m128i summ = _mm_hadd_epi32(t01, t23);
+            acc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 0), dx), _mm_cvtepi32_ps(sums), acc);
+            macc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 2), dx), _mm_cvtepi32_ps(summ), macc);
+        }
+    }
+    _mm_storeu_ps(y, _mm_sub_ps(acc, macc));
+}
+
 static void avx2_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
                      size_t n1, float *y, size_t ldy) {
 #define TILE(T, r0, wr, yo, MR) avx2_tile(T, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-    if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 4, 0)
-    else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 4, 0)
-    else Q8K_PRODUCT(TILE, BK_Q6_K, 4, 0)
+#define TILE4(T, r0, wr, yo) (avx2_tile_w4(T, x, m, k, r0, wr, rowBytes, yo), 1)
+    if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 4, 0, TILE4)
+    else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 4, 0, TILE4)
+    else Q8K_PRODUCT(TILE, BK_Q6_K, 4, 0, TILE4)
 #undef TILE
+#undef TILE4
 }
 
 #pragma clang attribute pop
@@ -486,10 +613,12 @@ INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
 static void vnni_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
                      size_t n1, float *y, size_t ldy) {
 #define TILE(T, r0, wr, yo, MR) vnni_tile(T, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-    if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 8, 1)
-    else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 8, 1)
-    else Q8K_PRODUCT(TILE, BK_Q6_K, 8, 1)
+#define TILE4(T, r0, wr, yo) 0
+    if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 8, 1, TILE4)
+    else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 8, 1, TILE4)
+    else Q8K_PRODUCT(TILE, BK_Q6_K, 8, 1, TILE4)
 #undef TILE
+#undef TILE4
 }
 
 #pragma clang attribute pop
