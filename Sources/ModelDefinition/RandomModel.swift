@@ -13,6 +13,8 @@ public enum RandomModel {
         public var config: ModelConfig
         /// Block type of every matrix (norms, biases and rope factors stay F32, as llama.cpp keeps them).
         public var type: GGMLType
+        /// Which matrices get more bits than `type` (llama-quantize's "_M" mixes).
+        public var mix: Mix = .uniform
         public var seed: UInt64
         /// `general.name`.
         public var name: String
@@ -21,16 +23,46 @@ public enum RandomModel {
         public var declaresHeadDim: Bool
         public var threads: Int
 
-        public init(config: ModelConfig, type: GGMLType, seed: UInt64 = 0, name: String, tokenizer: [(String, GGUFValue)],
+        public init(config: ModelConfig, type: GGMLType, mix: Mix = .uniform, seed: UInt64 = 0, name: String, tokenizer: [(String, GGUFValue)],
                     declaresHeadDim: Bool = false, threads: Int = ProcessInfo.processInfo.activeProcessorCount) {
             self.config = config
             self.type = type
+            self.mix = mix
             self.seed = seed
             self.name = name
             self.tokenizer = tokenizer
             self.declaresHeadDim = declaresHeadDim
             self.threads = threads
         }
+    }
+
+    /// How a file's matrices share out block types.
+    public enum Mix: String, Sendable, CaseIterable {
+        /// Every matrix `type` (llama-quantize's "_S" files for K-quants).
+        case uniform
+        /// llama-quantize's Q4_K_M over `type` = Q4_K (llama-quant.cpp's `llama_tensor_get_type`): Q6_K
+        /// for the head (the embedding when the head is tied to it), and for `attn_v` and `ffn_down`
+        /// in the layers `usesMoreBits` picks; every other matrix `type`.
+        case q4KM
+    }
+
+    /// llama-quant.cpp's `use_more_bits`: the first and last eighth of the layers and every third
+    /// one between.
+    public static func usesMoreBits(layer i: Int, of n: Int) -> Bool {
+        i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
+    }
+
+    /// The block type `mix` asks for the matrix named `name` (llama.cpp's name), before the
+    /// fallback for rows a K-quant cannot hold.
+    static func requestedType(_ name: String, type: GGMLType, mix: Mix, config: ModelConfig) -> GGMLType {
+        guard mix == .q4KM else { return type }
+        if name == "output.weight" || (name == "token_embd.weight" && config.tieWordEmbeddings) { return .q6_K }
+        let parts = name.split(separator: ".")
+        if parts.count == 4, parts[0] == "blk", let layer = Int(parts[1]), parts[2] == "attn_v" || parts[2] == "ffn_down",
+           usesMoreBits(layer: layer, of: config.numLayers) {
+            return .q6_K
+        }
+        return type
     }
 
     public enum Role: Sendable, Equatable {
@@ -81,7 +113,10 @@ public enum RandomModel {
 
     /// The tensors in file order: rope factors (when the config has llama3 scaling), then the
     /// converter's order (embedding, layers by number, final norm, head).
-    public static func plan(config: ModelConfig, type: GGMLType) throws -> [PlannedTensor] {
+    public static func plan(config: ModelConfig, type: GGMLType, mix: Mix = .uniform) throws -> [PlannedTensor] {
+        if mix == .q4KM && type != .q4_K {
+            throw ModelAssetsError.cannotQuantize(tensor: "<every matrix>", type: type.name, reason: "the Q4_K_M mix is over Q4_K only")
+        }
         guard Quantize.types.contains(type) else {
             throw ModelAssetsError.cannotQuantize(tensor: "<every matrix>", type: type.name,
                                                   reason: "this package writes only \(Quantize.types.map(\.name).joined(separator: ", "))")
@@ -101,8 +136,9 @@ public enum RandomModel {
                 let role: Role = hf.hasSuffix(".bias") ? .bias : .norm
                 out.append(PlannedTensor(name: name, shape: shape, type: .f32, role: role, ropeHeads: heads))
             } else {
-                let stored = storedType(for: type, rowLength: shape[1])
-                out.append(PlannedTensor(name: name, shape: shape, type: stored, fallbackFrom: stored == type ? nil : type,
+                let requested = requestedType(name, type: type, mix: mix, config: config)
+                let stored = storedType(for: requested, rowLength: shape[1])
+                out.append(PlannedTensor(name: name, shape: shape, type: stored, fallbackFrom: stored == requested ? nil : requested,
                                          role: .matrix, ropeHeads: heads))
             }
         }
@@ -165,7 +201,7 @@ public enum RandomModel {
             kv.append((p + "attention.key_length", .uint32(UInt32(config.headDim))))
             kv.append((p + "attention.value_length", .uint32(UInt32(config.headDim))))
         }
-        kv.append(("general.file_type", .uint32(fileType(for: options.type))))
+        kv.append(("general.file_type", .uint32(options.mix == .q4KM ? 15 : fileType(for: options.type))))  // 15: MOSTLY_Q4_K_M
         kv += options.tokenizer
         kv.append(("general.quantization_version", .uint32(2)))  // GGML_QNT_VERSION
         return kv
@@ -275,7 +311,7 @@ public enum RandomModel {
     /// the writing, removes the temporary file and is rethrown.
     @discardableResult
     public static func write(_ options: Options, to path: String, progress: (Progress) throws -> Void = { _ in }) throws -> Summary {
-        let plan = try plan(config: options.config, type: options.type)
+        let plan = try plan(config: options.config, type: options.type, mix: options.mix)
         try checkTokenizer(options)
         let writer = try GGUFStreamWriter(
             path: path, metadata: metadata(options),

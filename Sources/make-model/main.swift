@@ -13,11 +13,13 @@ import Glibc
 extension PublishedShape: ExpressibleByArgument {}
 
 enum BlockType: String, CaseIterable, ExpressibleByArgument {
-    case q4_K, q4_0, q4_1, q5_0, q5_1, iq4_NL, q2_K, q3_K, q5_K, q6_K, q8_0, f16, bf16, f32
+    case q4_K, q4_K_M, q4_0, q4_1, q5_0, q5_1, iq4_NL, q2_K, q3_K, q5_K, q6_K, q8_0, f16, bf16, f32
+
+    var mix: RandomModel.Mix { self == .q4_K_M ? .q4KM : .uniform }
 
     var ggml: GGMLType {
         switch self {
-        case .q4_K: .q4_K
+        case .q4_K, .q4_K_M: .q4_K
         case .q4_0: .q4_0
         case .q4_1: .q4_1
         case .q5_0: .q5_0
@@ -66,7 +68,9 @@ struct MakeModel: ParsableCommand {
             no RoPE on every 4th layer), granite-3.1-2b (ibm-granite/granite-3.1-2b-base, embedding/residual/attention/logits \
             scales), olmo-2-1b (allenai/OLMo-2-0425-1B, norms after each sublayer, whole-projection q/k norms). \
             Tensor names, metadata keys and the q/k row order are llama.cpp's for each architecture. Weights are seeded random values \
-            (std 0.02), norms are 1; norms, biases and rope factors stay F32. Every matrix is stored as --type, \
+            (std 0.02), norms are 1; norms, biases and rope factors stay F32. Every matrix is stored as --type \
+            (q4_K_M: llama-quantize's mix, Q4_K with Q6_K for the head or tied embedding and for attn_v and ffn_down \
+            in the first and last eighth of the layers and every third between), \
             except that a K-quant cannot hold rows whose length is not a multiple of 256 (Qwen2.5-0.5B's 896, \
             SmolLM2's 576): those matrices fall back as llama-quantize's do, q4_K to Q5_0, q5_K to Q5_1, q6_K \
             to Q8_0, q2_K and q3_K to IQ4_NL (F16 for rows that are not even a multiple of 32). The output lists every fallback. Progress goes to stderr.
@@ -116,14 +120,14 @@ struct MakeModel: ParsableCommand {
         if vocabulary == .tokenizer { config.vocabSize = tokenCount }
         let tokenizer = try RandomModel.tokenizerMetadata(from: tokenizerFile, vocabularySize: config.vocabSize)
         let options = RandomModel.Options(
-            config: config, type: type.ggml, seed: seed, name: "\(shape.rawValue) shape, random weights (make-model, seed \(seed))",
+            config: config, type: type.ggml, mix: type.mix, seed: seed, name: "\(shape.rawValue) shape, random weights (make-model, seed \(seed))",
             tokenizer: tokenizer, declaresHeadDim: shape.declaresHeadDim,
             threads: threads ?? ProcessInfo.processInfo.activeProcessorCount)
 
-        printErr("make-model: \(shape.rawValue) (\(shape.repository)) as \(type.ggml.name), seed \(seed) -> \(output)")
+        printErr("make-model: \(shape.rawValue) (\(shape.repository)) as \(type == .q4_K_M ? "Q4_K_M" : type.ggml.name), seed \(seed) -> \(output)")
         printErr("tokenizer: \(tokenCount) tokens from \(tokenizerPath)"
             + (config.vocabSize > tokenCount ? ", padded to \(config.vocabSize) with unused [PAD<id>] tokens" : ""))
-        let plan = try RandomModel.plan(config: config, type: type.ggml)
+        let plan = try RandomModel.plan(config: config, type: type.ggml, mix: type.mix)
         let fallbacks = plan.filter { $0.fallbackFrom != nil }
         if let first = fallbacks.first, let from = first.fallbackFrom {
             let lengths = Set(fallbacks.map { $0.shape[1] }).sorted().map(String.init).joined(separator: ", ")

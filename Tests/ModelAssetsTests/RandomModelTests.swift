@@ -204,6 +204,30 @@ final class RandomModelTests: XCTestCase {
         XCTAssertThrowsError(try RandomModel.plan(config: try Self.tinyLlama(), type: .iq2_XXS))
     }
 
+    /// llama-quantize's Q4_K_M for the published shapes, the layer lists worked out by hand from
+    /// llama-quant.cpp's use_more_bits (i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2).
+    func testQ4KMMixGivesQ6KWhereLlamaQuantizeDoes() throws {
+        func q6Layers(_ plan: [RandomModel.PlannedTensor], _ kind: String) -> [Int] {
+            plan.filter { $0.name.hasSuffix(".\(kind).weight") && $0.type == .q6_K }
+                .map { Int($0.name.split(separator: ".")[1])! }.sorted()
+        }
+        let oneB = try RandomModel.plan(config: PublishedShape.llama3_2_1b.config, type: .q4_K, mix: .q4KM)
+        XCTAssertEqual(q6Layers(oneB, "attn_v"), [0, 1, 4, 7, 10, 13, 14, 15])
+        XCTAssertEqual(q6Layers(oneB, "ffn_down"), [0, 1, 4, 7, 10, 13, 14, 15])
+        XCTAssertEqual(oneB.first { $0.name == "token_embd.weight" }?.type, .q6_K, "the tied head is the embedding")
+        XCTAssertEqual(Set(oneB.filter { $0.role == .matrix }.map(\.type)), [.q4_K, .q6_K])
+        XCTAssertTrue(oneB.filter { $0.name.contains("attn_q") || $0.name.contains("ffn_gate") }.allSatisfy { $0.type == .q4_K })
+        let threeB = try RandomModel.plan(config: PublishedShape.llama3_2_3b.config, type: .q4_K, mix: .q4KM)
+        XCTAssertEqual(q6Layers(threeB, "ffn_down"), [0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 24, 25, 26, 27])
+        var untied = PublishedShape.llama3_2_1b.config
+        untied.tieWordEmbeddings = false
+        let plan = try RandomModel.plan(config: untied, type: .q4_K, mix: .q4KM)
+        XCTAssertEqual(plan.first { $0.name == "output.weight" }?.type, .q6_K)
+        XCTAssertEqual(plan.first { $0.name == "token_embd.weight" }?.type, .q4_K)
+        XCTAssertThrowsError(try RandomModel.plan(config: untied, type: .q5_K, mix: .q4KM), "the mix is over Q4_K only")
+        XCTAssertEqual(try RandomModel.plan(config: untied, type: .q4_K).filter { $0.type == .q6_K }.count, 0)
+    }
+
     // MARK: determinism, progress, generator
 
     func testSameSeedGivesTheSameFileAndAnotherSeedOtherWeights() throws {
