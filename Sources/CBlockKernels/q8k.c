@@ -392,6 +392,29 @@ INLINE __m128 halves4(const uint8_t *p0, size_t rowBytes, size_t off) {
     return _mm_cvtph_ps(h);
 }
 
+// The float steps of super-block b for one activation row r0 and four weight rows (at p0, p0 +
+// rowBytes, ...; mn their Q4_K/Q5_K mins), given the four exact integer sums: lane j does weight
+// row j's steps1 / steps6_1 (the same operations, so the same bits).
+INLINE void steps_w4(const uint32_t type, q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p0, size_t rowBytes,
+                     const uint8_t mn[4][8], __m128i sums, __m128 *acc, __m128 *macc) {
+    const __m128 dx = _mm_set1_ps(x.d[b * m + r0]);
+    if (type == BK_Q6_K) {  // sumi = sums - 32·Σ_s sc_s·bsum16_s per weight row
+        const __m256i bs = row_bsum16(x, m, r0, b);
+        __m256i t[4];
+        for (int j = 0; j < 4; j++)
+            t[j] = _mm256_madd_epi16(bs, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p0 + j * rowBytes + 192))));
+        const __m128i sumi = _mm_sub_epi32(sums, _mm_slli_epi32(reduce4x8(t), 5));
+        *acc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 208), dx), _mm_cvtepi32_ps(sumi), *acc);
+        return;
+    }
+    const __m128i bs = row_bsum(x, m, r0, b);  // summ = Σ_s mn_s·bsum_s per weight row
+    __m128i t[4];
+    for (int j = 0; j < 4; j++) t[j] = _mm_madd_epi16(bs, _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn[j])));
+    const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(t[0], t[1]), _mm_hadd_epi32(t[2], t[3]));
+    *acc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 0), dx), _mm_cvtepi32_ps(sums), *acc);
+    *macc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 2), dx), _mm_cvtepi32_ps(summ), *macc);
+}
+
 // One activation row r0 against four weight rows (w, w + rowBytes, ...; decoding's shape): the
 // row's 32-value pieces load once for all four, the four integer sums reduce together, and the
 // float steps run in four lanes, lane j doing for weight row j exactly the scalar steps of
@@ -424,26 +447,7 @@ INLINE void avx2_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
                 a[j] = _mm256_add_epi32(a[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
             }
         }
-        const __m128i sums = reduce4x8(a);
-        const __m128 dx = _mm_set1_ps(x.d[b * m + r0]);
-        if (type == BK_Q6_K) {  // sumi = sums - 32·Σ_s sc_s·bsum16_s per weight row
-            const __m256i bs = row_bsum16(x, m, r0, b);
-            __m256i t[4];
-            for (int j = 0; j < 4; j++)
-                t[j] = _mm256_madd_epi16(bs, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p0 + j * rowBytes + 192))));
-            const __m128i sumi = _mm_sub_epi32(sums, _mm_slli_epi32(reduce4x8(t), 5));
-            acc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 208), dx), _mm_cvtepi32_ps(sumi), acc);
-        } else {  // summ = Σ_s mn_s·bsum_s per weight row
-            const __m128i bs = row_bsum(x, m, r0, b);
-            __m256i t[4];
-            for (int j = 0; j < 4; j++)
-                t[j] = _mm256_castsi128_si256(_mm_madd_epi16(bs, _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn[j]))));
-            const __m128i t01 = _mm_hadd_epi32(_mm256_castsi256_si128(t[0]), _mm256_castsi256_si128(t[1]));
-            const __m128i t23 = _mm_hadd_epi32(_mm256_castsi256_si128(t[2]), _mm256_castsi256_si128(t[3]));
-            const __m128i summ = _mm_hadd_epi32(t01, t23);
-            acc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 0), dx), _mm_cvtepi32_ps(sums), acc);
-            macc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 2), dx), _mm_cvtepi32_ps(summ), macc);
-        }
+        steps_w4(type, x, m, r0, b, p0, rowBytes, mn, reduce4x8(a), &acc, &macc);
     }
     _mm_storeu_ps(y, _mm_sub_ps(acc, macc));
 }
@@ -610,10 +614,36 @@ INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
     for (int r = 0; r < MR; r++) y[(r0 + r) * ldy] = out[r];
 }
 
+// One activation row r0 against four weight rows (decoding's shape), as avx2_tile_w4: each weight
+// row's 16-lane sums as the one-row tile makes them, the four reduced together (reduce4) and the
+// float steps in four lanes (steps_w4: the one-row tile's bits).
+INLINE void vnni_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes,
+                         float *y) {
+    const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
+    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *p0 = w + b * bytes;
+        uint8_t sc[8], mn[4][8];
+        __m512i a[4];
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *p = p0 + j * rowBytes;
+            prefetch_ahead(p, rowBytes, bytes);
+            if (type == BK_Q6_K) {
+                superblock_sums6(x, k, r0, b, p, &a[j], 1);
+            } else {
+                bk_k4_scales(p + 4, sc, mn[j]);
+                superblock_sums(type, x, k, r0, b, p, sc, &a[j], 1);
+            }
+        }
+        steps_w4(type, x, m, r0, b, p0, rowBytes, mn, reduce4(a), &acc, &macc);
+    }
+    _mm_storeu_ps(y, _mm_sub_ps(acc, macc));
+}
+
 static void vnni_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
                      size_t n1, float *y, size_t ldy) {
 #define TILE(T, r0, wr, yo, MR) vnni_tile(T, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-#define TILE4(T, r0, wr, yo) 0
+#define TILE4(T, r0, wr, yo) (vnni_tile_w4(T, x, m, k, r0, wr, rowBytes, yo), 1)
     if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 8, 1, TILE4)
     else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 8, 1, TILE4)
     else Q8K_PRODUCT(TILE, BK_Q6_K, 8, 1, TILE4)
