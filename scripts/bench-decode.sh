@@ -3,8 +3,10 @@
 # .build/release/generate on a short chat (float32 and float16 KV cache), beside llama.cpp's
 # llama-bench and, for generate, llama.cpp's own generation tool llama-completion on the same chat
 # (scripts/peers/llama_cpp.sh builds both) in the same sitting, 2 threads, per GGUF file: one table
-# per file, and runs/bench-decode/<time>.json. Leaves out output quality. Follows llama-bench's
-# measure (pp256, tg128: mean tokens/s of 3 runs after a warmup, from its JSON).
+# per file, and runs/bench-decode/<time>.json; then ours at every CPU level from avx2 up in both
+# activation modes, beside llama.cpp (its AVX2-only build at avx2, when built: see below). Leaves
+# out output quality. Follows llama-bench's measure (pp256, tg128: mean tokens/s of 3 runs after a
+# warmup, from its JSON).
 # Usage: scripts/bench-decode.sh [GGUF ...]   (default: the SmolLM2 file from scripts/fetch-model.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,6 +18,7 @@ done
 cd "$root"
 threads=2 prompt=256 gen=128 reps=3
 llama_bench=$(scripts/peers/llama_cpp.sh)
+PEERS_DIR=${PEERS:-$HOME/.cache/adapter-peers}
 [ ${#models[@]} -gt 0 ] || models=("$(scripts/fetch-model.sh)")
 
 # Ours is built when missing (delete it, or run swift build, to measure newer sources).
@@ -84,8 +87,39 @@ for model in "${models[@]}"; do
     scripts/peers/peak_rss.py "$dir/$i.completion_$ctx.json" -- "$llama_completion" -m "$model" "${completion_args[@]}" "${extra[@]}" \
       > /dev/null 2> "$dir/$i.completion_$ctx.err" || echo "bench-decode: llama-completion FAILED on $name (see $dir/$i.completion_$ctx.err)" >&2
   done
+  # Every CPU level from avx2 up to the CPU's best, each in both activation modes (ADAPTER_CPU_LEVEL
+  # lowers ours), beside llama.cpp's native build and, at avx2, its AVX2-only build when there is
+  # one (LLAMA_CPP_LEVEL=avx2 scripts/peers/llama_cpp.sh; BENCH_LLAMA_AVX2=1 builds it here, a
+  # long build). BENCH_LEVELS="avx2 ..." picks the levels; BENCH_LEVELS=none skips the section.
+  if [ -x "$ours" ] && [ -f "$dir/$i.ours.json" ]; then
+    best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cpu_level"])' "$dir/$i.ours.json")
+    if [ -n "${BENCH_LEVELS:-}" ]; then levels=$BENCH_LEVELS
+    else
+      levels=""; on=0
+      for l in portable avx2 avx512 avx512vnni; do
+        [ "$l" = avx2 ] && on=1
+        [ $on = 1 ] && levels="$levels $l"
+        [ "$l" = "$best" ] && break
+      done
+    fi
+    llama_avx2=$PEERS_DIR/llama.cpp-avx2/bin/llama-bench
+    if [ "${BENCH_LLAMA_AVX2:-0}" = 1 ] && [ ! -x "$llama_avx2" ]; then LLAMA_CPP_LEVEL=avx2 scripts/peers/llama_cpp.sh >/dev/null || true; fi
+    if [ "$levels" != none ] && [ "$best" != avx2 ] && [ -x "$llama_avx2" ]; then
+      echo "== $name: llama.cpp (AVX2 build) llama-bench -t $threads -p $prompt -n $gen -r $reps" >&2
+      "$llama_avx2" -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r "$reps" -o json > "$dir/$i.llama_avx2.json" || rm -f "$dir/$i.llama_avx2.json"
+    fi
+    [ "$levels" = none ] && levels=""
+    for level in $levels; do
+      for act in float32 q8; do
+        echo "== $name: ours bench decode at $level, --activations $act" >&2
+        ADAPTER_CPU_LEVEL=$level "$ours" decode --model "$model" --prompt-tokens "$prompt" --gen-tokens "$gen" --repeats "$reps" \
+          --threads "$threads" --activations "$act" --out "$dir/$i.level_${level}_$act.json" >&2 \
+          || echo "bench-decode: OURS FAILED at $level / $act on $name" >&2
+      done
+    done
+  fi
   python3 - "$dir" "$i" "$model" "$prompt" "$gen" "$threads" <<'PY'
-import json, os, sys
+import glob, json, os, sys
 d, i, model, prompt, gen, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 load = lambda p: json.load(open(p)) if os.path.exists(p) and os.path.getsize(p) else None
 tests, depth, rss = load(f"{d}/{i}.llama.json"), load(f"{d}/{i}.llama_depth.json"), load(f"{d}/{i}.llama_rss.json")
@@ -148,7 +182,32 @@ if ours:
           f" generate's rows: 38 prompt tokens and 128 new, beside llama-bench's peak RSS and llama-completion's on the same chat)")
 else:
     print("ours: not measured (bench decode missing or failed, see above)")
-json.dump({"model": model, "loadavg_at_start": [float(x) for x in loadavg], "noisy": noisy, "llama_cpp": llama, "ours": ours, "ratios_ours_over_llama_cpp": ratios},
+# every level and activation mode beside llama.cpp: its native build, and its AVX2 build at avx2
+llama_avx2 = load(f"{d}/{i}.llama_avx2.json")
+peer_at = {"native": (pp, tg)}
+if llama_avx2:
+    peer_at["avx2"] = (pick(llama_avx2, prompt, 0, 0), pick(llama_avx2, 0, gen, 0))
+levels = []
+for path in sorted(glob.glob(f"{d}/{i}.level_*.json")):
+    o = load(path)
+    if not o:
+        continue
+    peer = "avx2" if o["cpu_level"] == "avx2" and "avx2" in peer_at else "native"
+    lp, lt = peer_at[peer]
+    levels.append({"cpu_level": o["cpu_level"], "activations": o["activations"], "llama_cpp_build": peer,
+                   "prefill_tokens_per_s": o["prefill_tokens_per_s"], "decode_tokens_per_s": o["decode_tokens_per_s"],
+                   "prefill_ratio": o["prefill_tokens_per_s"] / lp["tokens_per_s"], "decode_ratio": o["decode_tokens_per_s"] / lt["tokens_per_s"],
+                   "streamed_gb_s": o["streamed_gb_s"]})
+if levels:
+    print(f"\nevery level, both activation modes (pp{prompt} / tg{gen} tokens/s; ratios to llama.cpp's native build"
+          + (f", at avx2 to its AVX2 build: {peer_at['avx2'][0]['tokens_per_s']:.1f} / {peer_at['avx2'][1]['tokens_per_s']:.1f})" if "avx2" in peer_at else
+             "; no AVX2 llama.cpp build: LLAMA_CPP_LEVEL=avx2 scripts/peers/llama_cpp.sh makes one)"))
+    print(f"{'level':12} {'activations':12} {'prefill':>9} {'decode':>9} {'prefill ratio':>14} {'decode ratio':>13} {'GB/s':>6}")
+    for l in levels:
+        print(f"{l['cpu_level']:12} {l['activations']:12} {l['prefill_tokens_per_s']:9.1f} {l['decode_tokens_per_s']:9.1f} "
+              f"{l['prefill_ratio']:13.2f}x {l['decode_ratio']:12.2f}x {l['streamed_gb_s']:6.1f}")
+json.dump({"model": model, "loadavg_at_start": [float(x) for x in loadavg], "noisy": noisy, "llama_cpp": llama, "ours": ours, "ratios_ours_over_llama_cpp": ratios,
+           "levels": levels, "llama_cpp_avx2": {"pp": peer_at["avx2"][0], "tg": peer_at["avx2"][1]} if "avx2" in peer_at else None},
           open(f"{d}/{i}.entry.json", "w"), indent=1)
 PY
 done

