@@ -124,3 +124,26 @@ final class ReplyMetricsTests: XCTestCase {
         XCTAssertEqual(all.map { $0.format != nil }, [false, true, false])
     }
 }
+
+extension ReplyMetricsTests {
+    /// A model whose template writes Llama 3's bare JSON (`"parameters"`) is scored on calls in
+    /// that format: its reference is written so, and its replies are read so; the documented
+    /// `<tool_call>` reading finds no call in the same reply.
+    func testToolCallsAreReadInTheModelsOwnFormat() throws {
+        let llama = try XCTUnwrap(ToolCallFormat(opening: "{\"name\": ", argumentsLead: ", \"parameters\": ", closing: "}", separator: nil))
+        let reference = Message(role: .assistant, content: "", toolCalls: [ToolCall(name: "get_weather", arguments: try json(#"{"city":"Oslo"}"#))])
+        XCTAssertEqual(ReplyMetrics.referenceText(reference, format: llama), #"{"name": "get_weather", "parameters": {"city":"Oslo"}}"#)
+        let output = #" {"name": "get_weather", "parameters": {"city": "Oslo"}}"#
+        let score = ReplyMetrics.score(output: output, reference: reference, format: nil, calls: llama)
+        XCTAssertEqual(score.toolCalls?.argumentsCorrect, 1)
+        XCTAssertEqual(score.toolCalls?.malformed, 0)
+        XCTAssertEqual(ReplyMetrics.score(output: output, reference: reference, format: nil).toolCalls?.predictedCalls, 0)
+        // a reply with the other key is a malformed call, and text after the call is named
+        let wrongKey = ReplyMetrics.parseReply(#"{"name": "get_weather", "arguments": {}}"#, format: llama)
+        XCTAssertEqual(wrongKey.calls.first?.error, "the tool call has no \"parameters\"")
+        let trailing = ReplyMetrics.parseReply(#"{"name": "f", "parameters": {}} and more"#, format: llama)
+        XCTAssertEqual(trailing.calls.count, 1)
+        XCTAssertTrue(trailing.calls.first?.error?.contains("text after the tool call") == true)
+        XCTAssertEqual(ReplyMetrics.parseReply("It is 5 C.", format: llama).calls, [])
+    }
+}
