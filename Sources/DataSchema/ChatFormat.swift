@@ -169,7 +169,8 @@ public struct ChatFormat: ConversationRenderer {
             return .refused("the template writes no call for a probe assistant turn that calls a tool (or refuses it), so how its model calls tools is not known; " + fix)
         }
         if written.contains(Self.probeID) {
-            return .refused("it writes each call with its id (\(String(written.prefix(100)).debugDescription) for a call with id \"\(Self.probeID)\"), which the model would have to invent and the toolkit does not generate (Mistral's [TOOL_CALLS] takes 9-character ids); " + fix)
+            let mistral = written.contains("[TOOL_CALLS]") ? " (Mistral's [TOOL_CALLS] takes 9-character ids)" : ""
+            return .refused("it writes each call with its id (\(String(written.prefix(100)).debugDescription) for a call with id \"\(Self.probeID)\"), which the model would have to invent and the toolkit does not generate\(mistral); " + fix)
         }
         let quotedName = JSONValue.string(Self.probeName).compactText
         guard let nameRange = written.range(of: quotedName),
