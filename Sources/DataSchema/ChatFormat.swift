@@ -4,7 +4,8 @@
 // {% generation %} spans, or turn by turn (each assistant turn is what the template writes after
 // the prompt it renders for that turn, up to its end-of-turn marker). Tools and tool calls go to
 // templates that read them; a template that never reads `tools` (or `tool_calls`) gets them
-// written into the turns as Schema.md's rendering rules say. Models without a template render with
+// written into the turns as Schema.md's rendering rules say; how a template writes a call is read
+// off its rendering of a probe call (ToolCallFormat). Models without a template render with
 // the built-in code templates. Reference: transformers' apply_chat_template and render_jinja_template.
 import Foundation
 import Jinja
@@ -115,10 +116,10 @@ public struct ChatFormat: ConversationRenderer {
             endOfTurnMarkers = [t.endOfTurn] + (eos.map { [$0] } ?? [])
             notes.append("prompts are rendered with \(source.origin)")
         }
-        // How the model writes a tool call: the template's own format where it writes calls,
-        // else the documented <tool_call> format our rendering writes into the turns.
         self.notes = notes
         self.toolNotes = toolNotes
+        // How the model writes a tool call: the template's own format where it writes calls,
+        // else the documented <tool_call> format our rendering writes into the turns.
         toolCalls = .format(.documented)
         if readsTools && readsToolCalls {
             toolCalls = deriveToolCallFormat()
@@ -139,8 +140,8 @@ public struct ChatFormat: ConversationRenderer {
         case refused(String)
     }
 
-    /// The format guided tool calls are generated in and read back in (generate, the session
-    /// API, serve, evaluate-adapter's metrics); throws, naming the template, when it is refused.
+    /// The format guided tool calls are generated in and read back in (the session API, serve,
+    /// evaluate-adapter's metrics); throws, naming the template, when it is refused.
     public func toolCallFormat() throws(DataSchemaError) -> ToolCallFormat {
         switch toolCalls {
         case let .format(f): return f
