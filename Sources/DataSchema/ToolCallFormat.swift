@@ -7,6 +7,7 @@
 // Leaves out formats whose calls carry an id the model invents (Mistral's `[TOOL_CALLS]`) or
 // whose name is not a JSON string: ChatFormat refuses those (docs/chat-templates.md).
 import Foundation
+import ModelAssets
 
 /// A model's tool-call format: a call is `opening` + the name as a JSON string + `argumentsLead`
 /// + the arguments as JSON + `closing`; several calls are joined by `separator`.
@@ -102,6 +103,22 @@ public struct ToolCallFormat: Sendable, Hashable {
 
     /// Whether `text` could still become the opening of a call (a prefix of it).
     public func mayStartCall(_ text: String) -> Bool { opening.utf8.starts(with: text.utf8) }
+
+    /// The tokenizer's special tokens this format writes (Phi-4-mini's `<|tool_call|>` and
+    /// `<|/tool_call|>`): a reply decoded with special tokens skipped must keep these, or its
+    /// calls lose their wrapper.
+    public func specialTokens(in tokenizer: BPETokenizer) -> Set<Int> {
+        Set(tokenizer.specialTokenIds.filter { id in
+            let text = tokenizer.decode([id])
+            return !text.isEmpty && (opening.contains(text) || closing.contains(text))
+        })
+    }
+
+    /// A generated reply's text with special tokens skipped, except those this format writes.
+    public func decodeReply(_ tokens: [Int], tokenizer: BPETokenizer) -> String {
+        let kept = specialTokens(in: tokenizer)
+        return tokenizer.decode(tokens.filter { kept.contains($0) || !tokenizer.isSpecial($0) })
+    }
 
     /// A short human form for notes: `<tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call>`.
     public var example: String { opening + "NAME" + argumentsLead + "ARGS" + closing }

@@ -239,10 +239,12 @@ public enum Evaluator {
                                  sampling: SamplingOptions(temperature: 0), constraint: constraint)
     }
 
-    /// A generated reply, decoded with special tokens skipped, scored against the target.
+    /// A generated reply, decoded with special tokens skipped (but those of the model's call
+    /// format), scored against the target.
     public static func result(for target: EvalTarget, request: GenerationRequest, tokens: [Int], stats: GenerationStats,
                               base: BaseModel, label: String, calls: ToolCallFormat = .documented) -> TargetResult {
-        let output = base.tokenizer.decode(tokens, skipSpecialTokens: true)
+        // special tokens skipped, except those the model's call format writes (Phi-4-mini's <|tool_call|>)
+        let output = calls.decodeReply(tokens, tokenizer: base.tokenizer)
         let score = ReplyMetrics.score(output: output, reference: target.reference, format: target.format, calls: calls)
         return TargetResult(model: label, sample: target.sampleIndex, line: target.line, turn: target.turnIndex + 1,
                             promptTokens: request.prompt.count, reference: ReplyMetrics.referenceText(target.reference, format: calls),
