@@ -3,8 +3,9 @@
 // JSON schema (valid by construction, or an error: never an invalid value), and prewarm, which
 // computes the instructions (and a prompt prefix) into the session's KV cache ahead of time.
 // The cache is kept between turns: each turn prefills only what the cache does not hold yet.
-// Tools: a call is constrained to `<tool_call>` + the tool's argument schema (Schema.md's
-// rendering), the session runs the Swift handler, appends the call and its result to the
+// Tools: a call is constrained to the model's own call format (its chat template's:
+// ChatFormat.toolCallFormat; Schema.md's `<tool_call>` for templates that read no tools) and the
+// tool's argument schema, the session runs the Swift handler, appends the call and its result to the
 // transcript and generates again, as Foundation Models does. Leaves out the @Generable macro
 // (a Decodable type and its JSON schema stand in).
 import DataSchema
@@ -243,16 +244,26 @@ public final class LanguageModelSession: @unchecked Sendable {
 
     /// The constraint of a reply: the schema's, or with tools a call (or text, or text only).
     private func constraint(schema: JSONSchema?, toolChoice: ToolChoice) throws(RuntimeError) -> TokenConstraint? {
+        var format = ToolCallFormat.documented
+        if schema == nil && !tools.isEmpty { format = try callFormat() }
         do throws(GuidanceError) {
             if let schema { return try model.model.constraints.jsonSchema(schema) }
             if tools.isEmpty { return nil }
             switch toolChoice {
-            case .none: return try model.model.constraints.regex(#"[^<][\s\S]*"#)
+            case .none: return try model.model.constraints.regex(format.textPattern)
             case .auto, .required:
-                return try model.model.constraints.toolCall(tools.map { ($0.name, $0.parameters) }, allowText: toolChoice == .auto)
+                return try model.model.constraints.toolCall(tools.map { ($0.name, $0.parameters) }, allowText: toolChoice == .auto, format: format)
             }
         } catch {
             throw RuntimeError.unsupportedGuide(error.localizedDescription)
+        }
+    }
+
+    /// How the model writes a tool call (its chat template's format); throws when the template's
+    /// format is refused (calls with ids the model would invent: Mistral's).
+    private func callFormat() throws(RuntimeError) -> ToolCallFormat {
+        do throws(DataSchemaError) { return try model.model.chatFormat.toolCallFormat() } catch {
+            throw RuntimeError.unsupportedGuide(error.errorDescription ?? "\(error)")
         }
     }
 
@@ -270,21 +281,22 @@ public final class LanguageModelSession: @unchecked Sendable {
             let guide = try constraint(schema: schema, toolChoice: last ? .none : choice)
             let (text, r, stats) = try generate(entries: entries, constraint: guide, options: options, onText: choice == .none || tools.isEmpty ? onText : nil)
             // a cut guided value or call is an error; cut plain text is a reply, as without tools
-            if guide != nil && stats.incomplete && (schema != nil || text.hasPrefix("<")) {
+            var format = ToolCallFormat.documented
+            if schema == nil && !tools.isEmpty { format = try callFormat() }
+            if guide != nil && stats.incomplete && (schema != nil || text.first == format.lead) {
                 throw RuntimeError.incomplete(partial: text, maximumResponseTokens: options.maximumResponseTokens)
             }
-            guard schema == nil, !tools.isEmpty, text.hasPrefix("<tool_call>\n") else {
+            guard schema == nil, !tools.isEmpty, format.startsCall(text) else {
                 if !tools.isEmpty && choice != .none { onText?(text) }  // held back while it could have been a call
                 entries.append(.response(text))
                 _transcript.entries = entries
                 return r
             }
             // a call: run the handler, record both, continue from the result
-            let body = text.dropFirst("<tool_call>\n".count).dropLast("\n</tool_call>".count)
-            let call = try JSONValue.parse(String(body), context: "tool call")
-            guard let name = call["name"]?.stringValue, let tool = tools.first(where: { $0.name == name }), let arguments = call["arguments"] else {
+            guard let read = format.readCall(text), let tool = tools.first(where: { $0.name == read.name }) else {
                 throw RuntimeError.decoding("tool call \(text.prefix(200))")
             }
+            let (name, arguments) = (read.name, read.arguments)
             let id = "call\(entries.count)"
             entries.append(.toolCall(id: id, name: name, arguments: arguments.compactText))
             let output = try await tool.call(arguments)

@@ -4,7 +4,8 @@
 // {% generation %} spans, or turn by turn (each assistant turn is what the template writes after
 // the prompt it renders for that turn, up to its end-of-turn marker). Tools and tool calls go to
 // templates that read them; a template that never reads `tools` (or `tool_calls`) gets them
-// written into the turns as Schema.md's rendering rules say. Models without a template render with
+// written into the turns as Schema.md's rendering rules say; how a template writes a call is read
+// off its rendering of a probe call (ToolCallFormat). Models without a template render with
 // the built-in code templates. Reference: transformers' apply_chat_template and render_jinja_template.
 import Foundation
 import Jinja
@@ -57,6 +58,10 @@ public struct ChatFormat: ConversationRenderer {
     public let endOfTurnMarkers: [String]
     /// What a user should know about how prompts are rendered (printed by the executables when loading).
     public private(set) var notes: [String]
+    /// What a user should know about tools with this template (printed only when tools are present).
+    public private(set) var toolNotes: [String]
+    /// How the template writes a tool call (guided tool calls generate and read that format).
+    public private(set) var toolCalls: ToolCallSupport
 
     /// - Parameters:
     ///   - specialTokens: the tokenizer's named special tokens (`bos_token`, `eos_token`, ...).
@@ -83,7 +88,7 @@ public struct ChatFormat: ConversationRenderer {
         }
         variables = vars
         let eos = specialTokens.first { $0.name == "eos_token" }?.text
-        var notes: [String] = []
+        var notes: [String] = [], toolNotes: [String] = []
         switch source.body {
         case let .jinja(text):
             let template: JinjaTemplate
@@ -99,9 +104,9 @@ public struct ChatFormat: ConversationRenderer {
             endOfTurnMarkers = markers
             notes.append("prompts are rendered with the chat template from \(source.origin)")
             if !readsTools {
-                notes.append("the chat template never reads `tools`: a conversation with tools gets them written into its system turn and its tool calls as <tool_call> blocks (Schema.md, \"Rendering rules\")")
+                toolNotes.append("the chat template never reads `tools`: a conversation with tools gets them written into its system turn and its tool calls as <tool_call> blocks (Schema.md, \"Rendering rules\")")
             } else if !readsToolCalls {
-                notes.append("the chat template never reads `tool_calls`: a conversation's tool calls are written into its assistant turns as <tool_call> blocks (Schema.md)")
+                toolNotes.append("the chat template never reads `tool_calls`: a conversation's tool calls are written into its assistant turns as <tool_call> blocks (Schema.md)")
             }
         case let .builtIn(t):
             engine = .builtIn(t)
@@ -112,28 +117,120 @@ public struct ChatFormat: ConversationRenderer {
             notes.append("prompts are rendered with \(source.origin)")
         }
         self.notes = notes
-        if readsTools && readsToolCalls, let written = probeToolCall(), !written.contains("<tool_call>") {
-            self.notes.append("guided tool calls (generate, the session API, serve) are constrained to and read back in the <tool_call> format (Schema.md), not the one this template writes for a call (\(written.debugDescription)); a model trained on its own format may call tools less reliably under that constraint")
+        self.toolNotes = toolNotes
+        // How the model writes a tool call: the template's own format where it writes calls,
+        // else the documented <tool_call> format our rendering writes into the turns.
+        toolCalls = .format(.documented)
+        if readsTools && readsToolCalls {
+            toolCalls = deriveToolCallFormat()
+            switch toolCalls {
+            case let .format(f) where f != .documented:
+                self.toolNotes.append("tool calls are generated and read back in this template's own format, \(f.example.debugDescription) (docs/chat-templates.md, \"Guided tool calls\")")
+            case let .refused(reason):
+                self.toolNotes.append("guided tool calls are refused with this template: \(reason)")
+            default: break
+            }
         }
     }
 
-    /// How the template writes an assistant turn that calls one tool: the text after the user
-    /// turn (nil when the template refuses the probe or does not show the call).
-    func probeToolCall() -> String? {
-        var holder = Message(role: .system, content: "", tools: [ToolDefinition(name: "probe_tool", description: "A probe.")])
+    /// How the template writes calls: the format, or why guided tool calls are refused.
+    public enum ToolCallSupport: Sendable, Equatable {
+        case format(ToolCallFormat)
+        /// A sentence saying what the template writes and what to do.
+        case refused(String)
+    }
+
+    /// The format guided tool calls are generated in and read back in (the session API, serve,
+    /// evaluate-adapter's metrics); throws, naming the template, when it is refused.
+    public func toolCallFormat() throws(DataSchemaError) -> ToolCallFormat {
+        switch toolCalls {
+        case let .format(f): return f
+        case let .refused(reason): throw .chatTemplate(origin: source.origin, message: "guided tool calls are refused: " + reason)
+        }
+    }
+
+    static let probeName = "probe_tool", probeID = "call00001"
+    /// The probe tool's parameters: one integer, as the probe calls pass it.
+    static let probeParameters = try! JSONSchema(.object([
+        JSONMember(key: "type", value: .string("object")),
+        JSONMember(key: "properties", value: .object([JSONMember(key: "probe_argument", value: .object([JSONMember(key: "type", value: .string("integer"))]))])),
+        JSONMember(key: "required", value: .array([.string("probe_argument")])),
+    ]))
+
+    /// The format of a call, read from how the template writes an assistant turn that calls
+    /// the probe tool once (and twice, for the separator): the text before the name, between
+    /// the name and the arguments and after them. Refused when the call carries its id (the
+    /// model would have to invent one: Mistral's `[TOOL_CALLS]`, Falcon 3's OpenAI objects), or
+    /// when the call is not one JSON object with the name and the arguments in it.
+    func deriveToolCallFormat() -> ToolCallSupport {
+        let fix = "give --chat-template a template whose calls are a JSON object with \"name\" and \"arguments\" (or \"parameters\"), such as Hermes' <tool_call> format, or use the model without tools"
+        let one: JSONValue = .object([JSONMember(key: "probe_argument", value: .number(JSONNumber(1)))])
+        let two: JSONValue = .object([JSONMember(key: "probe_argument", value: .number(JSONNumber(2)))])
+        guard let written = probeToolCall([one]) else {
+            return .refused("the template writes no call for a probe assistant turn that calls a tool (or refuses it), so how its model calls tools is not known; " + fix)
+        }
+        if written.contains(Self.probeID) {
+            let mistral = written.contains("[TOOL_CALLS]") ? " (Mistral's [TOOL_CALLS] takes 9-character ids)" : ""
+            return .refused("it writes each call with its id (\(String(written.prefix(100)).debugDescription) for a call with id \"\(Self.probeID)\"), which the model would have to invent and the toolkit does not generate\(mistral); " + fix)
+        }
+        let quotedName = JSONValue.string(Self.probeName).compactText
+        guard let nameRange = written.range(of: quotedName),
+              let argKey = written.range(of: "\"probe_argument\"", range: nameRange.upperBound..<written.endIndex),
+              let argOpen = written[nameRange.upperBound..<argKey.lowerBound].lastIndex(of: "{"),
+              let argEnd = ToolCallFormat.jsonValueEnd(written[argOpen...]),
+              (try? JSONValue.parse(String(written[argOpen..<argEnd]), context: "probe")) == one,
+              let format = ToolCallFormat(opening: String(written[..<nameRange.lowerBound]),
+                                          argumentsLead: String(written[nameRange.upperBound..<argOpen]),
+                                          closing: String(written[argEnd...]), separator: nil) else {
+            return .refused("it writes a call as \(String(written.prefix(120)).debugDescription), not as one JSON object holding the name as a JSON string and the arguments under one key; " + fix)
+        }
+        // Two calls: the first as above, then the separator, then the second.
+        var separator: String?
+        if let both = probeToolCall([one, two]) {
+            let first = format.opening + quotedName + format.argumentsLead, tail = format.closing
+            let firstCall = String(written)
+            if both.hasPrefix(firstCall), let second = both.range(of: first, range: both.index(both.startIndex, offsetBy: firstCall.count)..<both.endIndex),
+               both.hasSuffix(tail) {
+                separator = String(both[both.index(both.startIndex, offsetBy: firstCall.count)..<second.lowerBound])
+            }
+        }
+        return .format(ToolCallFormat(opening: format.opening, argumentsLead: format.argumentsLead, closing: format.closing, separator: separator)!)
+    }
+
+    /// How the template writes an assistant turn that calls the probe tool with each of
+    /// `arguments`: the text after the user turn's generation prompt, without a leading empty
+    /// thinking block and the end-of-turn marker (nil when the template refuses the probe or
+    /// does not show the call).
+    func probeToolCall(_ arguments: [JSONValue]) -> String? {
+        var holder = Message(role: .system, content: "", tools: [ToolDefinition(name: Self.probeName, description: "A probe.", parameters: Self.probeParameters)])
         holder.holdsRecordTools = true
-        var call = Message(role: .assistant, content: "", toolCalls: [ToolCall(id: "call00001", name: "probe_tool", arguments: .object([]))])
-        call.contentOmitted = true
+        let calls = arguments.enumerated().map { ToolCall(id: $0.offset == 0 ? Self.probeID : "call0000\($0.offset + 1)", name: Self.probeName, arguments: $0.element) }
         let question = "Which probe?", asked = [holder, Message(role: .user, content: question)]
-        guard let text = try? render(asked + [call], addGenerationPrompt: false).text,
-              let r = text.range(of: question, options: .backwards) else { return nil }
+        // content "" (Qwen3 reads it), else none for a template that refuses that
+        var call = Message(role: .assistant, content: "", toolCalls: calls)
+        var rendered = try? render(asked + [call], addGenerationPrompt: false).text
+        if rendered == nil {
+            call.contentOmitted = true
+            rendered = try? render(asked + [call], addGenerationPrompt: false).text
+        }
+        guard let text = rendered, let r = text.range(of: question, options: .backwards) else { return nil }
         // What follows the generation prompt when the template keeps it, else what follows the question.
         var after = String(text[r.upperBound...])
         if let prompt = try? render(asked, addGenerationPrompt: true).text, text.utf8.starts(with: prompt.utf8) {
             after = String(decoding: text.utf8.dropFirst(prompt.utf8.count), as: UTF8.self)
         }
-        guard after.contains("probe_tool") else { return nil }
-        return String(trainedPart(of: after).prefix(120))
+        guard after.contains(Self.probeName) else { return nil }
+        // Qwen3 writes an empty thinking block before a last turn's call; the thinking splitter
+        // (serve) and the grammar (no thinking under a tool constraint) leave it out.
+        if let m = source.thinkingMarkers, after.hasPrefix(m.open), let end = after.range(of: m.close) {
+            after = String(after[end.upperBound...].drop { $0.isWhitespace })
+        }
+        var turn = trainedPart(of: after)
+        // the end-of-turn markers (Phi-4-mini's `<|end|>`, then EOS at the conversation's end)
+        while let marker = endOfTurnMarkers.first(where: { !$0.isEmpty && turn.hasSuffix($0) }) {
+            turn = String(turn.dropLast(marker.count))
+        }
+        return turn
     }
 
     /// The model's own template (or the one set on the base), with the tokenizer's special tokens.

@@ -198,7 +198,8 @@ public enum EvaluationRun {
         onEvent(.dataLoaded(samples: data.samples.count, targets: targets.count, summary: data.summary))
 
         let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: s.maxSequenceLength)
-        let longest = targets.map { base.tokenizer.encode(ReplyMetrics.referenceText($0.reference)).count }.max() ?? 0
+        let calls = (encoder.renderer as? ChatFormat).flatMap { if case let .format(f) = $0.toolCalls { f } else { nil } } ?? .documented
+        let longest = targets.map { base.tokenizer.encode(ReplyMetrics.referenceText($0.reference, format: calls)).count }.max() ?? 0
         let maxNew = s.maxNewTokens ?? max(16, longest + 16)
         var examples: [TrainingExample] = []
         if s.computeLoss {

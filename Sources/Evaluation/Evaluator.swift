@@ -239,13 +239,15 @@ public enum Evaluator {
                                  sampling: SamplingOptions(temperature: 0), constraint: constraint)
     }
 
-    /// A generated reply, decoded with special tokens skipped, scored against the target.
+    /// A generated reply, decoded with special tokens skipped (but those of the model's call
+    /// format), scored against the target.
     public static func result(for target: EvalTarget, request: GenerationRequest, tokens: [Int], stats: GenerationStats,
-                              base: BaseModel, label: String) -> TargetResult {
-        let output = base.tokenizer.decode(tokens, skipSpecialTokens: true)
-        let score = ReplyMetrics.score(output: output, reference: target.reference, format: target.format)
+                              base: BaseModel, label: String, calls: ToolCallFormat = .documented) -> TargetResult {
+        // special tokens skipped, except those the model's call format writes (Phi-4-mini's <|tool_call|>)
+        let output = calls.decodeReply(tokens, tokenizer: base.tokenizer)
+        let score = ReplyMetrics.score(output: output, reference: target.reference, format: target.format, calls: calls)
         return TargetResult(model: label, sample: target.sampleIndex, line: target.line, turn: target.turnIndex + 1,
-                            promptTokens: request.prompt.count, reference: ReplyMetrics.referenceText(target.reference),
+                            promptTokens: request.prompt.count, reference: ReplyMetrics.referenceText(target.reference, format: calls),
                             output: output, exactMatch: score.exactMatch, json: score.json, toolCalls: score.toolCalls,
                             generatedTokens: stats.generatedTokens, stoppedAtEndOfTurn: stats.stoppedAtEndOfTurn,
                             constrained: request.constraint != nil, incomplete: request.constraint != nil ? stats.incomplete : nil,
@@ -260,8 +262,22 @@ public enum Evaluator {
                                 encoder: TrainingEncoder, maxNewTokens: Int, label: String,
                                 constraints: ConstraintLibrary? = nil) throws(EvaluationError) -> TargetResult {
         let request = try request(for: target, base: base, encoder: encoder, maxNewTokens: maxNewTokens, constraints: constraints)
+        let calls = try callFormat(encoder, targets: [target])
         let (tokens, stats) = Generator.generate(engine, request)
-        return result(for: target, request: request, tokens: tokens, stats: stats, base: base, label: label)
+        return result(for: target, request: request, tokens: tokens, stats: stats, base: base, label: label, calls: calls)
+    }
+
+    /// The format the model writes tool calls in (its chat template's), for reading calls in
+    /// replies; an error naming the template when the template's format is refused and a
+    /// reference turn calls tools (scoring its calls in another format would be a guess).
+    public static func callFormat(_ encoder: TrainingEncoder, targets: [EvalTarget]) throws(EvaluationError) -> ToolCallFormat {
+        guard let chat = encoder.renderer as? ChatFormat else { return .documented }
+        switch chat.toolCalls {
+        case let .format(f): return f
+        case let .refused(reason):
+            guard let t = targets.first(where: { !$0.reference.toolCalls.isEmpty }) else { return .documented }
+            throw EvaluationError.noTargets(path: "line \(t.line)", reason: "the reference turn calls tools, and tool calls cannot be read in this model's format: \(reason)")
+        }
     }
 
     /// Greedy generation of every target, `batchSize` conversations decoding together (the same
@@ -274,18 +290,19 @@ public enum Evaluator {
         let requests = try targets.map { t throws(EvaluationError) in
             try request(for: t, base: base, encoder: encoder, maxNewTokens: maxNewTokens, constraints: constraints)
         }
+        let calls = try callFormat(encoder, targets: targets)
         if let draft {
             let decoder = SpeculativeDecoder(target: engine, drafter: draft.drafter, draftTokens: draft.tokens)
             for (i, request) in requests.enumerated() {
                 let (tokens, stats) = decoder.generate(request)
-                try onResult(i, result(for: targets[i], request: request, tokens: tokens, stats: stats.generation, base: base, label: label))
+                try onResult(i, result(for: targets[i], request: request, tokens: tokens, stats: stats.generation, base: base, label: label, calls: calls))
             }
             return
         }
         var finished: [Int: TargetResult] = [:]
         var next = 0
         try Generator.generateBatch(engine, requests, batchSize: batchSize) { i, tokens, stats in
-            finished[i] = result(for: targets[i], request: requests[i], tokens: tokens, stats: stats, base: base, label: label)
+            finished[i] = result(for: targets[i], request: requests[i], tokens: tokens, stats: stats, base: base, label: label, calls: calls)
             while let r = finished.removeValue(forKey: next) {
                 try onResult(next, r)
                 next += 1

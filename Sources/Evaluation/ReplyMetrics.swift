@@ -1,11 +1,12 @@
 // Scoring one generated reply against the reference assistant turn: exact match (whitespace at
 // the ends trimmed), JSON validity and schema conformance when the user turn asked for a
-// response_format, and tool-call name/argument accuracy with calls parsed from the
-// `<tool_call>` text Schema.md's rendering rules define. Pure functions on text; no model here.
+// response_format, and tool-call name/argument accuracy with calls parsed in the model's own
+// call format (DataSchema's ToolCallFormat, from its chat template; Schema.md's `<tool_call>` text
+// for templates that read no tools). Pure functions on text; no model here.
 import DataSchema
 import Foundation
 
-/// One `<tool_call>` block of a generated reply.
+/// One tool call of a generated reply.
 public struct ParsedToolCall: Sendable, Equatable {
     public var name: String?
     /// The arguments object (an OpenAI-style string holding an object is parsed).
@@ -22,7 +23,7 @@ public struct ParsedToolCall: Sendable, Equatable {
 
 /// A generated assistant turn split as Schema.md renders one: text content, then tool calls.
 public struct ParsedReply: Sendable, Equatable {
-    /// The text before the first `<tool_call>`, trimmed.
+    /// The text before the first call, trimmed.
     public var content: String
     public var calls: [ParsedToolCall]
 }
@@ -60,9 +61,6 @@ public struct TurnScore: Sendable, Equatable, Codable {
 }
 
 public enum ReplyMetrics {
-    static let openTag = "<tool_call>"
-    static let closeTag = "</tool_call>"
-
     /// The reply with whitespace and newlines at both ends removed.
     public static func trimmed(_ text: String) -> String {
         text.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -72,9 +70,15 @@ public enum ReplyMetrics {
         trimmed(output) == trimmed(reference)
     }
 
-    /// The text the reference assistant turn renders to (content, then its tool calls).
-    public static func referenceText(_ message: Message) -> String {
-        ChatRendering.text(of: message)
+    /// The text the reference assistant turn is generated as: its content, then its tool calls
+    /// in `format` (on a line of their own after content, as Schema.md's rendering writes them).
+    public static func referenceText(_ message: Message, format: ToolCallFormat = .documented) -> String {
+        guard !message.toolCalls.isEmpty, format != .documented else { return ChatRendering.text(of: message) }
+        var parts: [String] = []
+        let content = message.reasoning.map { "<think>\n" + $0 + "\n</think>\n\n" + message.content } ?? message.content
+        if !content.isEmpty { parts.append(content) }
+        parts.append(format.text(message.toolCalls))
+        return parts.joined(separator: "\n")
     }
 
     /// Validity, conformance and equality of a reply that should be JSON under `format`.
@@ -91,60 +95,14 @@ public enum ReplyMetrics {
                          equalsReference: expected.map { $0 == value } ?? false)
     }
 
-    /// Splits generated text into content and `<tool_call>` blocks. A block that is not one JSON
-    /// object with a string "name" and an object "arguments", or lacks its closing tag, is kept
-    /// with an error (it counts as a malformed call, never silently dropped).
-    public static func parseReply(_ text: String) -> ParsedReply {
-        guard let first = text.range(of: openTag) else {
-            return ParsedReply(content: trimmed(text), calls: [])
-        }
-        let content = trimmed(String(text[..<first.lowerBound]))
-        var calls: [ParsedToolCall] = []
-        var rest = text[first.upperBound...]
-        while true {
-            let inner: Substring
-            var missingClose = false
-            if let close = rest.range(of: closeTag) {
-                inner = rest[..<close.lowerBound]
-                rest = rest[close.upperBound...]
-            } else {
-                inner = rest
-                rest = rest[rest.endIndex...]
-                missingClose = true
-            }
-            var call = parseCallBody(String(inner))
-            if missingClose && call.error == nil { call.error = "no closing </tool_call>" }
-            calls.append(call)
-            guard let next = rest.range(of: openTag) else { break }
-            rest = rest[next.upperBound...]
-        }
-        return ParsedReply(content: content, calls: calls)
-    }
-
-    static func parseCallBody(_ body: String) -> ParsedToolCall {
-        let value: JSONValue
-        do { value = try JSONValue.parse(trimmed(body), context: "tool call") } catch {
-            return ParsedToolCall(name: nil, arguments: nil, error: error.localizedDescription)
-        }
-        guard case .object = value else {
-            return ParsedToolCall(name: nil, arguments: nil, error: "a tool call is a JSON object, got \(value.typeName)")
-        }
-        guard let name = value["name"]?.stringValue else {
-            return ParsedToolCall(name: nil, arguments: nil, error: "the tool call has no string \"name\"")
-        }
-        switch value["arguments"] {
-        case .some(.object(let members)):
-            return ParsedToolCall(name: name, arguments: .object(members))
-        case .some(.string(let s)):
-            if let parsed = try? JSONValue.parse(s, context: "arguments"), case .object = parsed {
-                return ParsedToolCall(name: name, arguments: parsed)
-            }
-            return ParsedToolCall(name: name, arguments: nil, error: "\"arguments\" is a string that is not a JSON object")
-        case .none:
-            return ParsedToolCall(name: name, arguments: nil, error: "the tool call has no \"arguments\"")
-        case .some(let other):
-            return ParsedToolCall(name: name, arguments: nil, error: "\"arguments\" is a JSON \(other.typeName), not an object")
-        }
+    /// Splits generated text into content and the calls written in `format` (the model's own,
+    /// ChatFormat.toolCallFormat; by default Schema.md's `<tool_call>` blocks). A call that is not
+    /// one JSON object with a string "name" and an object under the format's arguments key, or
+    /// lacks its closing text, is kept with an error (it counts as a malformed call, never
+    /// silently dropped).
+    public static func parseReply(_ text: String, format: ToolCallFormat = .documented) -> ParsedReply {
+        let parsed = format.parse(text)
+        return ParsedReply(content: parsed.content, calls: parsed.calls.map { ParsedToolCall(name: $0.name, arguments: $0.arguments, error: $0.error) })
     }
 
     /// Matches reference calls to predicted ones regardless of order: each reference call takes
@@ -169,14 +127,15 @@ public enum ReplyMetrics {
                              argumentsCorrect: args, malformed: malformed, unexpected: unexpected)
     }
 
-    /// Every check of one reply. `format` is the response_format this turn answers, if any.
-    public static func score(output: String, reference: Message, format: ResponseFormat?) -> TurnScore {
-        let refText = referenceText(reference)
+    /// Every check of one reply. `format` is the response_format this turn answers, if any;
+    /// `calls` the format the model writes tool calls in.
+    public static func score(output: String, reference: Message, format: ResponseFormat?, calls: ToolCallFormat = .documented) -> TurnScore {
+        let refText = referenceText(reference, format: calls)
         var score = TurnScore(exactMatch: exactMatch(output, refText), json: nil, toolCalls: nil)
         if let format {
             score.json = checkJSON(output: output, reference: reference.content, format: format)
         }
-        let parsed = parseReply(output)
+        let parsed = parseReply(output, format: calls)
         if !reference.toolCalls.isEmpty || !parsed.calls.isEmpty {
             score.toolCalls = checkToolCalls(predicted: parsed.calls, reference: reference.toolCalls)
         }

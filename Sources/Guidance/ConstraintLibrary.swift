@@ -43,13 +43,14 @@ public final class ConstraintLibrary: @unchecked Sendable {
 }
 
 extension ConstraintLibrary {
-    /// Replies that call one of `tools` (or, with `allowText`, plain text not beginning with `<`).
-    public func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], allowText: Bool) throws(GuidanceError) -> TokenConstraint {
-        try toolCall(tools, otherwise: allowText ? .text : .none)
+    /// Replies that call one of `tools` in `format` (or, with `allowText`, plain text not beginning like a call).
+    public func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], allowText: Bool, format: ToolCallFormat = .documented) throws(GuidanceError) -> TokenConstraint {
+        try toolCall(tools, otherwise: allowText ? .text : .none, format: format)
     }
 
-    /// Replies that call one of `tools` or are `otherwise` (Grammar.toolCall(_:otherwise:)).
-    public func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], otherwise: Grammar.ToolCallAlternative) throws(GuidanceError) -> TokenConstraint {
+    /// Replies that call one of `tools` in `format` or are `otherwise` (Grammar.toolCall(_:otherwise:format:)).
+    public func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], otherwise: Grammar.ToolCallAlternative,
+                         format: ToolCallFormat = .documented) throws(GuidanceError) -> TokenConstraint {
         let alternative: String
         switch otherwise {
         case .none: alternative = "none"
@@ -57,6 +58,7 @@ extension ConstraintLibrary {
         case let .value(schema): alternative = "value " + schema.root.compactText
         }
         let key = "tools " + JSONValue.array(tools.map { .array([.string($0.name), $0.parameters?.root ?? .null]) }).compactText + " or " + alternative
-        return try constraint(key: key) { () throws(GuidanceError) in try Grammar.toolCall(tools, otherwise: otherwise) }
+            + " as " + JSONValue.array([.string(format.opening), .string(format.argumentsLead), .string(format.closing)]).compactText
+        return try constraint(key: key) { () throws(GuidanceError) in try Grammar.toolCall(tools, otherwise: otherwise, format: format) }
     }
 }

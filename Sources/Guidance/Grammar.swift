@@ -73,20 +73,22 @@ extension Grammar {
     public enum ToolCallAlternative: Sendable, Equatable {
         /// Nothing: the reply is a call (tool_choice required or a named tool).
         case none
-        /// Plain text that does not begin with `<` (tool_choice auto).
+        /// Plain text that does not begin with the first character of a call (`<` in the
+        /// documented format, `{` in Llama 3's) (tool_choice auto).
         case text
         /// A value of this schema, as `jsonSchema` generates it (a guided reply in a session that
         /// has tools: the answer, or a call first).
         case value(JSONSchema)
     }
 
-    /// A reply that calls one of `tools` — `<tool_call>\n{"name":"NAME","arguments":{...}}\n</tool_call>`
-    /// (the rendering of Schema.md's tool calls), the arguments valid against that tool's
-    /// parameters (any JSON object when it has none) — or, with `allowText`, plain text that does
-    /// not begin with `<`.
-    public static func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], allowText: Bool,
+    /// A reply that calls one of `tools` in `format` — the model's own, as its chat template
+    /// writes a call (ChatFormat.toolCallFormat), by default Schema.md's
+    /// `<tool_call>\n{"name":"NAME","arguments":{...}}\n</tool_call>` — the arguments valid
+    /// against that tool's parameters (any JSON object when it has none) in compact JSON, or,
+    /// with `allowText`, plain text that does not begin with the call's first character.
+    public static func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], allowText: Bool, format: ToolCallFormat = .documented,
                                 stateLimit: Int = defaultStateLimit) throws(GuidanceError) -> Grammar {
-        try toolCall(tools, otherwise: allowText ? .text : .none, stateLimit: stateLimit)
+        try toolCall(tools, otherwise: allowText ? .text : .none, format: format, stateLimit: stateLimit)
     }
 
     /// A call of one of `tools` (as above) or `otherwise`, one automaton. Each tool's parameters
@@ -95,7 +97,7 @@ extension Grammar {
     /// properties by its own `x-order`. Errors in a tool's parameters name the tool in their path
     /// (`tool get_weather $.properties.unit`); the alternative's keep the schema's `$` path.
     public static func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], otherwise: ToolCallAlternative,
-                                stateLimit: Int = defaultStateLimit) throws(GuidanceError) -> Grammar {
+                                format: ToolCallFormat = .documented, stateLimit: Int = defaultStateLimit) throws(GuidanceError) -> Grammar {
         guard !tools.isEmpty else { throw GuidanceError.noValue(path: "tools", reason: "no tool is declared") }
         let b = NFABuilder(stateLimit: stateLimit)
         var calls: [Fragment] = []
@@ -110,15 +112,15 @@ extension Grammar {
             } catch {
                 throw error.inTool(tool.name)
             }
-            calls.append(b.concat([b.literal("<tool_call>\n{\"name\":" + JSONValue.string(tool.name).compactText + ",\"arguments\":"),
-                                   arguments, b.literal("}\n</tool_call>")]))
+            calls.append(b.concat([b.literal(format.opening + JSONValue.string(tool.name).compactText + format.argumentsLead),
+                                   arguments, b.literal(format.closing)]))
             if b.isOverLimit { throw GuidanceError.tooLarge(path: "tool \(tool.name)", limit: stateLimit) }
         }
         var summary = "tool call (\(tools.map(\.name).joined(separator: ", ")))"
         switch otherwise {
         case .none: break
         case .text:
-            let text = try ScalarNFA.compile(#"[^<][\s\S]*"#, reading: .raw, path: "text", stateLimit: stateLimit)
+            let text = try ScalarNFA.compile(format.textPattern, reading: .raw, path: "text", stateLimit: stateLimit)
             calls.append(try b.scalarStrings(text, minLength: 0, maxLength: nil, encoding: .raw, path: "text"))
             summary += " or text"
         case let .value(schema):

@@ -4,7 +4,8 @@
 // response_format schema before the last user turn), so an adapter sees the prompts it was
 // trained on. Replies: `finish_reason` stop / length / tool_calls as OpenAI gives them; a
 // guided reply cut by max_tokens is answered `length` (never as a whole value); a tool call is
-// the model's `<tool_call>` block (Schema.md) read back into `tool_calls`, streamed as OpenAI
+// the model's own call (its chat template's format: Hermes' `<tool_call>` block, Llama 3's bare
+// JSON, ...; ChatFormat.toolCallFormat) read back into `tool_calls`, streamed as OpenAI
 // streams one (a delta with its index, id and name, then its arguments in pieces as decoded);
 // usage counts the prompt positions the prompt cache supplied (`prompt_tokens_details.cached_tokens`);
 // a thinking model's thinking (between its template's `<think>` markers) is `reasoning_content`.
@@ -108,15 +109,35 @@ public final class OpenAIService: @unchecked Sendable {
             // The model's chat template refused the conversation (a system turn it does not allow, ...).
             throw .invalidRequest(error.errorDescription ?? "\(error)", param: "messages", code: "invalid_value")
         }
-        var constraint = forcing
-        if forcing == nil { constraint = try self.constraint(request.guide, tools: request.tools) }
         var mode: ReplyAssembler.Mode = .text
+        var callFormat = ToolCallFormat.documented
         switch request.guide {
-        case .tools(_, let allowText): mode = allowText ? .textOrToolCall : .toolCall
-        case .toolsOrValue: mode = .textOrToolCall  // a value never begins with `<`
-        case .none, .schema, .textOnly: break
+        case .tools(_, let allowText):
+            mode = allowText ? .textOrToolCall : .toolCall
+            callFormat = try toolCallFormat(model: request.model)
+        case .toolsOrValue:
+            mode = .textOrToolCall  // a value is compact JSON, never the call's opening
+            callFormat = try toolCallFormat(model: request.model)
+        case .textOnly:
+            if case let .format(f) = chatFormat?.toolCalls { callFormat = f }
+        case .none, .schema: break
         }
-        return try await run(prompt: prompt, model: model, sampling: request.sampling, constraint: constraint, kind: .chat, mode: mode, thinking: thinking)
+        var constraint = forcing
+        if forcing == nil { constraint = try self.constraint(request.guide, tools: request.tools, format: callFormat) }
+        return try await run(prompt: prompt, model: model, sampling: request.sampling, constraint: constraint, kind: .chat, mode: mode,
+                             thinking: thinking, callFormat: callFormat)
+    }
+
+    /// The model's chat template, when it is one (a test's code template is not).
+    var chatFormat: ChatFormat? { encoder.renderer as? ChatFormat }
+
+    /// The format the model writes tool calls in; a 400 naming the template when guided tool
+    /// calls are refused for it (a call with an id the model would invent: Mistral's).
+    func toolCallFormat(model: String) throws(ServerError) -> ToolCallFormat {
+        guard let chatFormat else { return .documented }
+        do throws(DataSchemaError) { return try chatFormat.toolCallFormat() } catch {
+            throw .invalidRequest("The model '\(model)' cannot be given tools: \(error.errorDescription ?? "\(error)")", param: "tools", code: "unsupported_parameter")
+        }
     }
 
     /// `POST /v1/completions`: the prompt as plain text, no chat template.
@@ -128,14 +149,14 @@ public final class OpenAIService: @unchecked Sendable {
         return try await run(prompt: prompt, model: model, sampling: request.sampling, constraint: nil, kind: .completion, mode: .text)
     }
 
-    func constraint(_ guide: Guide, tools: [ToolDefinition]) throws(ServerError) -> TokenConstraint? {
+    func constraint(_ guide: Guide, tools: [ToolDefinition], format: ToolCallFormat = .documented) throws(ServerError) -> TokenConstraint? {
         do throws(GuidanceError) {
             switch guide {
             case .none: return nil
             case .schema(let schema, _): return try constraints.jsonSchema(schema)
-            case .tools(let tools, let allowText): return try constraints.toolCall(tools.map { ($0.name, $0.parameters) }, allowText: allowText)
-            case .toolsOrValue(let tools, let schema, _): return try constraints.toolCall(tools.map { ($0.name, $0.parameters) }, otherwise: .value(schema))
-            case .textOnly: return try constraints.regex(#"[^<][\s\S]*"#)
+            case .tools(let tools, let allowText): return try constraints.toolCall(tools.map { ($0.name, $0.parameters) }, allowText: allowText, format: format)
+            case .toolsOrValue(let tools, let schema, _): return try constraints.toolCall(tools.map { ($0.name, $0.parameters) }, otherwise: .value(schema), format: format)
+            case .textOnly: return try constraints.regex(format.textPattern)
             }
         } catch {
             // a tool's parameters are named by the tool (Grammar.toolCall's paths); the rest is the schema's
@@ -150,7 +171,8 @@ public final class OpenAIService: @unchecked Sendable {
     }
 
     func run(prompt: [Int], model: AdapterCatalog.Model, sampling p: SamplingParameters, constraint: TokenConstraint?,
-             kind: ReplyFormat.Kind, mode: ReplyAssembler.Mode, thinking: (open: String, close: String)? = nil) async throws(ServerError) -> Reply {
+             kind: ReplyFormat.Kind, mode: ReplyAssembler.Mode, thinking: (open: String, close: String)? = nil,
+             callFormat: ToolCallFormat = .documented) async throws(ServerError) -> Reply {
         let context = scheduler.model.config.maxPositionEmbeddings
         let room = context - prompt.count
         guard room >= 1 else { throw .contextExceeded(promptTokens: prompt.count, maxTokens: p.maxTokens ?? 1, limit: context) }
@@ -171,7 +193,7 @@ public final class OpenAIService: @unchecked Sendable {
             decoder.keptTokens = Set([thinking.open, thinking.close].compactMap { tokenizer.tokenId($0) })
             splitter = ThinkingSplitter(open: thinking.open, close: thinking.close, prompt: tokenizer.decode(prompt))
         }
-        let assembler = ReplyAssembler(decoder: decoder, stop: p.stop, mode: mode, thinking: splitter)
+        let assembler = ReplyAssembler(decoder: decoder, stop: p.stop, mode: mode, thinking: splitter, callFormat: callFormat)
         let stream = ReplyStream(events: events, ticket: ticket, format: format, assembler: assembler)
         if p.stream { return .stream(stream) }
         // a caller that goes away (its task cancelled) frees the slot too
@@ -285,7 +307,9 @@ struct ThinkingSplitter {
 }
 
 /// The text of a reply as it is decoded: held back while it could still begin a stop sequence,
-/// cut at one; for tool replies, once it begins with `<` (a call), read as a call (ToolCallReader).
+/// cut at one; for tool replies, once it begins with the call format's opening, read as a call
+/// (ToolCallReader); held while it could still be that opening (Llama 3's `{"name": ` beside a
+/// response_format value, which is compact JSON: `{"name":`).
 struct ReplyAssembler {
     enum Mode { case text, textOrToolCall, toolCall }
     var decoder: StreamingDecoder
@@ -299,15 +323,16 @@ struct ReplyAssembler {
     /// nil while a textOrToolCall reply has no text yet.
     var isCall: Bool?
     /// The call, when the reply is one.
-    var call = ToolCallReader()
+    var call: ToolCallReader
     /// A thinking model's reply: its thinking is split off before the rest is read.
     var thinking: ThinkingSplitter?
 
-    init(decoder: StreamingDecoder, stop: [String], mode: Mode, thinking: ThinkingSplitter? = nil) {
+    init(decoder: StreamingDecoder, stop: [String], mode: Mode, thinking: ThinkingSplitter? = nil, callFormat: ToolCallFormat = .documented) {
         self.decoder = decoder
         self.stop = stop
         self.mode = mode
         self.thinking = thinking
+        call = ToolCallReader(format: callFormat)
         isCall = mode == .text ? false : mode == .toolCall ? true : nil
     }
 
@@ -329,10 +354,21 @@ struct ReplyAssembler {
     private mutating func release(_ piece: String, final: Bool) -> [ReplyPiece] {
         raw += piece
         if stoppedBySequence { return [] }
-        // `raw` was empty until now when this decides, so the reader sees the call from its start
-        if isCall == nil, let first = raw.first { isCall = first == "<" }
+        var piece = piece
+        if isCall == nil {
+            // undecided until the text is the call's opening or cannot become it; the reader then
+            // sees the call from its start, and text is released from its start
+            if call.format.startsCall(raw) {
+                isCall = true
+                piece = raw
+            } else if raw.isEmpty || (call.format.mayStartCall(raw) && !final) {
+                return []
+            } else {
+                isCall = false
+                piece = raw
+            }
+        }
         if isCall == true { return call.feed(piece) }
-        guard isCall == false else { return [] }
         let text = releaseText(piece, final: final)
         return text.isEmpty ? [] : [.text(text)]
     }
@@ -366,15 +402,16 @@ struct ReplyAssembler {
     }
 }
 
-/// A `<tool_call>\n{"name":"NAME","arguments":ARGS}\n</tool_call>` reply (Schema.md's rendering,
-/// which the tool grammar generates compactly) read as it is decoded: the name once its string
-/// and `,"arguments":` are whole, then the arguments' JSON text as it comes, up to where the
-/// value ends (its depth of brackets back to zero outside strings; a scalar ends at the call's
-/// closing `}`). Pieces end at a decoded piece's end or at an ASCII byte, so each is UTF-8 text.
+/// A reply that is one call in the model's format (ToolCallFormat: `opening` NAME `argumentsLead`
+/// ARGS `closing`, e.g. `<tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>` or Llama
+/// 3's `{"name": "NAME", "parameters": ARGS}`), which the tool grammar generates, read as it is
+/// decoded: the name once its string and the arguments' lead are whole, then the arguments'
+/// JSON text as it comes, up to where the value ends (its depth of brackets back to zero outside
+/// strings; a scalar ends at the call's closing `}`). Pieces end at a decoded piece's end or at
+/// an ASCII byte, so each is UTF-8 text.
 struct ToolCallReader {
-    static let head = Array("<tool_call>\n{\"name\":".utf8)
-    static let argumentsKey = Array(",\"arguments\":".utf8)
-    static let tail = Array("}\n</tool_call>".utf8)
+    let format: ToolCallFormat
+    let head: [UInt8], argumentsKey: [UInt8], tail: [UInt8]
     private static let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
 
     private(set) var bytes: [UInt8] = []
@@ -387,6 +424,13 @@ struct ToolCallReader {
     private var argumentsEnd: Int?
     private var scanned = 0, depth = 0
     private var inString = false, escaped = false
+
+    init(format: ToolCallFormat = .documented) {
+        self.format = format
+        head = Array(format.opening.utf8)
+        argumentsKey = Array(format.argumentsLead.utf8)
+        tail = Array(format.closing.utf8)
+    }
 
     mutating func feed(_ text: String) -> [ReplyPiece] {
         bytes += text.utf8
@@ -435,10 +479,10 @@ struct ToolCallReader {
         return out
     }
 
-    /// The name, once `<tool_call>\n{"name":"NAME","arguments":` is whole; marks the text
-    /// broken as soon as it cannot be that.
+    /// The name, once the opening, the name's string and the arguments' lead are whole; marks
+    /// the text broken as soon as it cannot be that.
     private mutating func readHead() -> String? {
-        let h = Self.head
+        let h = head
         let n = min(bytes.count, h.count)
         guard bytes[..<n].elementsEqual(h[..<n]) else { broken = true; return nil }
         guard bytes.count > h.count else { return nil }
@@ -449,7 +493,7 @@ struct ToolCallReader {
             i += 1
         }
         guard i < bytes.count else { return nil }
-        let nameEnd = i + 1, k = Self.argumentsKey
+        let nameEnd = i + 1, k = argumentsKey
         let m = min(bytes.count - nameEnd, k.count)
         guard bytes[nameEnd..<(nameEnd + m)].elementsEqual(k[..<m]) else { broken = true; return nil }
         guard m == k.count else { return nil }
@@ -470,7 +514,7 @@ struct ToolCallReader {
     /// The call, when the text is a whole call: the head, arguments that parse as JSON, the tail.
     var whole: (name: String, arguments: String)? {
         guard !broken, let name, let start = argumentsStart, let end = argumentsEnd,
-              bytes[end...].elementsEqual(Self.tail),
+              bytes[end...].elementsEqual(tail),
               (try? JSONValue.parse(String(decoding: bytes[start..<end], as: UTF8.self), context: "tool call arguments")) != nil else { return nil }
         return (name, arguments)
     }

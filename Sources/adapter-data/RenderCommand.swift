@@ -75,7 +75,7 @@ struct RenderCommand: ParsableCommand {
             specials.append((name, value))
         }
         let format = try ChatFormat(source: try chatTemplate.source(model: base), specialTokens: specials, date: jinjaDate)
-        if !json { ChatTemplateOptions.announce(format) }
+        if !json { ChatTemplateOptions.announce(format, data: [file]) }
         let encoder = tokenizer.map { TrainingEncoder(tokenizer: $0, renderer: format, maxSequenceLength: Int.max / 2) }
 
         let data = try DataReader.read(path: file, options: ReadOptions(mode: .any, skipInvalid: true))

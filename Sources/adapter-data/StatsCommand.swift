@@ -38,13 +38,13 @@ struct StatsCommand: ParsableCommand {
         if let tokenizerJson {
             let tokenizer = try BPETokenizer.load(tokenizerJSON: URL(fileURLWithPath: tokenizerJson))
             let format = try ChatFormat(base: try chatTemplate.source(model: .model(tokenizer)), tokenizer: tokenizer)
-            ChatTemplateOptions.announce(format)
+            ChatTemplateOptions.announce(format, data: [data.file])
             encoder = TrainingEncoder(tokenizer: tokenizer, renderer: format, maxSequenceLength: maxSequenceLength)
         } else if model.baseModel != nil || BaseModel.defaultPath() != nil {
             // the base model's tokenizer (the fetched default when --base-model is not given)
             let (_, tokenizer, template) = try model.loadTokenizer()
             let format = try ChatFormat(base: try chatTemplate.source(model: template), tokenizer: tokenizer)
-            ChatTemplateOptions.announce(format)
+            ChatTemplateOptions.announce(format, data: [data.file])
             encoder = TrainingEncoder(tokenizer: tokenizer, renderer: format, maxSequenceLength: maxSequenceLength)
         }
         if let pairs { return try printPreferences(pairs, encoder: encoder) }

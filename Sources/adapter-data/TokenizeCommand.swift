@@ -41,7 +41,7 @@ struct TokenizeCommand: ParsableCommand {
         if chat, let file {
             let data = try DataReader.read(path: file, options: ReadOptions(mode: .train, skipInvalid: true))
             let format = try ChatFormat(base: try chatTemplate.source(model: template), tokenizer: tokenizer)
-            ChatTemplateOptions.announce(format)
+            ChatTemplateOptions.announce(format, data: [file])
             let encoder = TrainingEncoder(tokenizer: tokenizer, renderer: format, maxSequenceLength: Int.max / 2)
             for issue in data.issues { FileHandle.standardError.write(Data("skipped \(issue)\n".utf8)) }
             for sample in data.samples {

@@ -92,7 +92,7 @@ struct EvaluateAdapter: ParsableCommand {
         let printer = ProgressPrinter()
         let t0 = Date()
         var base = try model.load()
-        try chatTemplate.apply(to: &base)
+        try chatTemplate.apply(to: &base, data: [evalData])
         printer.log(String(format: "loaded base model %@ in %.1fs (signature %@)", base.path, Date().timeIntervalSince(t0), String(base.signature.prefix(16))))
         var s = EvaluationSettings(evalData: evalData)
         s.checkpoints = checkpoint

@@ -64,7 +64,7 @@ struct TrainDraft: ParsableCommand {
         if let line = DataParallelJob.summary { printer.log(line) }
         let t0 = Date()
         var base = try model.load()
-        try chatTemplate.apply(to: &base, quiet: !DataParallelJob.isRoot)
+        try chatTemplate.apply(to: &base, quiet: !DataParallelJob.isRoot, data: [data.trainData] + (data.evalData.map { [$0] } ?? []))
         printer.log(String(format: "loaded base model %@ in %.1fs (signature %@)", base.path, Date().timeIntervalSince(t0), String(base.signature.prefix(16))))
         let source: DraftSource = draftModel.map { .model(path: $0) } ?? .baseLayers(draftLayers ?? 2)
         var settings = DraftRunSettings(

@@ -22,7 +22,7 @@ final class ChatFormatTests: XCTestCase {
     func testSmolLM2TemplateRendersTheExamplesAsTheChatMLCode() throws {
         let format = try ChatFormat(source: .jinja(try Self.template("smollm2.jinja")), specialTokens: Self.smolSpecials)
         XCTAssertFalse(format.readsTools, "SmolLM2's template never reads tools")
-        XCTAssertTrue(format.notes.contains { $0.contains("never reads `tools`") })
+        XCTAssertTrue(format.toolNotes.contains { $0.contains("never reads `tools`") })
         let code = CodeTemplateRenderer(ChatTemplate.smolLM2)
         var samples = 0, prompts = 0
         for (file, mode) in [("extraction/train.jsonl", DataMode.train), ("extraction/eval.jsonl", .train), ("extraction/prompts.jsonl", .prompt),
@@ -247,20 +247,3 @@ extension ChatFormatTests {
     }
 }
 
-extension ChatFormatTests {
-    /// Guided tool calls are written as `<tool_call>` blocks: a template that writes calls its own
-    /// other way (Llama 3.2's bare JSON) gets a note saying so; Hermes-style templates (Qwen2.5)
-    /// and templates that read no tools (SmolLM2, whose calls are written as `<tool_call>` blocks
-    /// by Schema.md's rules) do not.
-    func testANoteSaysWhenGuidedToolCallsDifferFromTheTemplatesFormat() throws {
-        func notes(_ name: String, _ specials: [(name: String, text: String)]) throws -> [String] {
-            try ChatFormat(source: .jinja(try Self.template(name)), specialTokens: specials, date: JinjaDate(year: 2024, month: 7, day: 26)).notes
-        }
-        let llama = try notes("llama32.jinja", [("bos_token", "<|begin_of_text|>"), ("eos_token", "<|eot_id|>")])
-        let note = try XCTUnwrap(llama.first { $0.contains("guided tool calls") }, "\(llama)")
-        XCTAssertTrue(note.contains(#"{\"name\": \"probe_tool\""#), note)
-        XCTAssertFalse(try notes("qwen25.jinja", [("eos_token", "<|im_end|>")]).contains { $0.contains("guided tool calls") })
-        XCTAssertFalse(try notes("hermes3_tool_use.jinja", [("bos_token", "<|begin_of_text|>"), ("eos_token", "<|im_end|>")]).contains { $0.contains("guided tool calls") })
-        XCTAssertFalse(try notes("smollm2.jinja", Self.smolSpecials).contains { $0.contains("guided tool calls") })
-    }
-}

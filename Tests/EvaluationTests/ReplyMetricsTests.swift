@@ -1,8 +1,11 @@
 // The evaluator's scores on hand-made replies: exact match with trimmed ends, JSON validity,
 // schema conformance and equality, tool-call parsing per Schema.md's rendering (content, several
-// calls, string arguments, malformed and unclosed blocks) and name/argument accuracy.
+// calls, string arguments, malformed and unclosed blocks) and in a model's own format (Llama 3's
+// bare JSON; Phi-4-mini's special-token wrapper kept when decoding), name/argument accuracy.
 import DataSchema
 @testable import Evaluation
+import ModelAssets
+import TestSupport
 import XCTest
 
 final class ReplyMetricsTests: XCTestCase {
@@ -122,5 +125,52 @@ final class ReplyMetricsTests: XCTestCase {
         let all = Evaluator.targets(of: [sample], turns: .all)
         XCTAssertEqual(all.map(\.turnIndex), [2, 4, 6])
         XCTAssertEqual(all.map { $0.format != nil }, [false, true, false])
+    }
+}
+
+extension ReplyMetricsTests {
+    /// A model whose template writes Llama 3's bare JSON (`"parameters"`) is scored on calls in
+    /// that format: its reference is written so, and its replies are read so; the documented
+    /// `<tool_call>` reading finds no call in the same reply.
+    func testToolCallsAreReadInTheModelsOwnFormat() throws {
+        let llama = try XCTUnwrap(ToolCallFormat(opening: "{\"name\": ", argumentsLead: ", \"parameters\": ", closing: "}", separator: nil))
+        let reference = Message(role: .assistant, content: "", toolCalls: [ToolCall(name: "get_weather", arguments: try json(#"{"city":"Oslo"}"#))])
+        XCTAssertEqual(ReplyMetrics.referenceText(reference, format: llama), #"{"name": "get_weather", "parameters": {"city":"Oslo"}}"#)
+        let output = #" {"name": "get_weather", "parameters": {"city": "Oslo"}}"#
+        let score = ReplyMetrics.score(output: output, reference: reference, format: nil, calls: llama)
+        XCTAssertEqual(score.toolCalls?.argumentsCorrect, 1)
+        XCTAssertEqual(score.toolCalls?.malformed, 0)
+        XCTAssertEqual(ReplyMetrics.score(output: output, reference: reference, format: nil).toolCalls?.predictedCalls, 0)
+        // a reply with the other key is a malformed call, and text after the call is named
+        let wrongKey = ReplyMetrics.parseReply(#"{"name": "get_weather", "arguments": {}}"#, format: llama)
+        XCTAssertEqual(wrongKey.calls.first?.error, "the tool call has no \"parameters\"")
+        let trailing = ReplyMetrics.parseReply(#"{"name": "f", "parameters": {}} and more"#, format: llama)
+        XCTAssertEqual(trailing.calls.count, 1)
+        XCTAssertTrue(trailing.calls.first?.error?.contains("text after the tool call") == true)
+        XCTAssertEqual(ReplyMetrics.parseReply("It is 5 C.", format: llama).calls, [])
+    }
+}
+
+extension ReplyMetricsTests {
+    /// A format whose wrapper is special tokens of the vocabulary (Phi-4-mini's `<|tool_call|>`):
+    /// the reply keeps them when decoded for scoring, so its call is read; other special tokens
+    /// (the end of turn) are still skipped.
+    func testAFormatsSpecialTokensSurviveDecoding() throws {
+        var data = TinyAssets.tokenizer()
+        for t in ["<|tool_call|>", "<|/tool_call|>"] {
+            data.tokens.append(t)
+            data.tokenTypes?.append(3)
+        }
+        let tokenizer = try BPETokenizer(data: data)
+        let open = try XCTUnwrap(tokenizer.tokenId("<|tool_call|>")), close = try XCTUnwrap(tokenizer.tokenId("<|/tool_call|>"))
+        let phi = try XCTUnwrap(ToolCallFormat(opening: "<|tool_call|>{\"name\": ", argumentsLead: ", \"arguments\": ", closing: "}<|/tool_call|>", separator: ""))
+        XCTAssertEqual(phi.specialTokens(in: tokenizer), [open, close])
+        XCTAssertEqual(ToolCallFormat.documented.specialTokens(in: tokenizer), [])
+        let end = try XCTUnwrap(tokenizer.tokenId("<|im_end|>"))
+        let tokens = [open] + tokenizer.encode(#"{"name": "f", "arguments": {"a": 1}}"#) + [close, end]
+        let text = phi.decodeReply(tokens, tokenizer: tokenizer)
+        XCTAssertEqual(text, #"<|tool_call|>{"name": "f", "arguments": {"a": 1}}<|/tool_call|>"#)
+        XCTAssertEqual(ReplyMetrics.parseReply(text, format: phi).calls, [ParsedToolCall(name: "f", arguments: try json(#"{"a":1}"#))])
+        XCTAssertEqual(ReplyMetrics.parseReply(tokenizer.decode(tokens, skipSpecialTokens: true), format: phi).calls, [], "skipping every special token loses the call")
     }
 }
