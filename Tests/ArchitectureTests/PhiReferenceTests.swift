@@ -94,6 +94,23 @@ final class PhiReferenceTests: XCTestCase {
         XCTAssertGreaterThan(relativeError(Array(decode[past]), Array(whole[past])), 1e-3)
     }
 
+    /// Phi-3's window, which transformers applies and the attention here does not, bounds training
+    /// rows as it bounds the context: a longer --max-sequence-length is refused naming the key.
+    func testTrainingRowsLongerThanTheWindowAreRefused() throws {
+        let f = try ArchitectureFixture("phi3")
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try f.writeGGUF(dir + "/m.gguf")
+        let base = try BaseModel.load(path: dir + "/m.gguf")
+        XCTAssertEqual(base.config.slidingWindow, 16)
+        try ArchitectureToolTests.writeData(dir + "/train.jsonl", count: 2)
+        let settings = DataSettings(trainData: dir + "/train.jsonl", evalData: nil, maxSequenceLength: 17, fixedSizedSequences: false,
+                                    packSequences: false, skipInvalid: false, batchSize: 1, seed: 1)
+        XCTAssertThrowsError(try DataPreparation.prepare(settings, base: base)) { e in
+            XCTAssertTrue(e.localizedDescription.contains("sliding_window"), e.localizedDescription)
+        }
+    }
+
     /// A fused module is one Linear to PEFT: LoRA adapts q, k and v together or none of them.
     func testFusedModulesAreAdaptedWhole() throws {
         let f = try ArchitectureFixture("phi3")
