@@ -1,6 +1,6 @@
 // The no-grad decoding path: the same computation as Training's LlamaModel for every described
-// architecture (the block's norms, q/k norms, NoPE layers and scale factors from the config's
-// description), built from the same model definition (BaseWeights, Adapter) and sharing its
+// architecture (the block's norms, q/k norms, NoPE layers, scale factors, partial rotary and
+// LongRoPE from the config and its description), built from the same model definition (BaseWeights, Adapter) and sharing its
 // kernels (RMSNorm, the RoPE table, SwiGLU), on plain Float buffers with a KV cache. Float32
 // weights get the adapter merged in (W + scale·B·A) once at load; weights kept as their file stores them are multiplied from the
 // blocks (FrozenMatrix) and the adapter's low-rank path x·Aᵀ·Bᵀ·scale is added per row. Handles

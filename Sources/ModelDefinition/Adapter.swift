@@ -2,7 +2,8 @@
 // (adapter-*.safetensors), an .fmadapter package, or a PEFT folder (adapter_config.json +
 // adapter_model.safetensors, or that .safetensors file itself). Checked against the tensor table
 // when loaded, refused on the wrong base naming both signatures, and merged into a frozen weight
-// (W + scale·B·A) for exports and the float32 executors. Follows PEFT's LoraLayer for the update.
+// (W + scale·B·A) for exports and the float32 executors; on a fused module (Phi-3) each projection's
+// factors are the module's A and its rows of B. Follows PEFT's LoraLayer for the update.
 import Autograd
 import Crypto
 import Foundation

@@ -1,5 +1,5 @@
-// Writing a whole model as GGUF (llama.cpp names, q/k rows permuted for llama.cpp's RoPE, the
-// `{arch}.*` and `tokenizer.ggml.*` keys) and as a Hugging Face folder (config.json +
+// Writing a whole model as GGUF (llama.cpp names, q/k rows permuted for llama.cpp's RoPE, Phi-3's
+// projections stacked into its fused tensors and its LongRoPE lists, the `{arch}.*` and `tokenizer.ggml.*` keys) and as a Hugging Face folder (config.json +
 // model.safetensors). Quantized output and LoRA-adapter GGUFs are left to Export.
 // Keys follow convert_hf_to_gguf.py; the inverse of ModelLoader.
 import Foundation

@@ -1,6 +1,7 @@
 // Loading a base model from a `.gguf` file or a Hugging Face folder into one convention:
 // Hugging Face tensor names and layout (q/k rows un-permuted from llama.cpp's RoPE order where the
-// architecture's description says its converter permutes them), matrices
+// architecture's description says its converter permutes them; Phi-3's fused qkv / gate-up tensors
+// split into the seven projections by rows, stored ones as views of the mapped bytes), matrices
 // as float32 or kept as the file stores them (memory-mapped), names and shapes checked against the tensor table. Tokenizer building is left to ModelAssets.
 // Name and permutation rules follow llama.cpp's convert_hf_to_gguf.py (`LlamaModel.permute`).
 import Foundation

@@ -1,6 +1,6 @@
 // A GGUF model of a given shape with seeded random weights, written tensor by tensor (never whole
 // in memory): llama.cpp's tensor names and metadata keys, q/k rows permuted as the converter does,
-// Llama 3's `rope_freqs.weight`, one block type for every matrix with llama-quantize's fallback for
+// Llama 3's `rope_freqs.weight`, Phi's fused tensors and `rope_factors_long/short.weight`, one block type for every matrix with llama-quantize's fallback for
 // rows a K-quant cannot hold, and a tokenizer copied from another GGUF, padded to the published
 // vocabulary. Trained weights are left out. Follows convert_hf_to_gguf.py and llama-quant.cpp.
 import Foundation

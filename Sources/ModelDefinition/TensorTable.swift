@@ -1,7 +1,8 @@
 // The one tensor table: every base tensor a config implies (Hugging Face name, llama.cpp name,
 // row-major shape, which projection or norm of which layer it is) for the config's architecture
 // (its norms come from its description, ModelAssets' Architecture.swift), every LoRA tensor an
-// adapter of a given shape has, and the checks that a set of tensors is exactly that set. The
+// adapter of a given shape has (a fused module's as PEFT has it: Phi-3's qkv_proj, gate_up_proj), how
+// the files' fused tensors map to the seven projections, and the checks that a set of tensors is exactly that set. The
 // loaders, both executors, adapters, packages and exports all read names and shapes from here.
 // Names follow transformers' *ForCausalLM modules and llama.cpp's LLM_TENSOR table (convert_hf_to_gguf.py).
 import ModelAssets

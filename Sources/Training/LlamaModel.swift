@@ -1,6 +1,7 @@
 // The decoder on Autograd, for every described architecture (Llama, Mistral, Qwen2, Qwen3,
-// SmolLM3, Granite, OLMo 2: the block's norms, q/k norms, NoPE layers and scale factors come from
-// the config's description): frozen base weights, optional LoRA on any of the seven projections,
+// SmolLM3, Granite, OLMo 2, Phi-3: the block's norms, q/k norms, NoPE layers, scale factors, partial
+// rotary and LongRoPE come from the config): frozen base weights, optional LoRA on any of the seven
+// projections (on Phi-3's fused modules one A and one B, B sliced per projection on the tape),
 // forward for training (hidden states, then the output head only where the loss needs it).
 // Follows Hugging Face's *ForCausalLM modules; weights arrive in Hugging Face layout and names
 // (ModelDefinition converts GGUF at its boundary).
