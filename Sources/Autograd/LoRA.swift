@@ -177,3 +177,9 @@ public final class LoRALinear {
         return Tensor(shape: weight.shape, data: w)
     }
 }
+
+/// y = x·Wᵀ + b + scale·(xd·Aᵀ)·Bᵀ over a weight tensor, with A and B given (B may be a slice of
+/// a fused module's B: Phi-3's q, k and v share qkv_proj's A), xd = `loraInput` (x after dropout, or x).
+public func loraLinear(_ x: Tensor, weight: Tensor, bias: Tensor?, a: Tensor, b: Tensor, scale: Float, loraInput: Tensor? = nil) -> Tensor {
+    Ops.loraLinear(x, weight: weight, bias: bias, a: a, b: b, scale: scale, loraInput: loraInput ?? x)
+}

@@ -1,27 +1,36 @@
 // Rotary position embedding, Hugging Face Llama "rotate half" layout: in each head, element i
 // pairs with i + hd/2 and turns by angle pos·base^(−2i/hd)/factor_i (factor_i = 1 without
-// scaling; linear and Llama 3 scaling give per-frequency divisors). Angles are computed in Double.
+// scaling; linear, Llama 3 and LongRoPE scaling give per-frequency divisors). Partial rotary
+// (Phi-4-mini) rotates the first rd of each head's hd dimensions (pairs i, i + rd/2, exponent over
+// rd, as transformers' apply_rotary_pos_emb) and passes the rest through; LongRoPE's attention
+// factor scales cos and sin. Angles are computed in Double.
 // Leaves out NTK/YaRN scaling and llama.cpp's interleaved layout.
 import Foundation
 
 extension Ops {
     /// x [N, H·hd], positions [N]. With c = cos θ, s = sin θ: y1 = x1·c − x2·s, y2 = x2·c + x1·s;
     /// backward is the inverse rotation: dx1 = g1·c + g2·s, dx2 = g2·c − g1·s.
-    static func rope<S>(_ x: TensorOf<S>, heads: Int, positions: [Int], base: Float, factors: [Double]? = nil) -> TensorOf<S> {
+    /// With `rotaryDim` rd < hd only the first rd dimensions of each head turn (the rest are copied,
+    /// their gradient passed through); `attentionFactor` multiplies c and s.
+    static func rope<S>(_ x: TensorOf<S>, heads: Int, positions: [Int], base: Float, factors: [Double]? = nil,
+                        rotaryDim: Int? = nil, attentionFactor: Double = 1) -> TensorOf<S> {
         precondition(x.shape.count == 2, "[rope] x must be [N, heads*hd], got \(x.shape)")
         let n = x.shape[0], width = x.shape[1]
         precondition(heads > 0 && width % heads == 0, "[rope] width \(width) of \(x.shape) is not a multiple of heads \(heads)")
         let hd = width / heads
         precondition(hd % 2 == 0, "[rope] head dim \(hd) must be even (x \(x.shape), heads \(heads))")
         precondition(positions.count == n, "[rope] positions count \(positions.count) vs rows of \(x.shape)")
-        let half = hd / 2
+        let rd = rotaryDim ?? hd
+        precondition(rd > 0 && rd <= hd && rd % 2 == 0, "[rope] rotary dims \(rd) must be even and at most head dim \(hd)")
+        let half = rd / 2
         var cosT = [S](repeating: 0, count: n * half), sinT = [S](repeating: 0, count: n * half)
-        RopeTable.shared.withAngles(base: base, headDim: hd, positions: (positions.max() ?? 0) + 1, factors: factors) { ct, st in
+        RopeTable.shared.withAngles(base: base, headDim: rd, positions: (positions.max() ?? 0) + 1, factors: factors) { ct, st in
             for (row, p) in positions.enumerated() {
                 precondition(p >= 0, "[rope] negative position \(p) at row \(row)")
                 for i in 0..<half {
-                    cosT[row * half + i] = S(ct[p * half + i])
-                    sinT[row * half + i] = S(st[p * half + i])
+                    // as transformers: cos and sin in float32, then times the attention factor
+                    cosT[row * half + i] = attentionFactor == 1 ? S(ct[p * half + i]) : S(Float(ct[p * half + i]) * Float(attentionFactor))
+                    sinT[row * half + i] = attentionFactor == 1 ? S(st[p * half + i]) : S(Float(st[p * half + i]) * Float(attentionFactor))
                 }
             }
         }
@@ -34,6 +43,9 @@ extension Ops {
                             let c = cp.baseAddress! + row * half, s = sp.baseAddress! + row * half
                             for h in 0..<heads {
                                 let base = row * width + h * hd
+                                for j in rd..<hd {  // the dimensions that do not turn
+                                    if accumulate { dst[base + j] += src[base + j] } else { dst[base + j] = src[base + j] }
+                                }
                                 for i in 0..<half {
                                     let x1 = src[base + i], x2 = src[base + i + half]
                                     let sn = inverse ? -s[i] : s[i]
@@ -57,9 +69,11 @@ extension Ops {
 }
 
 /// Rotary embedding of x [N, heads·hd] at `positions` (one per row), HF rotate-half layout;
-/// `factors` [hd/2] divide the frequencies (RoPE scaling), nil for none.
-public func rope(_ x: Tensor, heads: Int, positions: [Int], base: Float, factors: [Double]? = nil) -> Tensor {
-    Ops.rope(x, heads: heads, positions: positions, base: base, factors: factors)
+/// `factors` [rd/2] divide the frequencies (RoPE scaling), nil for none; `rotaryDim` rd (nil: the
+/// whole head) is how many leading dimensions of each head turn; `attentionFactor` scales cos and sin.
+public func rope(_ x: Tensor, heads: Int, positions: [Int], base: Float, factors: [Double]? = nil,
+                 rotaryDim: Int? = nil, attentionFactor: Double = 1) -> Tensor {
+    Ops.rope(x, heads: heads, positions: positions, base: base, factors: factors, rotaryDim: rotaryDim, attentionFactor: attentionFactor)
 }
 
 /// cos and sin of every angle pos·base^(−2i/hd) rope has needed so far, in Double, computed once

@@ -13,12 +13,15 @@ public enum PEFTAdapter {
     public static let prefix = PEFTFormat.prefix
 
     /// adapter_config.json as PEFT 0.x writes it for a plain LoRA (keys sorted).
-    public static func configJSON(_ lora: LoRAConfig, baseModelName: String?) throws -> Data {
+    /// Target modules are named as `config`'s files name them (Phi-3: qkv_proj, gate_up_proj).
+    public static func configJSON(_ lora: LoRAConfig, baseModelName: String?, config: ModelConfig? = nil) throws -> Data {
+        let modules = config.map { c in TensorTable.loraModules(config: c, targets: lora.targets).map { String($0.module.split(separator: ".").last!) } }
+            ?? lora.targets.map(\.moduleName)
         var c: [String: MetadataValue] = [
             "peft_type": .string("LORA"), "task_type": .string("CAUSAL_LM"),
             "r": .int(lora.rank), "lora_alpha": lora.alpha == lora.alpha.rounded() ? .int(Int(lora.alpha)) : .double(Double(lora.alpha)),
             "lora_dropout": .double(Double(lora.dropout)),
-            "target_modules": .array(lora.targets.map(\.moduleName).sorted().map { .string($0) }),
+            "target_modules": .array(modules.sorted().map { .string($0) }),
             "bias": .string("none"), "fan_in_fan_out": .bool(false), "inference_mode": .bool(true),
             "init_lora_weights": .bool(true), "use_rslora": .bool(false), "use_dora": .bool(false),
             "modules_to_save": .null, "layers_to_transform": .null, "layers_pattern": .null,
@@ -38,7 +41,7 @@ public enum PEFTAdapter {
         if let sig = w.baseSignature { metadata[PEFTFormat.signatureKey] = sig }
         var st = SafetensorsWriter(metadata: metadata)
         for (name, t) in w.tensors { try st.add(prefix + name, t, as: .f32) }
-        let config = try configJSON(w.lora, baseModelName: baseModelName)
+        let config = try configJSON(w.lora, baseModelName: baseModelName, config: w.baseConfig)
         let weights = st.serialized()
         try FolderPublisher.publish(to: folder, what: "a PEFT adapter folder",
                                     isReplaceable: { FileManager.default.fileExists(atPath: $0 + "/" + configFile) }) { dir in

@@ -1,6 +1,6 @@
 // The no-grad decoding path: the same computation as Training's LlamaModel for every described
-// architecture (the block's norms, q/k norms, NoPE layers and scale factors from the config's
-// description), built from the same model definition (BaseWeights, Adapter) and sharing its
+// architecture (the block's norms, q/k norms, NoPE layers, scale factors, partial rotary and
+// LongRoPE from the config and its description), built from the same model definition (BaseWeights, Adapter) and sharing its
 // kernels (RMSNorm, the RoPE table, SwiGLU), on plain Float buffers with a KV cache. Float32
 // weights get the adapter merged in (W + scale·B·A) once at load; weights kept as their file stores them are multiplied from the
 // blocks (FrozenMatrix) and the adapter's low-rank path x·Aᵀ·Bᵀ·scale is added per row. Handles
@@ -300,7 +300,7 @@ public final class InferenceModel: @unchecked Sendable {
         let c = config
         let n = tokens.count
         let D = c.hiddenSize, H = c.numHeads, K = c.numKVHeads, hd = c.headDim, F = c.intermediateSize
-        let Q = (H + 2 * K) * hd, half = hd / 2, eps = Float(c.rmsNormEps)
+        let Q = (H + 2 * K) * hd, half = c.rotaryDim / 2, eps = Float(c.rmsNormEps)
         // per row: its segment and absolute position; rotary cos/sin [n, hd/2] shared by all layers
         var rowSegment = [Int](repeating: 0, count: n)
         var rowPosition = [Int](repeating: 0, count: n)
@@ -322,12 +322,30 @@ public final class InferenceModel: @unchecked Sendable {
             for i in 0..<(n * D) { x[i] *= e }
         }
         let residual = c.multipliers.map { Float($0.residual) } ?? 1
-        RopeTable.shared.withAngles(base: Float(c.ropeTheta), headDim: hd, positions: maxLength, factors: ropeFactors) { ct, st in  // [P, hd/2]
-            for r in 0..<n {
-                let at = rowPosition[r] * half
-                for f in 0..<half {
-                    cosT[r * half + f] = Float(ct[at + f])
-                    sinT[r * half + f] = Float(st[at + f])
+        if c.ropeScaling?.kind == .longrope {
+            // LongRoPE: each row by its own segment's reach (short factors until the conversation
+            // passes the original context, long ones from the pass that does, as transformers picks
+            // them per call), cos and sin times the attention factor (rotated dims only).
+            for (si, s) in segments.enumerated() {
+                let (factors, af) = c.rope(reaching: s.cache.count + s.rows)
+                RopeTable.shared.withAngles(base: Float(c.ropeTheta), headDim: c.rotaryDim, positions: s.cache.count + s.rows, factors: factors) { ct, st in
+                    for r in s.firstRow..<(s.firstRow + s.rows) where rowSegment[r] == si {
+                        let at = rowPosition[r] * half
+                        for f in 0..<half {
+                            cosT[r * half + f] = Float(ct[at + f]) * Float(af)
+                            sinT[r * half + f] = Float(st[at + f]) * Float(af)
+                        }
+                    }
+                }
+            }
+        } else {
+            RopeTable.shared.withAngles(base: Float(c.ropeTheta), headDim: c.rotaryDim, positions: maxLength, factors: ropeFactors) { ct, st in  // [P, rd/2]
+                for r in 0..<n {
+                    let at = rowPosition[r] * half
+                    for f in 0..<half {
+                        cosT[r * half + f] = Float(ct[at + f])
+                        sinT[r * half + f] = Float(st[at + f])
+                    }
                 }
             }
         }
@@ -349,8 +367,8 @@ public final class InferenceModel: @unchecked Sendable {
                 guard let w = layer.norms[slot.index] else { continue }
                 for r in 0..<n { rmsNormRows(qkv + r * Q + offset, w, rows: perHead ? heads : 1, eps: eps, into: qkv + r * Q + offset) }
             }
-            // rotate q and k (Hugging Face "rotate half": pairs (d, d + hd/2) by position·invFreq[d];
-            // not on NoPE layers), then append k and v to the row's cache
+            // rotate q and k (Hugging Face "rotate half": pairs (d, d + rd/2) of the first rd = rotaryDim
+            // dims by position·invFreq[d], the rest untouched; not on NoPE layers), then append k and v to the row's cache
             for r in 0..<n {
                 let row = qkv + r * Q
                 for hh in 0..<(layer.rotates ? H + K : 0) {

@@ -4,14 +4,15 @@
 // (where they sit and what they cover, with Hugging Face and llama.cpp names), how its GGUF files
 // lay out q/k rows, and which of the optional features (NoPE layers, scale factors) it has.
 // Every architecture is one pre-norm-or-post-norm decoder block with SwiGLU; what differs is here.
-// Sliding windows, partial rotary and fused projections are left out (the next architectures).
+// Phi-3's fused projections and partial rotary are flags here (the split and the rotation live in
+// ModelDefinition and the executors); sliding windows are left out.
 // References: transformers' configuration_/modeling_<arch>.py, llama.cpp's llama-arch.cpp and
 // src/models/<arch>.cpp, convert_hf_to_gguf.py (conversion/<arch>.py).
 
 /// The architectures read. Raw values are config.json's `model_type` and GGUF's `general.architecture`
 /// (the same strings for every architecture here).
 public enum ModelArchitecture: String, Codable, Sendable, CaseIterable {
-    case llama, mistral, qwen2, qwen3, smollm3, granite, olmo2
+    case llama, mistral, qwen2, qwen3, smollm3, granite, olmo2, phi3
 
     /// The description of this architecture.
     public var definition: ArchitectureDescription { ArchitectureDescription.of(self) }
@@ -92,6 +93,14 @@ public struct ArchitectureDescription: Sendable {
     /// Whether the reference has sliding-window options (refused when turned on, for now).
     public let hasSlidingWindowOption: Bool
     public let defaults: ArchitectureDefaults
+    /// Whether the files hold q/k/v as one `self_attn.qkv_proj` (GGUF `attn_qkv`) and gate/up as
+    /// one `mlp.gate_up_proj` (gate rows first; GGUF `ffn_up` [2F, D]), as Phi-3 does. The loaders
+    /// split them into the seven projections; LoRA targets them as PEFT does, one A and one B per
+    /// fused module (`TensorTable.loraModules`).
+    public var fusedProjections = false
+    /// Whether RoPE may rotate only the first dimensions of each head (config.json's
+    /// `partial_rotary_factor`, GGUF's `rope.dimension_count`; Phi-4-mini rotates 96 of 128).
+    public var allowsPartialRotary = false
 
     public var ggufName: String { architecture.rawValue }
     public var huggingFaceModelType: String { architecture.rawValue }
@@ -144,6 +153,8 @@ public struct ArchitectureDescription: Sendable {
                 hasSlidingWindowOption: false,
                 defaults: .init(headDim: nil, ropeTheta: 10000, rmsNormEps: 1e-6, tieWordEmbeddings: false, attentionBias: false,
                                 maxPositionEmbeddings: 2048))
+        case .phi3:
+            return phi3Description
         case .olmo2:
             // Olmo2Config: rms_norm_eps 1e-5, max_position_embeddings 2048; norms after each sublayer
             // (no input norms), q/k RMSNorm over the whole projection.

@@ -1,13 +1,16 @@
 // The numbers of one decoder (hidden size, heads, RoPE, norms, ... and the optional features an
 // architecture has: NoPE layers, Granite's multipliers), validated against its architecture's
 // description (Architecture.swift), and how they are read from GGUF metadata (`{arch}.*` keys) or a
-// Hugging Face config.json with the reference's defaults. Sliding-window attention and MoE are left
-// out. Key names follow llama.cpp's LLM_KV table and transformers' configs.
+// Hugging Face config.json with the reference's defaults. Phi-3's partial rotary and LongRoPE are
+// read here; its sliding window is recorded and bounds the context (windowed attention and MoE are
+// left out). Key names follow llama.cpp's LLM_KV table and transformers' configs.
 import Foundation
 
-/// RoPE frequency scaling. `llama3` is Llama 3.1's band-wise rescale; `linear` divides positions.
+/// RoPE frequency scaling. `llama3` is Llama 3.1's band-wise rescale; `linear` divides positions;
+/// `longrope` (Phi-3, Phi-4-mini) divides each frequency by a short or a long factor, the long ones
+/// when a pass reaches beyond `originalMaxPositionEmbeddings`, and scales cos and sin by an attention factor.
 public struct RopeScaling: Codable, Sendable, Equatable {
-    public enum Kind: String, Codable, Sendable { case linear, llama3 }
+    public enum Kind: String, Codable, Sendable { case linear, llama3, longrope }
     public var kind: Kind
     public var factor: Double
     /// llama3 only.
@@ -17,9 +20,18 @@ public struct RopeScaling: Codable, Sendable, Equatable {
     /// The per-frequency divisors themselves, when a file gives them instead of the parameters
     /// (a GGUF's `rope_freqs.weight`): [headDim/2].
     public var frequencyFactors: [Double]?
+    /// longrope only: the divisors [rotaryDim/2] up to `originalMaxPositionEmbeddings` positions and
+    /// beyond, and the factor cos and sin are multiplied by (transformers' `attention_factor`).
+    public var shortFactors: [Double]?
+    public var longFactors: [Double]?
+    public var attentionFactor: Double?
 
     public init(kind: Kind, factor: Double, lowFrequencyFactor: Double? = nil, highFrequencyFactor: Double? = nil,
-                originalMaxPositionEmbeddings: Int? = nil, frequencyFactors: [Double]? = nil) {
+                originalMaxPositionEmbeddings: Int? = nil, frequencyFactors: [Double]? = nil,
+                shortFactors: [Double]? = nil, longFactors: [Double]? = nil, attentionFactor: Double? = nil) {
+        self.shortFactors = shortFactors
+        self.longFactors = longFactors
+        self.attentionFactor = attentionFactor
         self.kind = kind
         self.factor = factor
         self.lowFrequencyFactor = lowFrequencyFactor
@@ -49,12 +61,18 @@ public struct ModelConfig: Codable, Sendable, Equatable {
     public var noRopeLayers: [Int]
     /// Granite's scale factors; nil for architectures without them.
     public var multipliers: Multipliers?
+    /// How many leading dimensions of each head RoPE rotates (the rest pass through): head_dim
+    /// unless the architecture allows partial rotary (Phi-4-mini: 96 of 128).
+    public var rotaryDim: Int
+    /// Phi-3's `sliding_window` (transformers masks keys more than this many positions back; the
+    /// executors here do not, so `contextLimit` stops sequences at the window). nil: none.
+    public var slidingWindow: Int?
 
     public init(architecture: ModelArchitecture, hiddenSize: Int, intermediateSize: Int, numLayers: Int,
                 numHeads: Int, numKVHeads: Int, headDim: Int? = nil, vocabSize: Int, ropeTheta: Double,
                 ropeScaling: RopeScaling? = nil, rmsNormEps: Double, tieWordEmbeddings: Bool,
                 attentionBias: Bool? = nil, maxPositionEmbeddings: Int, noRopeLayers: [Int] = [],
-                multipliers: Multipliers? = nil) throws {
+                multipliers: Multipliers? = nil, rotaryDim: Int? = nil, slidingWindow: Int? = nil) throws {
         self.architecture = architecture
         self.hiddenSize = hiddenSize
         self.intermediateSize = intermediateSize
@@ -71,13 +89,15 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         self.maxPositionEmbeddings = maxPositionEmbeddings
         self.noRopeLayers = noRopeLayers
         self.multipliers = multipliers ?? (architecture.definition.hasMultipliers ? Multipliers() : nil)
+        self.rotaryDim = rotaryDim ?? self.headDim
+        self.slidingWindow = slidingWindow
         try validate()
     }
 
     private enum CodingKeys: String, CodingKey {
         case architecture, hiddenSize, intermediateSize, numLayers, numHeads, numKVHeads, headDim, vocabSize
         case ropeTheta, ropeScaling, rmsNormEps, tieWordEmbeddings, attentionBias, maxPositionEmbeddings
-        case noRopeLayers, multipliers
+        case noRopeLayers, multipliers, rotaryDim, slidingWindow
     }
 
     /// The keys a Llama-family config always had; the optional features only when present, so a
@@ -100,6 +120,8 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         try c.encode(maxPositionEmbeddings, forKey: .maxPositionEmbeddings)
         if !noRopeLayers.isEmpty { try c.encode(noRopeLayers, forKey: .noRopeLayers) }
         try c.encodeIfPresent(multipliers, forKey: .multipliers)
+        if rotaryDim != headDim { try c.encode(rotaryDim, forKey: .rotaryDim) }
+        try c.encodeIfPresent(slidingWindow, forKey: .slidingWindow)
     }
 
     /// Decoding validates; an invalid config is a `DecodingError.dataCorrupted` carrying the reason.
@@ -121,6 +143,8 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         maxPositionEmbeddings = try c.decode(Int.self, forKey: .maxPositionEmbeddings)
         noRopeLayers = try c.decodeIfPresent([Int].self, forKey: .noRopeLayers) ?? []
         multipliers = try c.decodeIfPresent(Multipliers.self, forKey: .multipliers)
+        rotaryDim = try c.decodeIfPresent(Int.self, forKey: .rotaryDim) ?? headDim
+        slidingWindow = try c.decodeIfPresent(Int.self, forKey: .slidingWindow)
         do {
             try validate()
         } catch {
@@ -165,11 +189,26 @@ public struct ModelConfig: Codable, Sendable, Equatable {
                 guard v.isFinite, v > 0 else { throw bad("multipliers.\(field)", "must be a positive finite number, found \(v)") }
             }
         }
+        guard rotaryDim > 0, rotaryDim <= headDim, rotaryDim % 2 == 0 else {
+            throw bad("rotaryDim", "must be an even number of dimensions in 2...\(headDim), found \(rotaryDim)")
+        }
+        if rotaryDim != headDim, !definition.allowsPartialRotary {
+            throw bad("rotaryDim", "\(architecture.rawValue) rotates whole heads (partial rotary is not supported for it)")
+        }
+        if let w = slidingWindow, w <= 0 { throw bad("slidingWindow", "must be positive, found \(w)") }
         if let s = ropeScaling {
             guard s.factor.isFinite, s.factor >= 1 else { throw bad("ropeScaling.factor", "must be >= 1, found \(s.factor)") }
-            if let f = s.frequencyFactors {
-                guard f.count == headDim / 2, f.allSatisfy({ $0.isFinite && $0 > 0 }) else {
-                    throw bad("ropeScaling.frequencyFactors", "needs \(headDim / 2) positive finite divisors, found \(f.count)")
+            if s.kind == .longrope {
+                guard let short = s.shortFactors, let long = s.longFactors, short.count == rotaryDim / 2, long.count == rotaryDim / 2,
+                      (short + long).allSatisfy({ $0.isFinite && $0 > 0 })
+                else { throw bad("ropeScaling", "longrope needs short and long factor lists of \(rotaryDim / 2) positive numbers each") }
+                guard let original = s.originalMaxPositionEmbeddings, original > 0 else {
+                    throw bad("ropeScaling.originalMaxPositionEmbeddings", "longrope needs the original context length")
+                }
+                guard let a = s.attentionFactor, a.isFinite, a > 0 else { throw bad("ropeScaling.attentionFactor", "must be a positive number") }
+            } else if let f = s.frequencyFactors {
+                guard f.count == rotaryDim / 2, f.allSatisfy({ $0.isFinite && $0 > 0 }) else {
+                    throw bad("ropeScaling.frequencyFactors", "needs \(rotaryDim / 2) positive finite divisors, found \(f.count)")
                 }
             } else if s.kind == .llama3 {
                 guard let low = s.lowFrequencyFactor, let high = s.highFrequencyFactor, high > low,
@@ -179,22 +218,25 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         }
     }
 
-    /// RoPE's per-frequency divisors [headDim/2]: frequency i turns by base^(−2i/hd) / factor_i.
-    /// nil without scaling. Linear scaling divides every frequency by its factor; llama3 follows
+    /// RoPE's per-frequency divisors [rotaryDim/2]: frequency i turns by base^(−2i/rd) / factor_i
+    /// (rd = rotaryDim). nil without scaling. Linear scaling divides every frequency by its factor; llama3 follows
     /// transformers' `_compute_llama3_parameters` (1 for short wavelengths, the factor for long
-    /// ones, a smooth blend between); a file's explicit factors win.
+    /// ones, a smooth blend between); a file's explicit factors win; longrope's short factors
+    /// (`rope(reaching:)` picks short or long).
     public var ropeFrequencyFactors: [Double]? {
         guard let s = ropeScaling else { return nil }
         if let f = s.frequencyFactors { return f }
-        let half = headDim / 2
+        let half = rotaryDim / 2
         switch s.kind {
+        case .longrope:
+            return s.shortFactors
         case .linear:
             return [Double](repeating: s.factor, count: half)
         case .llama3:
             guard let low = s.lowFrequencyFactor, let high = s.highFrequencyFactor, let original = s.originalMaxPositionEmbeddings else { return nil }
             let old = Double(original), lowWavelength = old / low, highWavelength = old / high
             return (0..<half).map { i in
-                let freq = 1 / pow(ropeTheta, Double(2 * i) / Double(headDim))
+                let freq = 1 / pow(ropeTheta, Double(2 * i) / Double(rotaryDim))
                 let wavelength = 2 * Double.pi / freq
                 if wavelength < highWavelength { return 1 }
                 if wavelength > lowWavelength { return s.factor }
@@ -203,6 +245,21 @@ public struct ModelConfig: Codable, Sendable, Equatable {
             }
         }
     }
+
+    /// The divisors and the cos/sin scale of a pass whose rows reach `length` positions (the
+    /// highest position + 1): longrope's long factors when `length` exceeds the original context,
+    /// its short ones otherwise, as transformers' `longrope_frequency_update` picks them per
+    /// forward call (keys already cached keep the factors they were rotated with, as there).
+    public func rope(reaching length: Int) -> (factors: [Double]?, attentionFactor: Double) {
+        guard let s = ropeScaling, s.kind == .longrope, s.frequencyFactors == nil else { return (ropeFrequencyFactors, 1) }
+        let long = length > (s.originalMaxPositionEmbeddings ?? maxPositionEmbeddings)
+        return (long ? s.longFactors : s.shortFactors, s.attentionFactor ?? 1)
+    }
+
+    /// The longest sequence the executors compute as the reference does: the context length, or
+    /// the sliding window when it is shorter (attention here never drops keys, transformers' does
+    /// beyond the window).
+    public var contextLimit: Int { min(maxPositionEmbeddings, slidingWindow ?? .max) }
 
     /// The description of this config's architecture.
     public var definition: ArchitectureDescription { architecture.definition }
@@ -252,9 +309,13 @@ extension ModelConfig {
                 throw ModelAssetsError.invalidConfig(path: file.path, field: p + "attention.value_length", reason: "must equal key_length")
             }
         }
-        if file.metadata[p + "rope.dimension_count"] != nil, try file.int(p + "rope.dimension_count") != headDim {
-            throw ModelAssetsError.invalidConfig(
-                path: file.path, field: p + "rope.dimension_count", reason: "partial rotary embeddings are not supported (must equal head dim \(headDim))")
+        var rotaryDim = headDim
+        if file.metadata[p + "rope.dimension_count"] != nil {
+            rotaryDim = try file.int(p + "rope.dimension_count")
+            if rotaryDim != headDim, !arch.definition.allowsPartialRotary {
+                throw ModelAssetsError.invalidConfig(
+                    path: file.path, field: p + "rope.dimension_count", reason: "partial rotary embeddings are not supported for \(archName) (must equal head dim \(headDim))")
+            }
         }
         let vocab: Int
         if file.metadata[p + "vocab_size"] != nil {
@@ -290,6 +351,27 @@ extension ModelConfig {
                 embedding: try scale("embedding_scale", 1), residual: try scale("residual_scale", 1),
                 attention: try scale("attention.scale", 1 / Double(headDim).squareRoot()), logits: try scale("logit_scale", 1))
         }
+        // Phi-3: llama.cpp's converter writes sliding_window 0 for none (Phi-4-mini); LongRoPE's
+        // factor lists are tensors (rope_factors_long/short.weight, read by the loader), the
+        // original context and the attention factor are keys.
+        var slidingWindow: Int? = nil
+        if arch.definition.allowsPartialRotary {
+            if file.metadata[p + "attention.sliding_window"] != nil, try file.int(p + "attention.sliding_window") > 0 {
+                slidingWindow = try file.int(p + "attention.sliding_window")
+            }
+            if file.tensorInfo(named: "rope_factors_long.weight") != nil {
+                let context = try file.int(p + "context_length")
+                let original = file.metadata[p + "rope.scaling.original_context_length"] == nil ? context : try file.int(p + "rope.scaling.original_context_length")
+                func factors(_ name: String) throws -> [Double] {
+                    guard file.tensorInfo(named: name) != nil else { throw ModelAssetsError.missingTensor(path: file.path, tensor: name) }
+                    return try file.dequantize(name).data.map(Double.init)
+                }
+                scaling = RopeScaling(
+                    kind: .longrope, factor: max(1, Double(context) / Double(original)), originalMaxPositionEmbeddings: original,
+                    shortFactors: try factors("rope_factors_short.weight"), longFactors: try factors("rope_factors_long.weight"),
+                    attentionFactor: file.metadata[p + "rope.scaling.attn_factor"] == nil ? 1 : try file.double(p + "rope.scaling.attn_factor"))
+            }
+        }
         do {
             return try ModelConfig(
                 architecture: arch, hiddenSize: hidden, intermediateSize: try file.int(p + "feed_forward_length"),
@@ -297,7 +379,8 @@ extension ModelConfig {
                 vocabSize: vocab, ropeTheta: theta, ropeScaling: scaling,
                 rmsNormEps: try file.double(p + "attention.layer_norm_rms_epsilon"),
                 tieWordEmbeddings: !hasOutputTensor, attentionBias: file.tensorInfo(named: "blk.0.attn_q.bias") != nil,
-                maxPositionEmbeddings: try file.int(p + "context_length"), noRopeLayers: noRope, multipliers: multipliers)
+                maxPositionEmbeddings: try file.int(p + "context_length"), noRopeLayers: noRope, multipliers: multipliers,
+                rotaryDim: rotaryDim, slidingWindow: slidingWindow)
         } catch let ModelAssetsError.invalidConfig(_, field, reason) {
             throw ModelAssetsError.invalidConfig(path: file.path, field: field, reason: reason)
         }
@@ -361,14 +444,43 @@ extension ModelConfig {
                     kind: .llama3, factor: f, lowFrequencyFactor: try double("low_freq_factor", in: s),
                     highFrequencyFactor: try double("high_freq_factor", in: s),
                     originalMaxPositionEmbeddings: (s["original_max_position_embeddings"]).flatMap(jsonInteger))
+            case "longrope", "su":
+                guard arch.definition.allowsPartialRotary else { throw bad("rope_scaling", "rope type '\(kind)' is not supported for \(arch.rawValue) (default, linear, llama3)") }
+                // Phi3Config: the lists as given; original_max_position_embeddings from the scaling
+                // dict or the top level (default 4096); factor from the dict or max / original; the
+                // attention factor from the dict or √(1 + ln factor / ln original) (1 if factor ≤ 1).
+                func factors(_ key: String) throws -> [Double] {
+                    guard let list = s[key] as? [Any] else { throw bad("rope_scaling.\(key)", "longrope needs a list of numbers") }
+                    let values = list.compactMap(jsonNumber)
+                    guard values.count == list.count else { throw bad("rope_scaling.\(key)", "must hold numbers only") }
+                    return values
+                }
+                let original = try (s["original_max_position_embeddings"]).flatMap(jsonInteger) ?? int("original_max_position_embeddings") ?? 4096
+                let maxPositions = try int("max_position_embeddings") ?? arch.definition.defaults.maxPositionEmbeddings
+                let factor = try double("factor", in: s) ?? Double(maxPositions) / Double(original)
+                let attention = try double("attention_factor", in: s)
+                    ?? (factor <= 1 ? 1 : (1 + Foundation.log(factor) / Foundation.log(Double(original))).squareRoot())
+                scaling = RopeScaling(kind: .longrope, factor: max(factor, 1), originalMaxPositionEmbeddings: original,
+                                      shortFactors: try factors("short_factor"), longFactors: try factors("long_factor"),
+                                      attentionFactor: attention)
             default:
-                throw bad("rope_scaling", "rope type '\(kind)' is not supported (default, linear, llama3)")
+                throw bad("rope_scaling", "rope type '\(kind)' is not supported (default, linear, llama3\(arch.definition.allowsPartialRotary ? ", longrope" : ""))")
             }
         }
         let hidden = try requiredInt("hidden_size")
         let heads = try requiredInt("num_attention_heads")
         let layers = try requiredInt("num_hidden_layers")
         let definition = arch.definition, defaults = definition.defaults
+        var rotaryDim: Int? = nil, slidingWindow: Int? = nil
+        if definition.allowsPartialRotary {
+            // transformers: dim = int(head_dim · partial_rotary_factor), the factor at the top level
+            // or in rope_parameters (transformers 5 moves it there).
+            let factor = try double("partial_rotary_factor", in: root) ?? ropeParameters.flatMap { try double("partial_rotary_factor", in: $0) } ?? 1
+            guard factor > 0, factor <= 1 else { throw bad("partial_rotary_factor", "must be in (0, 1], found \(factor)") }
+            let hd = try int("head_dim") ?? defaults.headDim ?? hidden / max(heads, 1)
+            rotaryDim = Int(Double(hd) * factor)
+            slidingWindow = try int("sliding_window")
+        }
         if definition.hasSlidingWindowOption {
             if try bool("use_sliding_window") == true { throw bad("use_sliding_window", "sliding-window attention is not supported yet") }
             if let types = root["layer_types"] as? [Any], let other = types.first(where: { ($0 as? String) != "full_attention" }) {
@@ -407,7 +519,7 @@ extension ModelConfig {
                 tieWordEmbeddings: try bool("tie_word_embeddings") ?? defaults.tieWordEmbeddings,
                 attentionBias: try bool("attention_bias") ?? defaults.attentionBias,
                 maxPositionEmbeddings: try int("max_position_embeddings") ?? defaults.maxPositionEmbeddings,
-                noRopeLayers: noRope, multipliers: multipliers)
+                noRopeLayers: noRope, multipliers: multipliers, rotaryDim: rotaryDim, slidingWindow: slidingWindow)
             if try bool("mlp_bias") == true { throw bad("mlp_bias", "MLP biases are not supported") }
             return config
         } catch let ModelAssetsError.invalidConfig(_, field, reason) {
@@ -469,7 +581,25 @@ extension ModelConfig {
             fields += [("embedding_multiplier", "\(m.embedding)"), ("residual_multiplier", "\(m.residual)"),
                        ("attention_multiplier", "\(m.attention)"), ("logits_scaling", "\(m.logits)")]
         }
-        if let s = ropeScaling {
+        if definition.allowsPartialRotary {
+            fields.append(("partial_rotary_factor", "\(Double(rotaryDim) / Double(headDim))"))
+            fields.append(("sliding_window", slidingWindow.map { "\($0)" } ?? "null"))
+        }
+        if let s = ropeScaling, s.kind == .longrope {
+            func list(_ v: [Double]?) -> String { "[" + (v ?? []).map { "\($0)" }.joined(separator: ", ") + "]" }
+            // factor and attention_factor only where they are not what Phi3Config derives (a derived
+            // value is derived again on reading, bit for bit; a decimal round trip might not be)
+            var parts = ["\"rope_type\": \"longrope\"", "\"short_factor\": \(list(s.shortFactors))", "\"long_factor\": \(list(s.longFactors))"]
+            let original = Double(s.originalMaxPositionEmbeddings ?? maxPositionEmbeddings)
+            if s.factor != max(1, Double(maxPositionEmbeddings) / original) { parts.append("\"factor\": \(s.factor)") }
+            let derived = s.factor <= 1 ? 1 : (1 + Foundation.log(s.factor) / Foundation.log(original)).squareRoot()
+            if let v = s.attentionFactor, v != derived { parts.append("\"attention_factor\": \(v)") }
+            if let v = s.originalMaxPositionEmbeddings {
+                parts.append("\"original_max_position_embeddings\": \(v)")
+                fields.append(("original_max_position_embeddings", "\(v)"))
+            }
+            fields.append(("rope_scaling", "{\(parts.joined(separator: ", "))}"))
+        } else if let s = ropeScaling {
             var parts = ["\"rope_type\": \(jsonString(s.kind.rawValue))", "\"factor\": \(s.factor)"]
             if let v = s.lowFrequencyFactor { parts.append("\"low_freq_factor\": \(v)") }
             if let v = s.highFrequencyFactor { parts.append("\"high_freq_factor\": \(v)") }

@@ -32,7 +32,9 @@ public enum BaseModelSignature {
     /// vocabSize; ropeTheta, rmsNormEps; tieWordEmbeddings, attentionBias (0/1); rope scaling
     /// (kind string or "none", factor, low, high, original context; absent values as 0); with NoPE
     /// layers the string "no_rope_layers", their count and indices; with multipliers the string
-    /// "multipliers" and embedding, residual, attention, logits; tensor count; then per tensor in UTF-8 byte order of names: name, rank, dims, and
+    /// "multipliers" and embedding, residual, attention, logits; with partial rotary (Phi) the string
+    /// "rotary_dim" and it; with LongRoPE the string "longrope", the short factors, the long ones and
+    /// the attention factor; with a sliding window the string "sliding_window" and it; tensor count; then per tensor in UTF-8 byte order of names: name, rank, dims, and
     /// - v1: its fp32 data;
     /// - v2: its chunk count, then per chunk (values [i·chunk, min((i+1)·chunk, n)) of the
     ///   row-major data) the 32-byte SHA-256 of that chunk's fp32 data.
@@ -90,6 +92,19 @@ public enum BaseModelSignature {
         if let m = config.multipliers {
             string("multipliers")
             for v in [m.embedding, m.residual, m.attention, m.logits] { real(v) }
+        }
+        if config.rotaryDim != config.headDim {
+            string("rotary_dim")
+            int(config.rotaryDim)
+        }
+        if let s = scaling, s.kind == .longrope {
+            string("longrope")
+            for v in (s.shortFactors ?? []) + (s.longFactors ?? []) { real(v) }
+            real(s.attentionFactor)
+        }
+        if let w = config.slidingWindow {
+            string("sliding_window")
+            int(w)
         }
         int(names.count)
         hasher.update(data: header.bytes)

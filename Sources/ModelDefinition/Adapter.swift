@@ -2,7 +2,8 @@
 // (adapter-*.safetensors), an .fmadapter package, or a PEFT folder (adapter_config.json +
 // adapter_model.safetensors, or that .safetensors file itself). Checked against the tensor table
 // when loaded, refused on the wrong base naming both signatures, and merged into a frozen weight
-// (W + scale·B·A) for exports and the float32 executors. Follows PEFT's LoraLayer for the update.
+// (W + scale·B·A) for exports and the float32 executors; on a fused module (Phi-3) each projection's
+// factors are the module's A and its rows of B. Follows PEFT's LoraLayer for the update.
 import Autograd
 import Crypto
 import Foundation
@@ -31,11 +32,20 @@ public struct Adapter: Sendable {
 
     public var scale: Float { lora.scale }
 
-    /// A [r, in] and B [out, r] of one projection; nil when the adapter does not target it.
+    /// A [r, in] and B [out, r] of one projection; nil when the adapter does not target it. On a
+    /// fused module (Phi-3's qkv_proj, gate_up_proj: one A, one B over the whole output) the
+    /// projection's term is the module's A and the rows of B that make its outputs.
     public func factors(layer: Int, target: LoRATarget) -> (a: HostTensor, b: HostTensor)? {
         guard lora.targets.contains(target) else { return nil }
-        let i = (layer * lora.targets.count + lora.targets.firstIndex(of: target)!) * 2
-        return (tensors[i].tensor, tensors[i + 1].tensor)
+        let modules = TensorTable.loraModules(config: baseConfig, targets: lora.targets)
+        guard let mi = modules.firstIndex(where: { $0.parts.contains(target) }) else { return nil }
+        let i = (layer * modules.count + mi) * 2
+        let a = tensors[i].tensor, b = tensors[i + 1].tensor
+        guard modules[mi].parts.count > 1 else { return (a, b) }
+        var start = 0
+        for t in modules[mi].parts where t != target { if t < target { start += TensorTable.dimensions(t, config: baseConfig).out } }
+        let rows = TensorTable.dimensions(target, config: baseConfig).out, r = lora.rank
+        return (a, HostTensor(shape: [rows, r], data: Array(b.data[(start * r)..<((start + rows) * r)])))
     }
 
     /// `weight` [out, in] with this adapter's update added: W + scale·B·A (the weight itself when
@@ -231,8 +241,11 @@ public enum PEFTFormat {
         guard case .array(let mods) = cfg["target_modules"] ?? .null else { throw bad("'target_modules' must be a list of module names") }
         var targets: [LoRATarget] = []
         for m in mods {
+            // Phi-3's fused modules stand for the projections they hold.
+            if case .string("qkv_proj") = m { targets += [.q, .k, .v]; continue }
+            if case .string("gate_up_proj") = m { targets += [.gate, .up]; continue }
             guard case .string(let s) = m, let t = LoRATarget.allCases.first(where: { $0.moduleName == s }) else {
-                throw bad("target module \(m) is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj")
+                throw bad("target module \(m) is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (qkv_proj, gate_up_proj on Phi-3)")
             }
             targets.append(t)
         }

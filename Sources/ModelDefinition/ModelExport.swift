@@ -1,5 +1,5 @@
-// Writing a whole model as GGUF (llama.cpp names, q/k rows permuted for llama.cpp's RoPE, the
-// `{arch}.*` and `tokenizer.ggml.*` keys) and as a Hugging Face folder (config.json +
+// Writing a whole model as GGUF (llama.cpp names, q/k rows permuted for llama.cpp's RoPE, Phi-3's
+// projections stacked into its fused tensors and its LongRoPE lists, the `{arch}.*` and `tokenizer.ggml.*` keys) and as a Hugging Face folder (config.json +
 // model.safetensors). Quantized output and LoRA-adapter GGUFs are left to Export.
 // Keys follow convert_hf_to_gguf.py; the inverse of ModelLoader.
 import Foundation
@@ -20,7 +20,7 @@ public enum ModelExport {
             (p + "attention.head_count_kv", .uint32(UInt32(config.numKVHeads))),
             (p + "rope.freq_base", .float32(Float(config.ropeTheta))),
             (p + "attention.layer_norm_rms_epsilon", .float32(Float(config.rmsNormEps))),
-            (p + "rope.dimension_count", .uint32(UInt32(config.headDim))),
+            (p + "rope.dimension_count", .uint32(UInt32(config.rotaryDim))),
             (p + "vocab_size", .uint32(UInt32(config.vocabSize))),
         ]
         if config.headDim * config.numHeads != config.hiddenSize {
@@ -30,6 +30,15 @@ public enum ModelExport {
         if let s = config.ropeScaling, s.kind == .linear {
             kv.append((p + "rope.scaling.type", .string("linear")))
             kv.append((p + "rope.scaling.factor", .float32(Float(s.factor))))
+        }
+        if config.definition.allowsPartialRotary {  // conversion/phi.py: 0 for no window (Phi-4-mini)
+            kv.append((p + "attention.sliding_window", .uint32(UInt32(config.slidingWindow ?? 0))))
+            // The converter always writes the original context; without LongRoPE the toolkit keeps
+            // none and writes the context length (what Phi-3-mini-4k's config.json has for both).
+            let longrope = config.ropeScaling.flatMap { $0.kind == .longrope ? $0 : nil }
+            kv.append((p + "rope.scaling.original_context_length",
+                       .uint32(UInt32(longrope?.originalMaxPositionEmbeddings ?? config.maxPositionEmbeddings))))
+            if let s = longrope { kv.append((p + "rope.scaling.attn_factor", .float32(Float(s.attentionFactor ?? 1)))) }
         }
         if let m = config.multipliers {  // conversion/granite.py: the *_multiplier values as *_scale keys
             kv.append((p + "attention.scale", .float32(Float(m.attention))))
@@ -91,6 +100,8 @@ public enum ModelExport {
         try checkGGUFExpressible(config)
         var writer = GGUFWriter()
         for (k, v) in ggufMetadata(for: config, tokenizer: tokenizer, matrixType: matrixType) + extraMetadata { try writer.set(k, v) }
+        let tensors = fileTensors(tensors, config: config)
+        for (k, v) in ropeFactorTensors(config) { try writer.addTensor(k, v, as: .f32) }
         for name in tensors.keys.sorted(by: TensorTable.order) {
             var t = tensors[name]!
             if let heads = TensorTable.ggufRopeHeads(forHuggingFace: name, config: config) {
@@ -99,6 +110,23 @@ public enum ModelExport {
             try writer.addTensor(TensorTable.ggufName(forHuggingFace: name, architecture: config.architecture)!, t, as: t.shape.count == 1 ? .f32 : matrixType)
         }
         return writer
+    }
+
+    /// `tensors` as the architecture's files hold them (Phi-3: q/k/v and gate/up stacked into
+    /// qkv_proj and gate_up_proj).
+    static func fileTensors(_ tensors: [String: HostTensor], config: ModelConfig) -> [String: HostTensor] {
+        guard config.definition.fusedProjections else { return tensors }
+        let listed = TensorTable.fileTensors(tensors.map { ($0.key, $0.value.shape, $0.value) }, config: config) { parts in
+            HostTensor(shape: [parts.reduce(0) { $0 + $1.shape[0] }, parts[0].shape[1]], data: parts.flatMap(\.data))
+        }
+        return Dictionary(uniqueKeysWithValues: listed.map { ($0.name, $0.value) })
+    }
+
+    /// LongRoPE's factor lists as llama.cpp's converter writes them (`rope_factors_long/short.weight`, F32).
+    public static func ropeFactorTensors(_ config: ModelConfig) -> [(String, HostTensor)] {
+        guard let s = config.ropeScaling, s.kind == .longrope, let long = s.longFactors, let short = s.shortFactors else { return [] }
+        return [("rope_factors_long.weight", HostTensor(shape: [long.count], data: long.map(Float.init))),
+                ("rope_factors_short.weight", HostTensor(shape: [short.count], data: short.map(Float.init)))]
     }
 
     /// The whole header's metadata in the order written: the config's keys, `general.file_type`,
@@ -138,6 +166,14 @@ public enum ModelExport {
         }
     }
 
+    /// Streamed tensors as the files hold them: a fused module's parts stacked when its turn comes.
+    static func streamedFileTensors(_ tensors: [(name: String, shape: [Int], source: Source)], config: ModelConfig)
+        -> [(name: String, shape: [Int], source: Source)] {
+        TensorTable.fileTensors(tensors.map { ($0.name, $0.shape, $0.source) }, config: config) { parts in
+            .computed { HostTensor(shape: [0], data: []).stacked(parts.map { $0.whole() }) }
+        }.map { ($0.name, $0.shape, $0.value) }
+    }
+
     /// Float32 values per slice of a streamed matrix (16 MiB).
     static let valuesPerSlice = 1 << 22
 
@@ -168,12 +204,14 @@ public enum ModelExport {
                                   to path: String, matrixType: GGMLType = .f32) throws {
         try TensorTable.check(tensors.map { ($0.name, $0.shape) }, config: config, path: "<model being exported>")
         try checkGGUFExpressible(config, path: path)
-        let ordered = tensors.sorted { TensorTable.order($0.name, $1.name) }
+        let ordered = streamedFileTensors(tensors, config: config).sorted { TensorTable.order($0.name, $1.name) }
+        let extra = ropeFactorTensors(config)
         let writer = try GGUFStreamWriter(
             path: path, metadata: ggufMetadata(for: config, tokenizer: tokenizer, matrixType: matrixType),
-            tensors: ordered.map { GGUFStreamWriter.Tensor(name: TensorTable.ggufName(forHuggingFace: $0.name, architecture: config.architecture)!, shape: $0.shape,
+            tensors: extra.map { GGUFStreamWriter.Tensor(name: $0.0, shape: $0.1.shape, type: .f32) } + ordered.map { GGUFStreamWriter.Tensor(name: TensorTable.ggufName(forHuggingFace: $0.name, architecture: config.architecture)!, shape: $0.shape,
                                                            type: $0.shape.count == 1 ? .f32 : matrixType) })
         do {
+            for (name, t) in extra { try writer.write(try GGUFWriter.encode(t.data, shape: t.shape, as: .f32, tensor: name)) }
             for t in ordered {
                 let type: GGMLType = t.shape.count == 1 ? .f32 : matrixType
                 if let heads = TensorTable.ggufRopeHeads(forHuggingFace: t.name, config: config) {
@@ -196,6 +234,7 @@ public enum ModelExport {
     public static func streamHuggingFaceFolder(config: ModelConfig, tensors: [(name: String, shape: [Int], source: Source)], to folder: String,
                                                dtype: SafetensorsDType = .f32) throws {
         try TensorTable.check(tensors.map { ($0.name, $0.shape) }, config: config, path: folder)
+        let tensors = streamedFileTensors(tensors, config: config)
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         } catch {
@@ -213,5 +252,13 @@ public enum ModelExport {
             throw error
         }
         try AtomicFile.write(config.huggingFaceConfigJSON(), to: dir.appendingPathComponent("config.json").path)
+    }
+}
+
+
+extension HostTensor {
+    /// `parts` stacked by rows (self is unused: a namespace for the call site).
+    func stacked(_ parts: [HostTensor]) -> HostTensor {
+        HostTensor(shape: [parts.reduce(0) { $0 + $1.shape[0] }, parts[0].shape[1]], data: parts.flatMap(\.data))
     }
 }

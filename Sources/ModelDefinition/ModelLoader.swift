@@ -1,6 +1,7 @@
 // Loading a base model from a `.gguf` file or a Hugging Face folder into one convention:
 // Hugging Face tensor names and layout (q/k rows un-permuted from llama.cpp's RoPE order where the
-// architecture's description says its converter permutes them), matrices
+// architecture's description says its converter permutes them; Phi-3's fused qkv / gate-up tensors
+// split into the seven projections by rows, stored ones as views of the mapped bytes), matrices
 // as float32 or kept as the file stores them (memory-mapped), names and shapes checked against the tensor table. Tokenizer building is left to ModelAssets.
 // Name and permutation rules follow llama.cpp's convert_hf_to_gguf.py (`LlamaModel.permute`).
 import Foundation
@@ -140,6 +141,8 @@ public enum ModelLoader {
                     read.ropeScaling = RopeScaling(kind: .llama3, factor: f.max() ?? 1, frequencyFactors: f)
                     continue
                 }
+                // Phi-3's LongRoPE factor lists, read with the config (ModelConfig.fromGGUF).
+                if read.ropeScaling?.kind == .longrope, info.name == "rope_factors_long.weight" || info.name == "rope_factors_short.weight" { continue }
                 throw ModelAssetsError.unexpectedTensor(path: path, tensor: info.name)
             }
             if !info.type.isDequantizable {
@@ -148,9 +151,26 @@ public enum ModelLoader {
             }
             pairs.append((info.name, hf))
         }
-        let renames = pairs
         let config = read  // settled: the closures below only read it
-        try TensorTable.check(renames.map { ($0.hf, file.tensorInfo(named: $0.gguf)!.shape) }, config: config, path: path)
+        // A fused tensor (Phi-3's attn_qkv, ffn_up = gate and up) becomes the projections it holds,
+        // each a range of its rows.
+        var expanded: [(gguf: String, hf: String, rows: Range<Int>?)] = []
+        for p in pairs {
+            if let parts = TensorTable.fusedParts(ofFileTensor: p.hf, config: config) {
+                expanded += parts.map { (p.gguf, $0.name, $0.rows) }
+            } else {
+                expanded.append((p.gguf, p.hf, nil))
+            }
+        }
+        let renames = expanded
+        func shape(_ r: (gguf: String, hf: String, rows: Range<Int>?)) -> [Int] {
+            let s = file.tensorInfo(named: r.gguf)!.shape
+            return r.rows.map { [$0.count, s[1]] } ?? s
+        }
+        guard renames.allSatisfy({ r in r.rows.map { $0.upperBound <= file.tensorInfo(named: r.gguf)!.shape[0] } ?? true }) else {
+            throw ModelAssetsError.invalidConfig(path: path, field: "attn_qkv/ffn_up", reason: "a fused tensor has fewer rows than the projections it holds need")
+        }
+        try TensorTable.check(renames.map { ($0.hf, shape($0)) }, config: config, path: path)
 
         if storage == .stored {
             // Matrices stay in the mapping; q/k rows stay in llama.cpp's order, undone on output.
@@ -161,6 +181,10 @@ public enum ModelLoader {
                     var t = try file.dequantize(r.gguf)
                     if let heads = TensorTable.ggufRopeHeads(forHuggingFace: r.hf, config: config) { t = RoPELayout.unpermuteFromGGUF(t, heads: heads) }
                     tensors[r.hf] = t
+                    continue
+                }
+                if let rows = r.rows {
+                    matrices[r.hf] = FrozenMatrix(stored: try file.stored(r.gguf).rows(rows))
                     continue
                 }
                 let order = TensorTable.ggufRopeHeads(forHuggingFace: r.hf, config: config).map { RoPELayout.storedRows(rows: info.shape[0], heads: $0) }
@@ -175,7 +199,8 @@ public enum ModelLoader {
         DispatchQueue.concurrentPerform(iterations: order.count) { k in
             let i = order[k]
             slots.set(i, Result {
-                let t = try file.dequantize(renames[i].gguf)
+                var t = try file.dequantize(renames[i].gguf)
+                if let rows = renames[i].rows { t = t.rows(rows) }
                 guard let heads = TensorTable.ggufRopeHeads(forHuggingFace: renames[i].hf, config: config) else { return t }
                 return RoPELayout.unpermuteFromGGUF(t, heads: heads)
             })
@@ -200,22 +225,44 @@ public enum ModelLoader {
             if name == "lm_head.weight", config.tieWordEmbeddings { tiedHead = true; continue }
             kept.append(name)
         }
-        let names = kept
-        let sourcePath = { (name: String) in checkpoint.shards[name]?.path ?? folder }
-        try TensorTable.check(names.map { ($0, checkpoint.tensorInfo(named: $0)!.shape) }, config: config, path: folder, pathForTensor: sourcePath)
+        // A fused tensor (Phi-3's qkv_proj, gate_up_proj) becomes the projections it holds, each a
+        // range of its rows: (name in the table, name in the file, rows).
+        var entries: [(name: String, file: String, rows: Range<Int>?)] = []
+        for name in kept {
+            if let parts = TensorTable.fusedParts(ofFileTensor: name, config: config) {
+                guard let rows = checkpoint.tensorInfo(named: name)?.shape.first, rows >= parts.last!.rows.upperBound else {
+                    throw ModelAssetsError.shapeMismatch(path: checkpoint.shards[name]?.path ?? folder, tensor: name,
+                                                         expected: [parts.last!.rows.upperBound, config.hiddenSize], found: checkpoint.tensorInfo(named: name)?.shape ?? [])
+                }
+                entries += parts.map { ($0.name, name, $0.rows) }
+            } else {
+                entries.append((name, name, nil))
+            }
+        }
+        let names = entries.map(\.name)
+        let fileOf = Dictionary(uniqueKeysWithValues: entries.map { ($0.name, $0) })
+        let sourcePath = { (name: String) in checkpoint.shards[fileOf[name]?.file ?? name]?.path ?? folder }
+        try TensorTable.check(entries.map { e in
+            let s = checkpoint.tensorInfo(named: e.file)!.shape
+            return (e.name, e.rows.map { [$0.count, s[1]] } ?? s)
+        }, config: config, path: folder, pathForTensor: sourcePath)
 
         // Stored: 16- and 32-bit matrices stay in the mapped files (Hugging Face layout already);
         // the vectors, and matrices of other dtypes, are read as float32.
         var matrices: [String: FrozenMatrix] = [:]
         if storage == .stored {
-            for name in names where checkpoint.tensorInfo(named: name)!.shape.count == 2 {
-                if let t = try checkpoint.shards[name]!.stored(name) { matrices[name] = FrozenMatrix(stored: t) }
+            for e in entries where checkpoint.tensorInfo(named: e.file)!.shape.count == 2 {
+                if let t = try checkpoint.shards[e.file]!.stored(e.file) { matrices[e.name] = FrozenMatrix(stored: e.rows.map { t.rows($0) } ?? t) }
             }
         }
         let loaded = names.filter { matrices[$0] == nil }
         let slots = ResultSlots<HostTensor>(count: loaded.count)
         DispatchQueue.concurrentPerform(iterations: loaded.count) { i in
-            slots.set(i, Result { try checkpoint.tensor(loaded[i]) })
+            slots.set(i, Result {
+                let e = fileOf[loaded[i]]!
+                let t = try checkpoint.tensor(e.file)
+                return e.rows.map { t.rows($0) } ?? t
+            })
         }
         var tensors: [String: HostTensor] = [:]
         for (i, name) in loaded.enumerated() { tensors[name] = try slots.get(i) }
@@ -290,5 +337,22 @@ public enum RoPELayout {
             }
         }
         return HostTensor(shape: t.shape, data: out)
+    }
+}
+
+
+extension StoredTensor {
+    /// Rows `r` of a matrix as a view of the same bytes (a row is whole blocks in every encoding).
+    func rows(_ r: Range<Int>) -> StoredTensor {
+        precondition(shape.count == 2 && r.lowerBound >= 0 && r.upperBound <= shape[0], "[StoredTensor.rows] \(r) of \(shape)")
+        return StoredTensor(type: type, shape: [r.count, shape[1]], bytes: bytes + r.lowerBound * rowBytes, byteCount: r.count * rowBytes, owner: owner)
+    }
+}
+
+extension HostTensor {
+    /// Rows `r` of a matrix, copied.
+    func rows(_ r: Range<Int>) -> HostTensor {
+        let c = shape[1]
+        return HostTensor(shape: [r.count, c], data: Array(data[(r.lowerBound * c)..<(r.upperBound * c)]))
     }
 }

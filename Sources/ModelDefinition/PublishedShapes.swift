@@ -15,6 +15,8 @@ public enum PublishedShape: String, CaseIterable, Sendable {
     case smollm3_3b = "smollm3-3b"
     case granite3_1_2b = "granite-3.1-2b"
     case olmo2_1b = "olmo-2-1b"
+    case phi4_mini = "phi-4-mini"
+    case phi3_mini = "phi-3-mini"
 
     /// The Hugging Face repository whose config.json the numbers come from.
     public var repository: String {
@@ -29,6 +31,8 @@ public enum PublishedShape: String, CaseIterable, Sendable {
         case .smollm3_3b: "HuggingFaceTB/SmolLM3-3B"
         case .granite3_1_2b: "ibm-granite/granite-3.1-2b-base (same shape: -instruct)"
         case .olmo2_1b: "allenai/OLMo-2-0425-1B"
+        case .phi4_mini: "microsoft/Phi-4-mini-instruct"
+        case .phi3_mini: "microsoft/Phi-3-mini-4k-instruct"
         }
     }
 
@@ -38,7 +42,7 @@ public enum PublishedShape: String, CaseIterable, Sendable {
     public var declaresHeadDim: Bool {
         switch self {
         case .llama3_2_1b, .llama3_2_3b, .qwen3_0_6b, .qwen3_1_7b, .qwen3_4b: true
-        case .qwen2_5_0_5b, .smollm2_135m, .smollm3_3b, .granite3_1_2b, .olmo2_1b: false
+        case .qwen2_5_0_5b, .smollm2_135m, .smollm3_3b, .granite3_1_2b, .olmo2_1b, .phi4_mini, .phi3_mini: false
         }
     }
 
@@ -129,11 +133,43 @@ public enum PublishedShape: String, CaseIterable, Sendable {
                     architecture: .olmo2, hiddenSize: 2048, intermediateSize: 8192, numLayers: 16, numHeads: 16,
                     numKVHeads: 16, headDim: 128, vocabSize: 100_352, ropeTheta: 500_000, rmsNormEps: 1e-6,
                     tieWordEmbeddings: false, attentionBias: false, maxPositionEmbeddings: 4096)
+            case .phi4_mini:
+                // config.json: model_type phi3, hidden_size 3072, intermediate_size 8192, num_hidden_layers 32,
+                // num_attention_heads 24, num_key_value_heads 8 (head dim 128), partial_rotary_factor 0.75,
+                // vocab_size 200064, rope_theta 10000.0, rope_scaling {type longrope, short_factor 48 × 1.0,
+                // long_factor (below)}, original_max_position_embeddings 4096, max_position_embeddings 131072,
+                // rms_norm_eps 1e-05, tie_word_embeddings true, sliding_window 262144.
+                return try ModelConfig(
+                    architecture: .phi3, hiddenSize: 3072, intermediateSize: 8192, numLayers: 32, numHeads: 24,
+                    numKVHeads: 8, headDim: 128, vocabSize: 200_064, ropeTheta: 10000,
+                    ropeScaling: RopeScaling(kind: .longrope, factor: 32, originalMaxPositionEmbeddings: 4096,
+                                             shortFactors: [Double](repeating: 1, count: 48), longFactors: Self.phi4MiniLongFactors,
+                                             attentionFactor: (1 + Foundation.log(32.0) / Foundation.log(4096.0)).squareRoot()),
+                    rmsNormEps: 1e-5, tieWordEmbeddings: true, attentionBias: false, maxPositionEmbeddings: 131_072,
+                    rotaryDim: 96, slidingWindow: 262_144)
+            case .phi3_mini:
+                // config.json: model_type phi3, hidden_size 3072, intermediate_size 8192, num_hidden_layers 32,
+                // num_attention_heads 32, num_key_value_heads 32, vocab_size 32064, rope_theta 10000.0,
+                // rope_scaling null, max_position_embeddings 4096 (original 4096), rms_norm_eps 1e-05,
+                // tie_word_embeddings false, sliding_window 2047.
+                return try ModelConfig(
+                    architecture: .phi3, hiddenSize: 3072, intermediateSize: 8192, numLayers: 32, numHeads: 32,
+                    numKVHeads: 32, headDim: 96, vocabSize: 32064, ropeTheta: 10000, rmsNormEps: 1e-5,
+                    tieWordEmbeddings: false, attentionBias: false, maxPositionEmbeddings: 4096, slidingWindow: 2047)
             }
         } catch {
             preconditionFailure("[PublishedShape] \(rawValue) does not validate: \(error)")
         }
     }
+
+    /// Phi-4-mini-instruct's config.json rope_scaling.long_factor (48 values, one per rotated pair).
+    private static let phi4MiniLongFactors: [Double] = [
+        1, 1.118320672, 1.250641126, 1.398617824, 1.564103225, 1.74916897, 1.956131817, 2.187582649, 2.446418898,
+        2.735880826, 3.059592084, 3.421605075, 3.826451687, 4.279200023, 4.785517845, 5.351743533, 5.984965424,
+        6.693110555, 7.485043894, 8.370679318, 9.36110372, 10.4687158, 11.70738129, 13.09260651, 14.64173252,
+        16.37415215, 18.31155283, 20.47818807, 22.90118105, 25.61086418, 28.64115884, 32.03, 32.1, 32.13, 32.23,
+        32.6, 32.61, 32.64, 32.66, 32.7, 32.71, 32.93, 32.97, 33.28, 33.49, 33.5, 44.16, 47.77,
+    ]
 
     private static let llama3Scaling = RopeScaling(
         kind: .llama3, factor: 32, lowFrequencyFactor: 1, highFrequencyFactor: 4, originalMaxPositionEmbeddings: 8192)

@@ -1,6 +1,6 @@
 // A GGUF model of a given shape with seeded random weights, written tensor by tensor (never whole
 // in memory): llama.cpp's tensor names and metadata keys, q/k rows permuted as the converter does,
-// Llama 3's `rope_freqs.weight`, one block type for every matrix with llama-quantize's fallback for
+// Llama 3's `rope_freqs.weight`, Phi's fused tensors and `rope_factors_long/short.weight`, one block type for every matrix with llama-quantize's fallback for
 // rows a K-quant cannot hold, and a tokenizer copied from another GGUF, padded to the published
 // vocabulary. Trained weights are left out. Follows convert_hf_to_gguf.py and llama-quant.cpp.
 import Foundation
@@ -127,7 +127,14 @@ public enum RandomModel {
         if config.ropeScaling?.kind == .llama3 {
             out.append(PlannedTensor(name: "rope_freqs.weight", shape: [config.headDim / 2], type: .f32, role: .ropeFrequencies))
         }
-        let shapes = TensorTable.shapes(for: config)
+        if config.ropeScaling?.kind == .longrope {  // Phi-3's LongRoPE lists, first as conversion/phi.py yields them
+            for name in ["rope_factors_long.weight", "rope_factors_short.weight"] {
+                out.append(PlannedTensor(name: name, shape: [config.rotaryDim / 2], type: .f32, role: .ropeFrequencies))
+            }
+        }
+        // as the files hold them (Phi-3's q/k/v and gate/up fused)
+        let shapes = Dictionary(uniqueKeysWithValues: TensorTable.fileTensors(
+            TensorTable.shapes(for: config).map { ($0.key, $0.value, $0.value) }, config: config) { $0[0] }.map { ($0.name, $0.shape) })
         for hf in shapes.keys.sorted(by: TensorTable.order) {
             let shape = shapes[hf]!
             let name = TensorTable.ggufName(forHuggingFace: hf, architecture: config.architecture)!
@@ -263,6 +270,12 @@ public enum RandomModel {
         return config.ropeFrequencyFactors?.map { Float($0) }
     }
 
+    /// A LongRoPE list as `rope_factors_long/short.weight` stores it.
+    static func ropeFactors(_ name: String, _ config: ModelConfig) -> [Float]? {
+        guard let s = config.ropeScaling, s.kind == .longrope else { return nil }
+        return (name == "rope_factors_long.weight" ? s.longFactors : s.shortFactors)?.map { Float($0) }
+    }
+
     /// The Hugging Face row (or bias element) stored at GGUF position `g` after the converter's
     /// q/k permutation: GGUF h·D + 2i + s holds Hugging Face h·D + s·D/2 + i (D = rows / heads).
     @inline(__always)
@@ -281,7 +294,7 @@ public enum RandomModel {
         case .norm:
             out.update(repeating: 1, count: rows.count * k)
         case .ropeFrequencies:
-            let factors = ropeFrequencyFactors(config) ?? []
+            let factors = ropeFactors(t.name, config) ?? ropeFrequencyFactors(config) ?? []
             for (i, f) in factors.enumerated() { out[i] = f }
         case .bias:  // one row; q/k elements permuted like rows
             SeededNormal.fillRow(seed: seed, tensor: t.name, row: 0, std: weightStd, count: k,

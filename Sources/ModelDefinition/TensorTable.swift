@@ -1,7 +1,8 @@
 // The one tensor table: every base tensor a config implies (Hugging Face name, llama.cpp name,
 // row-major shape, which projection or norm of which layer it is) for the config's architecture
 // (its norms come from its description, ModelAssets' Architecture.swift), every LoRA tensor an
-// adapter of a given shape has, and the checks that a set of tensors is exactly that set. The
+// adapter of a given shape has (a fused module's as PEFT has it: Phi-3's qkv_proj, gate_up_proj), how
+// the files' fused tensors map to the seven projections, and the checks that a set of tensors is exactly that set. The
 // loaders, both executors, adapters, packages and exports all read names and shapes from here.
 // Names follow transformers' *ForCausalLM modules and llama.cpp's LLM_TENSOR table (convert_hf_to_gguf.py).
 import ModelAssets
@@ -163,16 +164,17 @@ public enum TensorTable {
 
     // MARK: LoRA tensors
 
-    /// Every tensor of an adapter: A [r, in] and B [out, r] per layer and target, in a fixed order
-    /// (layer, then target q k v o gate up down, then A before B), under the toolkit's names
-    /// (`model.layers.{i}.self_attn.q_proj.lora_A.weight`, PEFT's names minus its prefix).
+    /// Every tensor of an adapter: A [r, in] and B [out, r] per layer and module, in a fixed order
+    /// (layer, then module in target order q k v o gate up down, then A before B), under the
+    /// toolkit's names (`model.layers.{i}.self_attn.q_proj.lora_A.weight`, PEFT's names minus its
+    /// prefix). A fused module (Phi-3's qkv_proj, gate_up_proj) has one A and one B, as PEFT has.
     public static func loraTensors(config: ModelConfig, lora: LoRAConfig) -> [(name: String, shape: [Int])] {
         var out: [(String, [Int])] = []
+        let modules = loraModules(config: config, targets: lora.targets)
         for i in 0..<config.numLayers {
-            for t in lora.targets.sorted() {
-                let (inDim, outDim) = dimensions(t, config: config)
-                out.append((loraA(layer: i, target: t), [lora.rank, inDim]))
-                out.append((loraB(layer: i, target: t), [outDim, lora.rank]))
+            for m in modules {
+                out.append((layerPrefix(i) + m.module + ".lora_A.weight", [lora.rank, m.inDim]))
+                out.append((layerPrefix(i) + m.module + ".lora_B.weight", [m.outDim, lora.rank]))
             }
         }
         return out
@@ -182,6 +184,7 @@ public enum TensorTable {
     /// missing, extra or mis-shaped tensor.
     public static func orderedLoRA(_ tensors: [String: HostTensor], config: ModelConfig, lora: LoRAConfig,
                                    makeError: (String) -> Error) throws -> [(name: String, tensor: HostTensor)] {
+        try checkTargets(lora.targets, config: config)
         let want = loraTensors(config: config, lora: lora)
         let names = Set(want.map(\.name))
         let what = "a rank-\(lora.rank) adapter on targets \(lora.targets.map(\.rawValue).joined(separator: ","))"
@@ -192,6 +195,97 @@ public enum TensorTable {
             guard let t = tensors[name] else { throw makeError("has no tensor '\(name)' (\(what) needs it)") }
             guard t.shape == shape else { throw makeError("tensor '\(name)' has shape \(t.shape), but this adapter and base need \(shape)") }
             return (name, t)
+        }
+    }
+
+    // MARK: fused projections (Phi-3)
+
+    /// A module of the files: its path under `model.layers.{i}.` (`self_attn.qkv_proj`), its
+    /// llama.cpp name (`attn_qkv`), and the projections it holds stacked by rows, in order.
+    public struct FileModule: Sendable {
+        public let module: String
+        public let gguf: String
+        public let parts: [LoRATarget]
+    }
+
+    /// The projection modules an architecture's files hold: the seven, or Phi-3's four (qkv_proj
+    /// [q; k; v], o_proj, gate_up_proj [gate; up] — llama.cpp's `ffn_up` holds both — down_proj).
+    public static func fileModules(_ a: ModelArchitecture) -> [FileModule] {
+        if a.definition.fusedProjections {
+            return [FileModule(module: "self_attn.qkv_proj", gguf: "attn_qkv", parts: [.q, .k, .v]),
+                    FileModule(module: "self_attn.o_proj", gguf: "attn_output", parts: [.o]),
+                    FileModule(module: "mlp.gate_up_proj", gguf: "ffn_up", parts: [.gate, .up]),
+                    FileModule(module: "mlp.down_proj", gguf: "ffn_down", parts: [.down])]
+        }
+        return zip(projectionNames, LoRATarget.allCases).map { names, t in FileModule(module: names.hf, gguf: String(names.gguf), parts: [t]) }
+    }
+
+    /// The projections a file tensor of a fused module holds: for `model.layers.3.self_attn.qkv_proj.weight`,
+    /// q_proj's, k_proj's and v_proj's names with their rows in it. nil for any other name.
+    public static func fusedParts(ofFileTensor name: String, config: ModelConfig) -> [(name: String, rows: Range<Int>)]? {
+        guard config.definition.fusedProjections, name.hasPrefix("model.layers."), name.hasSuffix(".weight") else { return nil }
+        let rest = name.dropFirst("model.layers.".count)
+        guard let dot = rest.firstIndex(of: "."), let layer = Int(rest[..<dot]) else { return nil }
+        let tail = String(rest[rest.index(after: dot)...].dropLast(".weight".count))
+        guard let m = fileModules(config.architecture).first(where: { $0.module == tail && $0.parts.count > 1 }) else { return nil }
+        var start = 0
+        return m.parts.map { t in
+            let rows = dimensions(t, config: config).out
+            defer { start += rows }
+            return (weight(layer: layer, target: t), start..<(start + rows))
+        }
+    }
+
+    /// The file tensor a projection's weight lives in when the architecture fuses it
+    /// (`...q_proj.weight` -> `...qkv_proj.weight`, rows 0..<q), nil when it is its own tensor.
+    public static func fusedFileTensor(of name: String, config: ModelConfig) -> (file: String, rows: Range<Int>)? {
+        guard config.definition.fusedProjections, name.hasPrefix("model.layers."), name.hasSuffix(".weight") else { return nil }
+        let rest = name.dropFirst("model.layers.".count)
+        guard let dot = rest.firstIndex(of: "."), let layer = Int(rest[..<dot]) else { return nil }
+        for m in fileModules(config.architecture) where m.parts.count > 1 {
+            let file = layerPrefix(layer) + m.module + ".weight"
+            if let part = fusedParts(ofFileTensor: file, config: config)!.first(where: { $0.name == name }) { return (file, part.rows) }
+        }
+        return nil
+    }
+
+    /// The tensors as the architecture's files hold them: a fused module's projections stacked by
+    /// rows under the module's name (Phi-3), everything else as it is. Exports write these.
+    public static func fileTensors<T>(_ tensors: [(name: String, shape: [Int], value: T)], config: ModelConfig,
+                                      stack: ([T]) -> T) -> [(name: String, shape: [Int], value: T)] {
+        guard config.definition.fusedProjections else { return tensors }
+        var out: [(name: String, shape: [Int], value: T)] = []
+        var byName: [String: (shape: [Int], value: T)] = [:]
+        for t in tensors { byName[t.name] = (t.shape, t.value) }
+        var done = Set<String>()
+        for t in tensors {
+            guard let (file, _) = fusedFileTensor(of: t.name, config: config) else { out.append(t); continue }
+            guard done.insert(file).inserted else { continue }
+            let parts = fusedParts(ofFileTensor: file, config: config)!
+            let held = parts.compactMap { byName[$0.name] }
+            guard held.count == parts.count else { parts.filter { byName[$0.name] != nil }.forEach { out.append(($0.name, byName[$0.name]!.shape, byName[$0.name]!.value)) }; continue }
+            out.append((file, [parts.last!.rows.upperBound, held[0].shape[1]], stack(held.map(\.value))))
+        }
+        return out
+    }
+
+    /// An adapter's modules for `targets`: each file module whose projections are all targeted
+    /// (one A [r, in] and one B [out, r] over its whole output, PEFT's LoRA on that Linear), with
+    /// (in, out). Targets that cover only part of a fused module are refused by `checkTargets`.
+    public static func loraModules(config: ModelConfig, targets: [LoRATarget]) -> [(module: String, parts: [LoRATarget], inDim: Int, outDim: Int)] {
+        fileModules(config.architecture).filter { m in m.parts.allSatisfy(targets.contains) }.map { m in
+            (m.module, m.parts, dimensions(m.parts[0], config: config).in, m.parts.reduce(0) { $0 + dimensions($1, config: config).out })
+        }
+    }
+
+    /// Throws unless `targets` cover each of the architecture's fused modules whole or not at all
+    /// (Phi-3: q, k and v together, gate and up together).
+    public static func checkTargets(_ targets: [LoRATarget], config: ModelConfig) throws {
+        for m in fileModules(config.architecture) where m.parts.count > 1 {
+            let hit = m.parts.filter(targets.contains)
+            if !hit.isEmpty && hit.count != m.parts.count {
+                throw ModelError.invalidConfig("\(config.architecture.rawValue) holds \(m.parts.map(\.rawValue).joined(separator: ",")) as one module (\(m.module)), which LoRA adapts whole: target all of \(m.parts.map(\.rawValue).joined(separator: ",")) or none (targets were \(targets.map(\.rawValue).joined(separator: ",")))")
+            }
         }
     }
 
@@ -234,9 +328,12 @@ public enum TensorTable {
         return nil
     }
 
-    /// A layer's tensors in both namings: the architecture's norms, then the seven projections.
+    /// A layer's tensors in both namings: the architecture's norms, then the projection modules its
+    /// files hold (the seven, or Phi-3's fused four).
     private static func layerNames(_ a: ModelArchitecture) -> [(gguf: Substring, hf: String, mayHaveBias: Bool)] {
-        a.definition.norms.map { (Substring($0.gguf), $0.huggingFace, false) } + projectionNames
+        let projections = a.definition.fusedProjections
+            ? fileModules(a).map { (Substring($0.gguf), $0.module, false) } : projectionNames
+        return a.definition.norms.map { (Substring($0.gguf), $0.huggingFace, false) } + projections
     }
 
     private static let projectionNames: [(gguf: Substring, hf: String, mayHaveBias: Bool)] = [

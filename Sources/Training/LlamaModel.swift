@@ -1,6 +1,7 @@
 // The decoder on Autograd, for every described architecture (Llama, Mistral, Qwen2, Qwen3,
-// SmolLM3, Granite, OLMo 2: the block's norms, q/k norms, NoPE layers and scale factors come from
-// the config's description): frozen base weights, optional LoRA on any of the seven projections,
+// SmolLM3, Granite, OLMo 2, Phi-3: the block's norms, q/k norms, NoPE layers, scale factors, partial
+// rotary and LongRoPE come from the config): frozen base weights, optional LoRA on any of the seven
+// projections (on Phi-3's fused modules one A and one B, B sliced per projection on the tape),
 // forward for training (hidden states, then the output head only where the loss needs it).
 // Follows Hugging Face's *ForCausalLM modules; weights arrive in Hugging Face layout and names
 // (ModelDefinition converts GGUF at its boundary).
@@ -22,6 +23,10 @@ public final class Projection {
     public let lora: LoRALinear?  // float32 path
     /// The adapter on a stored weight (no LoRALinear: that op holds a weight tensor).
     let storedLoRA: (a: Tensor, b: Tensor, scale: Float, dropout: Float)?
+    /// The adapter of a fused module this projection is part of (Phi-3's qkv_proj, gate_up_proj):
+    /// the module's A and whole B, and the rows of B that make this projection's outputs (sliced
+    /// on the tape each pass, so B's gradient is the module's).
+    var fusedLoRA: (a: Tensor, b: Tensor, rows: Range<Int>, scale: Float, dropout: Float)?
 
     init(weight: Tensor, bias: Tensor?, lora: LoRALinear?) {
         self.weight = weight
@@ -39,8 +44,14 @@ public final class Projection {
         storedLoRA = lora
     }
 
-    /// [N, in] -> [N, out]
-    func callAsFunction(_ x: Tensor, rng: inout SeededRNG, training: Bool) -> Tensor {
+    /// [N, in] -> [N, out]. `loraInput`: the fused module's input after its one dropout draw.
+    func callAsFunction(_ x: Tensor, rng: inout SeededRNG, training: Bool, loraInput: Tensor? = nil) -> Tensor {
+        if let f = fusedLoRA {
+            let xd = loraInput ?? (training && f.dropout > 0 ? dropout(x, p: f.dropout, rng: &rng) : x)
+            let b = slice(f.b, dim: 0, range: f.rows)  // [out, r]
+            if let stored { return loraLinear(x, frozen: stored, bias: bias, a: f.a, b: b, scale: f.scale, loraInput: xd) }
+            return loraLinear(x, weight: weight!, bias: bias, a: f.a, b: b, scale: f.scale, loraInput: xd)
+        }
         if let stored {
             guard let f = storedLoRA else { return linear(x, frozen: stored, bias: bias) }
             let xd = training && f.dropout > 0 ? dropout(x, p: f.dropout, rng: &rng) : x
@@ -51,8 +62,10 @@ public final class Projection {
         return lora(x)
     }
 
-    /// The LoRA factors A [r, in] and B [out, r], whichever path holds them.
-    var loraTensors: (a: Tensor, b: Tensor)? { lora.map { ($0.a, $0.b) } ?? storedLoRA.map { ($0.a, $0.b) } }
+    /// The LoRA factors A [r, in] and B [out, r], whichever path holds them (a fused module's whole B).
+    var loraTensors: (a: Tensor, b: Tensor)? {
+        lora.map { ($0.a, $0.b) } ?? storedLoRA.map { ($0.a, $0.b) } ?? fusedLoRA.map { ($0.a, $0.b) }
+    }
 }
 
 public final class LlamaBlock {
@@ -85,23 +98,35 @@ public final class LlamaBlock {
         let eps = Float(c.rmsNormEps)
         func normed(_ t: Tensor, _ slot: NormSlot) -> Tensor { norm(slot).map { rmsNorm(t, weight: $0, eps: eps) } ?? t }
         let h = normed(x, .attentionInput)  // [N, D]
-        var q = self.q(h, rng: &rng, training: training)  // [N, H*hd]
-        var k = self.k(h, rng: &rng, training: training)  // [N, K*hd]
-        let v = self.v(h, rng: &rng, training: training)  // [N, K*hd]
+        let hd = fusedDropoutInput(h, self.q, rng: &rng, training: training)  // a fused qkv_proj's one dropout draw
+        var q = self.q(h, rng: &rng, training: training, loraInput: hd)  // [N, H*hd]
+        var k = self.k(h, rng: &rng, training: training, loraInput: hd)  // [N, K*hd]
+        let v = self.v(h, rng: &rng, training: training, loraInput: hd)  // [N, K*hd]
         q = qkNorm(q, .query, heads: c.numHeads, config: c)
         k = qkNorm(k, .key, heads: c.numKVHeads, config: c)
         if c.rope(layer: layer) == .full {
-            let factors = c.ropeFrequencyFactors
-            q = rope(q, heads: c.numHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors)
-            k = rope(k, heads: c.numKVHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors)
+            // LongRoPE picks its factors by how far the pass reaches, as transformers does per call.
+            let (factors, af) = c.rope(reaching: (layout.positions.max() ?? 0) + 1)
+            q = rope(q, heads: c.numHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors,
+                     rotaryDim: c.rotaryDim, attentionFactor: af)
+            k = rope(k, heads: c.numKVHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors,
+                     rotaryDim: c.rotaryDim, attentionFactor: af)
         }
         let a = causalAttention(q: q, k: k, v: v, batch: layout.batch, heads: c.numHeads,
                                 kvHeads: c.numKVHeads, segmentIds: layout.segmentIds, scale: c.attentionScale)  // [N, H*hd]
         let x1 = residual(x, normed(o(a, rng: &rng, training: training), .attentionOutput), c)  // [N, D]
         let h2 = normed(x1, .feedForwardInput)
-        let g = gate(h2, rng: &rng, training: training)  // [N, F]
-        let u = up(h2, rng: &rng, training: training)  // [N, F]
+        let h2d = fusedDropoutInput(h2, gate, rng: &rng, training: training)
+        let g = gate(h2, rng: &rng, training: training, loraInput: h2d)  // [N, F]
+        let u = up(h2, rng: &rng, training: training, loraInput: h2d)  // [N, F]
         return residual(x1, normed(down(swiglu(gate: g, up: u), rng: &rng, training: training), .feedForwardOutput), c)  // [N, D]
+    }
+
+    /// A fused module's LoRA input: its input after one dropout draw for all of its projections (as
+    /// PEFT's one Linear), nil when `first` is no fused module's or there is no dropout.
+    private func fusedDropoutInput(_ x: Tensor, _ first: Projection, rng: inout SeededRNG, training: Bool) -> Tensor? {
+        guard let f = first.fusedLoRA, training, f.dropout > 0 else { return nil }
+        return dropout(x, p: f.dropout, rng: &rng)
     }
 
     /// x + r·y, r Granite's residual multiplier (1 elsewhere, and then no op is recorded for it).
@@ -133,7 +158,8 @@ public final class LlamaBlock {
             if let b = p.bias { all.append(b) }
             if let l = p.loraTensors { all += [l.a, l.b] }
         }
-        return all.filter(\.requiresGrad)
+        var seen = Set<ObjectIdentifier>()  // a fused module's A and B are every part's
+        return all.filter { $0.requiresGrad && seen.insert(ObjectIdentifier($0)).inserted }
     }
 
     public func projection(_ target: LoRATarget) -> Projection {
@@ -231,6 +257,7 @@ public final class LlamaModel {
             throw TrainingError.invalidConfig("a model is trained either in full or with LoRA, not both")
         }
         try lora?.validate()
+        if let lora { try TensorTable.checkTargets(lora.targets, config: config) }
         var named: [(String, Tensor)] = []
         func tensor(_ name: String, shape: [Int], _ values: [Float], embedding: Bool = false) -> Tensor {
             let t = Tensor(shape: shape, data: values, requiresGrad: trainBase && !(freezeEmbeddings && embedding))
@@ -254,7 +281,28 @@ public final class LlamaModel {
         finalNorm = tensor(TensorTable.finalNorm, shape: [weights.finalNorm.count], weights.finalNorm)
         var blocks: [LlamaBlock] = []
         for (i, layer) in weights.layers.enumerated() {
+            // A fused module's factors (Phi-3's qkv_proj, gate_up_proj), made once, in module order.
+            var fused: [LoRATarget: (a: Tensor, b: Tensor, rows: Range<Int>)] = [:]
+            if let lora {
+                for m in TensorTable.loraModules(config: config, targets: lora.targets) where m.parts.count > 1 {
+                    let (a, b) = LoRALinear.initialFactors(inFeatures: m.inDim, outFeatures: m.outDim, rank: lora.rank, rng: &rng)
+                    var start = 0
+                    for t in m.parts {
+                        let rows = TensorTable.dimensions(t, config: config).out
+                        fused[t] = (a, b, start..<(start + rows))
+                        start += rows
+                    }
+                }
+            }
             func proj(_ t: LoRATarget) -> Projection {
+                if let lora, let f = fused[t] {
+                    let m = layer.projection(t)
+                    let b = layer.bias(t).map { tensor(TensorTable.bias(layer: i, target: t), shape: [$0.count], $0) }
+                    let p = keep && m.isStored ? Projection(stored: m, bias: b, lora: nil)
+                        : Projection(weight: tensor(TensorTable.weight(layer: i, target: t), shape: m.shape, m.values), bias: b, lora: nil)
+                    p.fusedLoRA = (f.a, f.b, f.rows, lora.scale, lora.dropout)
+                    return p
+                }
                 let m = layer.projection(t)
                 let b = layer.bias(t).map { tensor(TensorTable.bias(layer: i, target: t), shape: [$0.count], $0) }
                 if keep && m.isStored {
@@ -351,11 +399,12 @@ public final class LlamaModel {
     public var loraParameters: [(name: String, tensor: Tensor)] {
         guard let lora else { return [] }
         var out: [(String, Tensor)] = []
+        let modules = TensorTable.loraModules(config: config, targets: lora.targets)
         for (i, block) in blocks.enumerated() {
-            for t in lora.targets {
-                guard let l = block.projection(t).loraTensors else { continue }
-                out.append((TensorTable.loraA(layer: i, target: t), l.a))
-                out.append((TensorTable.loraB(layer: i, target: t), l.b))
+            for m in modules {
+                guard let l = block.projection(m.parts[0]).loraTensors else { continue }
+                out.append((TensorTable.layerPrefix(i) + m.module + ".lora_A.weight", l.a))
+                out.append((TensorTable.layerPrefix(i) + m.module + ".lora_B.weight", l.b))
             }
         }
         return out

@@ -66,7 +66,10 @@ struct MakeModel: ParsableCommand {
             qwen2.5-0.5b (Qwen/Qwen2.5-0.5B, q/k/v biases), smollm2-135m (HuggingFaceTB/SmolLM2-135M-Instruct), \
             qwen3-0.6b, qwen3-1.7b, qwen3-4b (Qwen/Qwen3-*, per-head q/k norms), smollm3-3b (HuggingFaceTB/SmolLM3-3B, \
             no RoPE on every 4th layer), granite-3.1-2b (ibm-granite/granite-3.1-2b-base, embedding/residual/attention/logits \
-            scales), olmo-2-1b (allenai/OLMo-2-0425-1B, norms after each sublayer, whole-projection q/k norms). \
+            scales), olmo-2-1b (allenai/OLMo-2-0425-1B, norms after each sublayer, whole-projection q/k norms), \
+            phi-4-mini (microsoft/Phi-4-mini-instruct: fused qkv and gate/up as attn_qkv and ffn_up, 96 of 128 head \
+            dims rotated, LongRoPE factor lists as rope_factors_long/short tensors) and phi-3-mini \
+            (microsoft/Phi-3-mini-4k-instruct, its 32,064-token vocabulary: pass --tokenizer-from a GGUF of at most that many tokens). \
             Tensor names, metadata keys and the q/k row order are llama.cpp's for each architecture. Weights are seeded random values \
             (std 0.02), norms are 1; norms, biases and rope factors stay F32. Every matrix is stored as --type \
             (q4_K_M: llama-quantize's mix, Q4_K with Q6_K for the head or tied embedding and for attn_v and ffn_down \

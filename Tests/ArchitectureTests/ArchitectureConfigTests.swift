@@ -76,6 +76,7 @@ final class ArchitectureConfigTests: XCTestCase {
         for f in try ArchitectureFixture.all {
             var writer = GGUFWriter()
             for (k, v) in ModelExport.ggufMetadata(for: f.config) { try writer.set(k, v) }
+            for (name, t) in ModelExport.ropeFactorTensors(f.config) { try writer.addTensor(name, t, as: .f32) }  // Phi's LongRoPE lists
             let file = try GGUFFile(data: writer.serialized(), path: "m.gguf")
             let back = try ModelConfig.fromGGUF(file, hasOutputTensor: !f.config.tieWordEmbeddings)
             XCTAssertEqual(back, ArchitectureFormatTests.float32Rounded(f.config), f.name)
@@ -107,11 +108,14 @@ final class ArchitectureConfigTests: XCTestCase {
         XCTAssertNil(TensorTable.huggingFaceName(forGGUF: "blk.0.attn_q_norm.weight", architecture: .llama), "llama files have no q norm")
         XCTAssertNil(TensorTable.huggingFaceName(forGGUF: "blk.0.attn_norm.weight", architecture: .olmo2), "OLMo 2 has no input norm")
         for f in try ArchitectureFixture.all {
-            for name in TensorTable.shapes(for: f.config).keys {
+            // as the files name them (Phi-3's fused qkv_proj and gate_up_proj: attn_qkv, ffn_up)
+            for name in f.fileWeights().keys {
                 let gguf = try XCTUnwrap(TensorTable.ggufName(forHuggingFace: name, architecture: f.config.architecture), name)
                 XCTAssertEqual(TensorTable.huggingFaceName(forGGUF: gguf, architecture: f.config.architecture), name)
             }
         }
+        XCTAssertEqual(TensorTable.ggufName(forHuggingFace: "model.layers.1.mlp.gate_up_proj.weight", architecture: .phi3), "blk.1.ffn_up.weight")
+        XCTAssertNil(TensorTable.ggufName(forHuggingFace: "model.layers.1.mlp.up_proj.weight", architecture: .phi3), "Phi-3 files hold gate and up as one")
         XCTAssertEqual(TensorTable.ggufRopeHeads(forHuggingFace: "model.layers.0.self_attn.q_proj.weight", config: try ArchitectureFixture("granite").config), 6)
         XCTAssertNil(TensorTable.ggufRopeHeads(forHuggingFace: "model.layers.0.self_attn.q_proj.weight", config: try ArchitectureFixture("qwen3").config))
     }

@@ -11,9 +11,9 @@ import XCTest
 
 struct ArchitectureFixture {
     /// The architectures the script makes (its ARCHS), each a folder under Fixtures/.
-    static let names = ["qwen3", "olmo2", "granite", "smollm3"]
+    static let names = ["qwen3", "olmo2", "granite", "smollm3", "phi3", "phi4"]
     static let seed: UInt64 = 36
-    static let lora = LoRAConfig(rank: 2, alpha: 4, targets: LoRATarget.allCases)
+    static let lora = LoRAConfig(rank: 2, alpha: 4, targets: LoRATarget.allCases)  // on Phi-3: qkv_proj, o_proj, gate_up_proj, down_proj
     static var root: URL { Bundle.module.resourceURL!.appendingPathComponent("Fixtures") }
 
     let name: String
@@ -31,16 +31,31 @@ struct ArchitectureFixture {
 
     static var all: [ArchitectureFixture] { get throws { try names.map(ArchitectureFixture.init) } }
 
-    /// Every base tensor: norms 1 + 0.1·N, the rest 0.15·N, N = SeededNormal(seed, Hugging Face name).
+    /// Every base tensor: norms 1 + 0.1·N, the rest 0.15·N, N = SeededNormal(seed, Hugging Face name
+    /// as the files name it: a Phi-3 projection is rows of its fused qkv_proj / gate_up_proj).
     func weights() -> [String: HostTensor] {
         var out: [String: HostTensor] = [:]
         for (name, shape) in TensorTable.shapes(for: config) {
+            if let (file, rows) = TensorTable.fusedFileTensor(of: name, config: config) {
+                let parts = TensorTable.fusedParts(ofFileTensor: file, config: config)!
+                let whole = Self.seeded(file, shape: [parts.last!.rows.upperBound, shape[1]], std: 0.15)
+                out[name] = HostTensor(shape: shape, data: Array(whole.data[(rows.lowerBound * shape[1])..<(rows.upperBound * shape[1])]))
+                continue
+            }
             let isNorm = name.hasSuffix("norm.weight")
             var t = Self.seeded(name, shape: shape, std: isNorm ? 0.1 : 0.15)
             if isNorm { t.data = t.data.map { 1 + $0 } }
             out[name] = t
         }
         return out
+    }
+
+    /// `weights()` under the files' names (Phi-3's fused modules stacked), as the script summed them.
+    func fileWeights() -> [String: HostTensor] {
+        let listed = TensorTable.fileTensors(weights().map { ($0.key, $0.value.shape, $0.value) }, config: config) { parts in
+            HostTensor(shape: [parts.reduce(0) { $0 + $1.shape[0] }, parts[0].shape[1]], data: parts.flatMap(\.data))
+        }
+        return Dictionary(uniqueKeysWithValues: listed.map { ($0.name, $0.value) })
     }
 
     static func seeded(_ name: String, shape: [Int], std: Float) -> HostTensor {

@@ -125,6 +125,12 @@ final class ArchitectureFormatTests: XCTestCase {
         var c = config
         c.rmsNormEps = Double(Float(c.rmsNormEps))
         c.ropeTheta = Double(Float(c.ropeTheta))
+        if var s = c.ropeScaling, s.kind == .longrope {  // LongRoPE's lists are F32 tensors, its attention factor an F32 key
+            s.shortFactors = s.shortFactors?.map { Double(Float($0)) }
+            s.longFactors = s.longFactors?.map { Double(Float($0)) }
+            s.attentionFactor = s.attentionFactor.map { Double(Float($0)) }
+            c.ropeScaling = s
+        }
         if let m = c.multipliers {
             c.multipliers = Multipliers(embedding: Double(Float(m.embedding)), residual: Double(Float(m.residual)),
                                         attention: Double(Float(m.attention)), logits: Double(Float(m.logits)))

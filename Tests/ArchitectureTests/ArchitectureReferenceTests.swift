@@ -32,6 +32,7 @@ final class ArchitectureReferenceTests: XCTestCase {
         XCTAssertEqual(smollm3.noRopeLayers, [3])
         XCTAssertEqual(smollm3.ropeTheta, 5_000_000)
         XCTAssertEqual((0..<5).map { smollm3.rope(layer: $0) }, [.full, .full, .full, .none, .full])
+        XCTAssertEqual(try XCTUnwrap(c["phi4"]).rotaryDim, 12)  // the rest: PhiReferenceTests
         for config in c.values {
             // what the toolkit writes as config.json reads back to the same config
             XCTAssertEqual(try ModelConfig.fromHuggingFace(json: config.huggingFaceConfigJSON(), path: "x"), config)
@@ -44,7 +45,7 @@ final class ArchitectureReferenceTests: XCTestCase {
     func testRebuiltWeightsAreTheScriptsWeights() throws {
         for f in try ArchitectureFixture.all {
             let sums = f.reference["weight_sums"] as! [String: NSNumber]
-            let weights = f.weights()
+            let weights = f.fileWeights()
             XCTAssertEqual(Set(sums.keys), Set(weights.keys), f.name)
             for (name, sum) in sums {
                 let ours = weights[name]!.data.reduce(0.0) { $0 + Double($1) }
@@ -72,7 +73,7 @@ final class ArchitectureReferenceTests: XCTestCase {
                                   layout: .rows(batch: ids.count, length: ids[0].count - 1), rng: &rng, training: true)
             assertClose(loss.data, [Float(f.double("lora_loss"))], "\(f.name) masked loss")
             loss.backward()
-            XCTAssertEqual(model.loraParameters.count, 2 * 7 * f.config.numLayers)
+            XCTAssertEqual(model.loraParameters.count, 2 * (f.config.definition.fusedProjections ? 4 : 7) * f.config.numLayers)
             for (name, t) in model.loraParameters {
                 assertClose(t.grad ?? [], try f.floats("grad." + name), "\(f.name) gradient of \(name)\(checkpointing ? " (checkpointed)" : "")")
             }

@@ -73,6 +73,12 @@ func gradCases() -> [GradCase] {
     }
     add("rope odd positions", [dleaf([3, 12], &r)]) { Ops.rope($0[0], heads: 2, positions: [1, 3, 7], base: 10_000) }
     add("rope hd=2 T=1", [dleaf([1, 2], &r)]) { Ops.rope($0[0], heads: 1, positions: [5], base: 100_000) }
+    // Phi-4-mini: 6 of 8 dims turn (the rest pass through), LongRoPE divisors and attention factor
+    add("rope partial rotary, factors, attention factor", [dleaf([3, 16], &r)]) {
+        Ops.rope($0[0], heads: 2, positions: [0, 4, 9], base: 10_000, factors: [1, 1.5, 3], rotaryDim: 6, attentionFactor: 1.19)
+    }
+    // a fused module's LoRA B sliced per projection: the gradient of the whole B through the slice
+    add("slice rows of B [7,2] rows 2..<5", [dleaf([7, 2], &r)]) { Ops.slice($0[0], dim: 0, range: 2..<5) }
     // attention: GQA + segments, T = 1, odd head dims, several query blocks
     add("attention GQA segments hd=3", [dleaf([6, 12], &r), dleaf([6, 6], &r), dleaf([6, 6], &r)]) {
         Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 2, heads: 4, kvHeads: 2, segmentIds: [0, 0, 1, 5, 5, 5])

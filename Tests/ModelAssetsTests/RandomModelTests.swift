@@ -374,7 +374,12 @@ final class RandomModelTests: XCTestCase {
         XCTAssertEqual(parameters(.olmo2_1b), 1_484_916_736)
         XCTAssertEqual(PublishedShape.qwen3_0_6b.config.queryDim, 2048)
         XCTAssertEqual(PublishedShape.smollm3_3b.config.noRopeLayers, [3, 7, 11, 15, 19, 23, 27, 31, 35])
-        XCTAssertEqual(PublishedShape.allCases.filter { !$0.config.tieWordEmbeddings }, [.olmo2_1b])
+        XCTAssertEqual(PublishedShape.allCases.filter { !$0.config.tieWordEmbeddings }, [.olmo2_1b, .phi3_mini])
+        // Phi-4-mini "3.8B" (tied), Phi-3-mini "3.8B" (untied)
+        XCTAssertEqual(parameters(.phi4_mini), 3_836_021_760)
+        XCTAssertEqual(parameters(.phi3_mini), 3_821_079_552)
+        XCTAssertEqual(PublishedShape.phi4_mini.config.rotaryDim, 96)
+        XCTAssertEqual(PublishedShape.phi3_mini.config.contextLimit, 2047)
         for shape in PublishedShape.allCases { XCTAssertNoThrow(try ModelExport.checkGGUFExpressible(shape.config), shape.rawValue) }
     }
 
