@@ -196,3 +196,16 @@ extension BPETokenizer {
         return (rules.map { ($0.left, $0.right) }, rules.map(\.rank))
     }
 }
+
+extension TokenizerData {
+    /// A SentencePiece vocabulary's (`model == "llama"`) merge rules as Hugging Face BPE lists them,
+    /// best first: every split of a normal piece into two pieces, ordered by the piece's score
+    /// (transformers' converter makes the same list from a tokenizer.model).
+    public func sentencePieceMerges() throws -> [(left: String, right: String)] {
+        guard let scores, let types = tokenTypes, types.count == tokens.count else {
+            throw ModelAssetsError.missingKey(path: "GGUF tokenizer metadata", key: scores == nil ? "tokenizer.ggml.scores" : "tokenizer.ggml.token_type")
+        }
+        let mergeable = tokens.enumerated().map { types[$0.offset] == 1 ? $0.element : "" }
+        return try BPETokenizer.mergesFromScores(tokens: mergeable, scores: scores, source: "GGUF tokenizer metadata").merges
+    }
+}

@@ -6,6 +6,7 @@
 import Foundation
 import XCTest
 @testable import ModelAssets
+import ModelDefinition
 
 final class SentencePieceTests: XCTestCase {
     struct Entry {
@@ -172,6 +173,23 @@ final class SentencePieceTests: XCTestCase {
             XCTAssertFalse(marks[..<firstTarget].contains(true), folder)
             XCTAssertTrue(marks[firstTarget...].contains(true), folder)
             XCTAssertFalse(try XCTUnwrap(marks.last), folder)
+        }
+    }
+
+    /// A SentencePiece GGUF written back (export, fuse) keeps model, scores, types and flags.
+    func testGGUFMetadataRoundTrips() throws {
+        for name in ["llama.gguf", "gemma.gguf"] {
+            let data = try TokenizerData(gguf: GGUFFile(path: Fixtures.url("sentencepiece/\(name)").path))
+            var writer = GGUFWriter()
+            try writer.set("general.architecture", .string("llama"))
+            for (k, v) in ModelExport.ggufMetadata(for: data) { try writer.set(k, v) }
+            let url = FileManager.default.temporaryDirectory.appendingPathComponent("sp-\(UUID().uuidString).gguf")
+            defer { try? FileManager.default.removeItem(at: url) }
+            try writer.write(to: url.path)
+            let back = try TokenizerData(gguf: GGUFFile(path: url.path))
+            XCTAssertEqual(back, data, name)
+            XCTAssertEqual(back.model, "llama")
+            XCTAssertEqual(back.scores?.count, 1000)
         }
     }
 
