@@ -614,14 +614,17 @@ struct BPEMergeHeap {
 
 /// Spelling -> id over a vocabulary's spellings without a `[String: Int]`, whose 49k String keys
 /// repeat the spellings `tokens` holds (~1.6 MB for SmolLM2; this, 0.26 MB): an open-addressing
-/// table of ids (linear probing, load <= 3/4) that compares a query with `tokens[id]`. A later id
-/// with the same spelling replaces an earlier one, as assigning into a dictionary does; `add` keeps
-/// a spelling that is not its id's own (an added token's content) in a small dictionary.
+/// table of ids (linear probing, load <= 3/4) that compares a query with `tokens[id]`. Spellings are
+/// compared and hashed as UTF-8 bytes, as HF's maps do: Swift's String equality is canonical
+/// equivalence, which would make a SentencePiece vocabulary's "é" and "e\u{301}" pieces one (and
+/// costs a normalization check per compare). A later id with the same spelling replaces an earlier
+/// one, as assigning into a dictionary does; `add` keeps a spelling that is not its id's own (an
+/// added token's content) in a small dictionary.
 struct SpellingIndex: Sendable {
     private let tokens: [String?]  // shares the tokenizer's array
     private var slots: [Int32]  // -1: empty
     private let mask: Int
-    private var others: [String: Int] = [:]
+    private var others: [[UInt8]: Int] = [:]  // by UTF-8 bytes
 
     init(_ tokens: [String?]) {
         self.tokens = tokens
@@ -631,25 +634,36 @@ struct SpellingIndex: Sendable {
         mask = size - 1
         for (id, t) in tokens.enumerated() {
             guard let t else { continue }
-            var i = t.hashValue & mask
-            while slots[i] >= 0 && tokens[Int(slots[i])]! != t { i = (i + 1) & mask }
+            var i = Self.hash(t) & mask
+            while slots[i] >= 0 && !Self.same(tokens[Int(slots[i])]!, t) { i = (i + 1) & mask }
             slots[i] = Int32(id)
         }
     }
 
+    static func hash(_ s: String) -> Int {
+        var s = s
+        return s.withUTF8 { bytes in
+            var h = Hasher()
+            h.combine(bytes: UnsafeRawBufferPointer(bytes))
+            return h.finalize()
+        }
+    }
+
+    @inline(__always) static func same(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
+
     subscript(spelling: String) -> Int? {
-        var i = spelling.hashValue & mask
+        var i = Self.hash(spelling) & mask
         while slots[i] >= 0 {
             let id = Int(slots[i])
-            if tokens[id]! == spelling { return id }
+            if Self.same(tokens[id]!, spelling) { return id }
             i = (i + 1) & mask
         }
-        return others.isEmpty ? nil : others[spelling]
+        return others.isEmpty ? nil : others[Array(spelling.utf8)]
     }
 
     /// Maps `spelling` to `id` when no token is spelled so.
     mutating func add(_ spelling: String, _ id: Int) {
-        if self[spelling] == nil { others[spelling] = id }
+        if self[spelling] == nil { others[Array(spelling.utf8)] = id }
     }
 }
 

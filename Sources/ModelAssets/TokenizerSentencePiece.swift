@@ -176,20 +176,21 @@ extension BPETokenizer {
         guard scores.count == tokens.count else {
             throw ModelAssetsError.malformed(path: source, item: "tokenizer.ggml.scores", reason: "\(scores.count) scores for \(tokens.count) tokens")
         }
-        var index: [Substring: Int] = [:]
+        // Byte-exact lookups (HF and llama.cpp compare bytes; Swift Strings compare canonically).
+        var index: [[UInt8]: Int32] = [:]
         index.reserveCapacity(tokens.count)
-        for (id, t) in tokens.enumerated() { index[Substring(t)] = id }
+        for (id, t) in tokens.enumerated() where !t.isEmpty { index[Array(t.utf8)] = Int32(id) }
         let distinct = Array(Set(scores)).sorted(by: >)
         var rankOf: [Float: Int] = [:]
         for (r, s) in distinct.enumerated() { rankOf[s] = r }
         var rules: [(rank: Int, id: Int, left: String, right: String)] = []
         for (id, t) in tokens.enumerated() where t.unicodeScalars.count > 1 {
-            let scalars = t.unicodeScalars
-            var cut = scalars.index(after: scalars.startIndex)
-            while cut < scalars.endIndex {
-                let l = Substring(t.unicodeScalars[scalars.startIndex..<cut]), r = Substring(t.unicodeScalars[cut...])
-                if index[l] != nil, index[r] != nil { rules.append((rankOf[scores[id]]!, id, String(l), String(r))) }
-                cut = scalars.index(after: cut)
+            let bytes = Array(t.utf8)
+            for cut in 1..<bytes.count where bytes[cut] & 0xC0 != 0x80 {  // at scalar boundaries
+                let l = Array(bytes[..<cut]), r = Array(bytes[cut...])
+                if index[l] != nil, index[r] != nil {
+                    rules.append((rankOf[scores[id]]!, id, String(decoding: l, as: UTF8.self), String(decoding: r, as: UTF8.self)))
+                }
             }
         }
         rules.sort { ($0.rank, $0.id) < ($1.rank, $1.id) }
@@ -209,3 +210,4 @@ extension TokenizerData {
         return try BPETokenizer.mergesFromScores(tokens: mergeable, scores: scores, source: "GGUF tokenizer metadata").merges
     }
 }
+

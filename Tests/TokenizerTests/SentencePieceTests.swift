@@ -193,6 +193,25 @@ final class SentencePieceTests: XCTestCase {
         }
     }
 
+    /// Pieces that are canonically equivalent but spelled differently stay two tokens (HF and
+    /// llama.cpp compare bytes; Swift's String == would make them one).
+    func testSpellingsAreComparedAsBytes() throws {
+        var index = SpellingIndex(["caf\u{E9}", "cafe\u{301}", "x"])
+        XCTAssertEqual(index["caf\u{E9}"], 0)
+        XCTAssertEqual(index["cafe\u{301}"], 1)
+        index.add("\u{C5}", 7)
+        XCTAssertEqual(index["\u{C5}"], 7)
+        XCTAssertNil(index["A\u{30A}"])
+        let data = TokenizerData(tokens: ["<unk>", "\u{E9}", "e", "\u{301}", "e\u{301}"], merges: [], tokenTypes: [2, 1, 1, 1, 1],
+                                 preTokenizer: "default", bosTokenId: nil, eosTokenId: nil, padTokenId: nil, chatTemplate: nil)
+        var sp = data
+        sp.model = "llama"
+        sp.scores = [0, -1, -2, -3, -4]
+        sp.addSpacePrefix = false
+        let tok = try BPETokenizer(data: sp)
+        XCTAssertEqual(tok.encode("\u{E9}e\u{301}"), [1, 4])
+    }
+
     func testUnsupportedKindsAreNamed() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sp-errors-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
