@@ -74,10 +74,11 @@ public enum Fuse {
     }
 }
 
-/// tokenizer.json and tokenizer_config.json for a byte-level BPE tokenizer held as GGUF metadata,
-/// in the pipelines BPETokenizer.load(tokenizerJSON:) and Hugging Face tokenizers both read.
+/// tokenizer.json and tokenizer_config.json for a BPE tokenizer held as GGUF metadata (byte-level or
+/// SentencePiece), in the pipelines BPETokenizer.load(tokenizerJSON:) and Hugging Face tokenizers both read.
 enum TokenizerFiles {
     static func make(from t: TokenizerData, preTokenizer: PreTokenizer) throws -> (tokenizerJSON: Data, tokenizerConfigJSON: Data) {
+        if t.model == "llama" { return try makeSentencePiece(from: t) }
         var vocab: [String: MetadataValue] = [:]
         for (id, token) in t.tokens.enumerated() where vocab[token] == nil { vocab[token] = .int(id) }
         var specialIds: [Int] = []
@@ -126,6 +127,55 @@ enum TokenizerFiles {
         if let id = t.bosTokenId { config["bos_token"] = .string(t.tokens[id]) }
         if let id = t.eosTokenId { config["eos_token"] = .string(t.tokens[id]) }
         if let id = t.padTokenId { config["pad_token"] = .string(t.tokens[id]) }
+        if let template = t.chatTemplate { config["chat_template"] = .string(template) }
+        let enc = JSONEncoder()
+        enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try enc.encode(root), try enc.encode(config))
+    }
+
+    /// A SentencePiece vocabulary (GGUF "llama") as Llama 2's tokenizer.json spells it: BPE with byte
+    /// fallback, merges in score order, the Prepend/Replace "▁" normalizers (Replace alone without
+    /// add_space_prefix, as Gemma's), and the Replace/ByteFallback/Fuse/Strip decoder. Control tokens
+    /// are special added tokens, user-defined ones plain added tokens.
+    static func makeSentencePiece(from t: TokenizerData) throws -> (tokenizerJSON: Data, tokenizerConfigJSON: Data) {
+        let types = t.tokenTypes ?? []
+        var vocab: [String: MetadataValue] = [:]
+        for (id, token) in t.tokens.enumerated() where vocab[token] == nil { vocab[token] = .int(id) }
+        let added: [MetadataValue] = types.enumerated().filter { $0.element == 3 || $0.element == 4 }.map { id, type in
+            .object(["id": .int(id), "content": .string(t.tokens[id]), "single_word": .bool(false), "lstrip": .bool(false),
+                     "rstrip": .bool(false), "normalized": .bool(false), "special": .bool(type == 3)])
+        }
+        let prefix = t.addSpacePrefix ?? true
+        let replace: MetadataValue = .object(["type": .string("Replace"), "pattern": .object(["String": .string(" ")]), "content": .string("▁")])
+        let normalizer: MetadataValue = prefix
+            ? .object(["type": .string("Sequence"), "normalizers": .array([.object(["type": .string("Prepend"), "prepend": .string("▁")]), replace])])
+            : replace
+        var decoders: [MetadataValue] = [
+            .object(["type": .string("Replace"), "pattern": .object(["String": .string("▁")]), "content": .string(" ")]),
+            .object(["type": .string("ByteFallback")]), .object(["type": .string("Fuse")]),
+        ]
+        if prefix { decoders.append(.object(["type": .string("Strip"), "content": .string(" "), "start": .int(1), "stop": .int(0)])) }
+        let unk = t.unknownTokenId ?? types.firstIndex(of: 2)
+        let root: [String: MetadataValue] = [
+            "version": .string("1.0"), "truncation": .null, "padding": .null,
+            "added_tokens": .array(added), "normalizer": normalizer, "pre_tokenizer": .null, "post_processor": .null,
+            "decoder": .object(["type": .string("Sequence"), "decoders": .array(decoders)]),
+            "model": .object([
+                "type": .string("BPE"), "dropout": .null, "unk_token": unk.map { .string(t.tokens[$0]) } ?? .null,
+                "continuing_subword_prefix": .null, "end_of_word_suffix": .null, "fuse_unk": .bool(true),
+                "byte_fallback": .bool(true), "ignore_merges": .bool(false), "vocab": .object(vocab),
+                "merges": .array(try t.sentencePieceMerges().map { .array([.string($0.left), .string($0.right)]) }),
+            ]),
+        ]
+        var config: [String: MetadataValue] = [
+            "tokenizer_class": .string("PreTrainedTokenizerFast"), "clean_up_tokenization_spaces": .bool(false),
+            "model_max_length": .int(1_000_000),
+        ]
+        if let id = t.bosTokenId { config["bos_token"] = .string(t.tokens[id]) }
+        if let id = t.eosTokenId { config["eos_token"] = .string(t.tokens[id]) }
+        if let id = t.padTokenId { config["pad_token"] = .string(t.tokens[id]) }
+        if let id = unk { config["unk_token"] = .string(t.tokens[id]) }
+        if let add = t.addBOS { config["add_bos_token"] = .bool(add) }
         if let template = t.chatTemplate { config["chat_template"] = .string(template) }
         let enc = JSONEncoder()
         enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -36,7 +36,7 @@ public struct TokenVocabulary: Sendable {
         var stops = stopTokens ?? []
         if stopTokens == nil {
             if let eos = tokenizer.eosTokenId { stops.append(eos) }
-            for name in ["<|im_end|>", "<|eot_id|>"] {
+            for name in ["<|im_end|>", "<|eot_id|>", "<end_of_turn>"] {
                 if let id = tokenizer.tokenId(name), tokenizer.isSpecial(id), !stops.contains(id) { stops.append(id) }
             }
         }

@@ -53,10 +53,11 @@ public protocol ChatTemplating: Sendable {
     func render(_ messages: [ChatMessage], addGenerationPrompt: Bool) -> [TemplateSegment]
 }
 
-/// What a byte-level BPE tokenizer is built from, wherever it was read (GGUF metadata
+/// What a BPE tokenizer is built from, wherever it was read (GGUF metadata
 /// `tokenizer.ggml.*`, or a Hugging Face `tokenizer.json`).
 public struct TokenizerData: Sendable, Equatable {
-    /// Token strings by id, in the byte-level alphabet (GPT-2's byte-to-unicode map).
+    /// Token strings by id: in the byte-level alphabet (GPT-2's byte-to-unicode map) for "gpt2",
+    /// SentencePiece pieces ("▁the", "<0x0A>") for "llama".
     public var tokens: [String]
     /// Merge rules in priority order, each "left right".
     public var merges: [String]
@@ -69,6 +70,14 @@ public struct TokenizerData: Sendable, Equatable {
     public var padTokenId: Int?
     /// The model's Jinja chat template text, if the file carries one (used to pick ChatML vs Llama-3).
     public var chatTemplate: String?
+    /// GGUF `tokenizer.ggml.model`: "gpt2" (byte-level BPE) or "llama" (SentencePiece BPE).
+    public var model = "gpt2"
+    /// SentencePiece piece scores by id (`tokenizer.ggml.scores`); merges follow them.
+    public var scores: [Float]?
+    public var unknownTokenId: Int?
+    /// `tokenizer.ggml.add_bos_token`, `tokenizer.ggml.add_space_prefix` when present.
+    public var addBOS: Bool?
+    public var addSpacePrefix: Bool?
     public init(tokens: [String], merges: [String], tokenTypes: [Int32]?, preTokenizer: String,
                 bosTokenId: Int?, eosTokenId: Int?, padTokenId: Int?, chatTemplate: String?) {
         self.tokens = tokens

@@ -1,7 +1,8 @@
-// Byte-level BPE (GPT-2 family: SmolLM2, Llama-3, Qwen2): special tokens matched whole, a
-// pre-tokenizer (PreTokenizer.swift), then merges by rank per word with a word cache; decoding
-// back through the byte alphabet. Reading tokenizer.json is in TokenizerJSON.swift, streaming
-// decode in TokenizerStreaming.swift. Not here: SentencePiece/Unigram models, byte fallback,
+// BPE tokenizers: byte-level (GPT-2 family: SmolLM2, Llama-3, Qwen2) and SentencePiece-style (Llama 2,
+// Gemma, Phi-3: "▁" for spaces, byte fallback; its text preparation is in TokenizerSentencePiece.swift).
+// Special tokens matched whole, a pre-tokenizer (PreTokenizer.swift), then merges by rank per word with
+// a word cache; decoding back through the byte alphabet or `<0xNN>` bytes. Reading tokenizer.json is in
+// TokenizerJSON.swift, streaming decode in TokenizerStreaming.swift. Not here: Unigram models,
 // added-token lstrip/rstrip/single_word flags. Reference: HF `tokenizers` models/bpe (word.rs).
 import Foundation
 
@@ -22,6 +23,11 @@ public final class BPETokenizer: TextTokenizer {
     public let ignoresMerges: Bool
     /// Text between special tokens is NFC-normalized first (HF `normalizer: NFC`; Qwen2).
     public let normalizesNFC: Bool
+    /// Set for a SentencePiece-style vocabulary (then `preTokenizer` is unused); nil for byte-level BPE.
+    public let sentencePiece: SentencePieceOptions?
+    /// Whether a BOS token goes before a prompt (GGUF `tokenizer.ggml.add_bos_token`,
+    /// tokenizer_config.json `add_bos_token`); nil when the files do not say.
+    public let addsBOS: Bool?
 
     /// Token spellings by id (byte alphabet for ordinary tokens, raw text for added ones); nil for gaps.
     let tokens: [String?]
@@ -39,6 +45,8 @@ public final class BPETokenizer: TextTokenizer {
     let merges: [UInt64: UInt64]
     let specials: SpecialTokenMatcher
     let cache = BPEWordCache(capacity: 20_000)
+    /// SentencePiece: the id of each scalar that is a token by itself.
+    let scalarTokens: [UInt32: Int32]
 
     /// Everything an instance is built from, whichever file it came from.
     struct Parts {
@@ -56,6 +64,9 @@ public final class BPETokenizer: TextTokenizer {
         var pad: Int?
         var chatTemplate: String?
         var chatTemplateOrigin: String?
+        var mergeRanks: [Int]? = nil  // rank of each merge (GGUF SentencePiece: equal scores share one); nil: its index
+        var sentencePiece: SentencePieceOptions? = nil
+        var addBOS: Bool? = nil
     }
 
     /// Whether `data` (a GGUF's tokenizer metadata, read again at export) spells the vocabulary
@@ -70,6 +81,15 @@ public final class BPETokenizer: TextTokenizer {
     /// matched whole in text and are special; without token types, bos/eos/pad are.
     public convenience init(data: TokenizerData) throws {
         let source = "GGUF tokenizer metadata"
+        if data.model == "llama" {
+            try self.init(sentencePieceData: data)
+            return
+        }
+        guard data.model == "gpt2" else {
+            throw ModelAssetsError.invalidConfig(
+                path: source, field: "tokenizer.ggml.model",
+                reason: "tokenizer '\(data.model)' is not supported; supported: 'gpt2' (byte-level BPE) and 'llama' (SentencePiece BPE)")
+        }
         guard let pre = PreTokenizer.fromGGUFName(data.preTokenizer) else {
             throw ModelAssetsError.invalidConfig(
                 path: source, field: "tokenizer.ggml.pre",
@@ -110,7 +130,45 @@ public final class BPETokenizer: TextTokenizer {
             source: source, tokens: data.tokens, merges: merges, mergesKey: "tokenizer.ggml.merges", addedTokens: added, specialIds: special,
             preTokenizer: pre, ignoreMerges: pre == .llama3, nfc: pre == .qwen2,
             bos: data.bosTokenId, eos: data.eosTokenId, pad: data.padTokenId, chatTemplate: data.chatTemplate,
-            chatTemplateOrigin: data.chatTemplate == nil ? nil : "the GGUF's tokenizer.chat_template"))
+            chatTemplateOrigin: data.chatTemplate == nil ? nil : "the GGUF's tokenizer.chat_template", addBOS: data.addBOS))
+    }
+
+    /// From GGUF metadata with `tokenizer.ggml.model = "llama"` (llama.cpp's SPM tokenizer): merges
+    /// follow piece scores; control and user-defined tokens (types 3, 4) are matched whole; byte
+    /// tokens (type 6) are the fallback; `add_space_prefix` (default true) puts "▁" before each piece
+    /// of text, as llama.cpp does at the start and after every special token.
+    convenience init(sentencePieceData data: TokenizerData) throws {
+        let source = "GGUF tokenizer metadata"
+        guard let scores = data.scores else {
+            throw ModelAssetsError.missingKey(path: source, key: "tokenizer.ggml.scores")
+        }
+        guard let types = data.tokenTypes else {
+            throw ModelAssetsError.missingKey(path: source, key: "tokenizer.ggml.token_type")
+        }
+        guard types.count == data.tokens.count else {
+            throw ModelAssetsError.malformed(path: source, item: "tokenizer.ggml.token_type", reason: "\(types.count) token types for \(data.tokens.count) tokens")
+        }
+        // Only normal pieces take part in merges: control, user-defined, unused and byte tokens are
+        // reached some other way (llama.cpp looks every text up, but their texts cannot be built from
+        // normal pieces in a SentencePiece vocabulary, and scoring them would only add rules).
+        let mergeable = data.tokens.enumerated().map { types[$0.offset] == 1 ? $0.element : "" }
+        let (merges, ranks) = try BPETokenizer.mergesFromScores(tokens: mergeable, scores: scores, source: source)
+        var added: [(content: String, id: Int)] = []
+        var special = Set<Int>()
+        for (id, t) in types.enumerated() where t == 3 || t == 4 {
+            added.append((data.tokens[id], id))
+            if t == 3 { special.insert(id) }
+        }
+        let unk = data.unknownTokenId ?? types.firstIndex(of: 2)
+        let options = SentencePieceOptions(
+            prefix: data.addSpacePrefix ?? true ? .everyPiece : .never, byteFallback: true, unknownTokenId: unk,
+            stripsLeadingSpaces: data.addSpacePrefix ?? true ? 1 : 0)
+        try self.init(parts: Parts(
+            source: source, tokens: data.tokens, merges: merges, mergesKey: "tokenizer.ggml.scores", addedTokens: added, specialIds: special,
+            preTokenizer: .gpt2, ignoreMerges: false, nfc: false,
+            bos: data.bosTokenId, eos: data.eosTokenId, pad: data.padTokenId, chatTemplate: data.chatTemplate,
+            chatTemplateOrigin: data.chatTemplate == nil ? nil : "the GGUF's tokenizer.chat_template",
+            mergeRanks: ranks, sentencePiece: options, addBOS: data.addBOS))
     }
 
     init(parts: Parts) throws {
@@ -122,19 +180,46 @@ public final class BPETokenizer: TextTokenizer {
         // taken as raw UTF-8 if they are not spelled in it (as HF's ByteLevel decoder does).
         let addedIds = Set(parts.addedTokens.map(\.id))
         var tokenBytes = ByteTable(capacity: parts.tokens.count)
-        for (id, t) in parts.tokens.enumerated() {
-            if let t, !addedIds.contains(id), let decoded = ByteLevelAlphabet.decode(t) {
-                tokenBytes.append(decoded)
-            } else {
-                tokenBytes.append(t.map { Array($0.utf8) } ?? [])
-            }
-        }
-
         var byteTokens = [Int32](repeating: -1, count: 256)
+        var scalarTokens: [UInt32: Int32] = [:]
         var missing: [String] = []
-        for b in 0..<256 {
-            let spelled = ByteLevelAlphabet.encode([UInt8(b)])
-            if let id = vocab[spelled], !addedIds.contains(id) { byteTokens[b] = Int32(id) } else { missing.append(spelled) }
+        if let sp = parts.sentencePiece {
+            // "▁" decodes to a space (HF decoder Replace), `<0xNN>` to its byte (ByteFallback), added
+            // tokens to their text with "▁" replaced too (HF runs them through the same decoders).
+            for (id, t) in parts.tokens.enumerated() {
+                guard let t else {
+                    tokenBytes.append([])
+                    continue
+                }
+                if sp.byteFallback, !addedIds.contains(id), let b = byteFallbackValue(t) {
+                    tokenBytes.append([b])
+                    if byteTokens[Int(b)] < 0 { byteTokens[Int(b)] = Int32(id) }
+                    continue
+                }
+                var bytes: [UInt8] = []
+                bytes.reserveCapacity(t.utf8.count)
+                for s in t.unicodeScalars { appendUTF8Bytes(s == metaspace ? " " : s, to: &bytes) }
+                tokenBytes.append(bytes)
+                let scalars = t.unicodeScalars
+                if scalars.count == 1, !addedIds.contains(id), scalarTokens[scalars.first!.value] == nil {
+                    scalarTokens[scalars.first!.value] = Int32(id)
+                }
+            }
+            if let unk = sp.unknownTokenId, unk < 0 || unk >= parts.tokens.count || parts.tokens[unk] == nil {
+                throw ModelAssetsError.malformed(path: source, item: "unknown token id", reason: "id \(unk) is not a token of this \(parts.tokens.count)-token vocabulary")
+            }
+        } else {
+            for (id, t) in parts.tokens.enumerated() {
+                if let t, !addedIds.contains(id), let decoded = ByteLevelAlphabet.decode(t) {
+                    tokenBytes.append(decoded)
+                } else {
+                    tokenBytes.append(t.map { Array($0.utf8) } ?? [])
+                }
+            }
+            for b in 0..<256 {
+                let spelled = ByteLevelAlphabet.encode([UInt8(b)])
+                if let id = vocab[spelled], !addedIds.contains(id) { byteTokens[b] = Int32(id) } else { missing.append(spelled) }
+            }
         }
         // SmolLM2 lacks 21 (control bytes 04 06 13 14 16 1D and bytes that UTF-8 never or hardly
         // uses); HF then drops those bytes from the text, and so do we (see `unencodableBytes`).
@@ -158,7 +243,7 @@ public final class BPETokenizer: TextTokenizer {
             }
             let key = UInt64(l) << 32 | UInt64(r)
             // A repeated pair keeps its first (best) rank, as HF does when it builds its map.
-            if merges[key] == nil { merges[key] = UInt64(rank) << 32 | UInt64(merged) }
+            if merges[key] == nil { merges[key] = UInt64(parts.mergeRanks?[rank] ?? rank) << 32 | UInt64(merged) }
         }
 
         for (name, id) in [("bos", parts.bos), ("eos", parts.eos), ("pad", parts.pad)] {
@@ -177,11 +262,14 @@ public final class BPETokenizer: TextTokenizer {
         self.chatTemplateOrigin = parts.chatTemplateOrigin
         self.ignoresMerges = parts.ignoreMerges
         self.normalizesNFC = parts.nfc
+        self.sentencePiece = parts.sentencePiece
+        self.addsBOS = parts.addBOS
+        self.scalarTokens = scalarTokens
         self.tokens = parts.tokens
         self.vocab = vocab
         self.tokenBytes = tokenBytes
         self.byteTokens = byteTokens
-        self.unencodableBytes = (0..<256).filter { byteTokens[$0] < 0 }.map { UInt8($0) }
+        self.unencodableBytes = parts.sentencePiece != nil ? [] : (0..<256).filter { byteTokens[$0] < 0 }.map { UInt8($0) }
         self.merges = merges
         self.specials = SpecialTokenMatcher(parts.addedTokens)
     }
@@ -216,6 +304,10 @@ public final class BPETokenizer: TextTokenizer {
     /// The scalars of `text` that `encode` would drop because one of their bytes has no token
     /// (see `unencodableBytes`); empty for almost all text.
     public func unencodableScalars(in text: String) -> [Unicode.Scalar] {
+        if let sp = sentencePiece {
+            // Scalars that become the unknown token (or vanish) are lost to the text.
+            return text.unicodeScalars.filter { !sentencePieceEncodes($0, options: sp) }
+        }
         guard !unencodableBytes.isEmpty else { return [] }
         var bytes: [UInt8] = []
         return text.unicodeScalars.filter { s in
@@ -245,6 +337,9 @@ public final class BPETokenizer: TextTokenizer {
 
     /// Encodes text that holds no special tokens: normalize, pre-tokenize, BPE per word.
     func encodeOrdinary(_ slice: ArraySlice<Unicode.Scalar>, into out: inout [Int]) {
+        if let sp = sentencePiece {
+            return encodeSentencePiece(slice, atTextStart: slice.startIndex == 0, options: sp, into: &out)
+        }
         var scalars = Array(slice)
         if normalizesNFC {
             var view = String.UnicodeScalarView()
@@ -287,7 +382,8 @@ public final class BPETokenizer: TextTokenizer {
     }
 
     /// BPE on a short word: repeatedly merge the best-ranked pair, leftmost first. Entries pack
-    /// rank above the merged id, so the smallest entry is the best pair. O(n^2) compares, O(n) lookups.
+    /// rank above the merged id; ranks alone are compared (GGUF SentencePiece ranks are shared by
+    /// equal scores, and then the leftmost pair wins). O(n^2) compares, O(n) lookups.
     func mergeShort(_ start: [Int32]) -> [Int32] {
         var syms = start
         guard syms.count > 1 else { return syms }
@@ -296,7 +392,7 @@ public final class BPETokenizer: TextTokenizer {
         while true {
             var best = UInt64.max
             var at = -1
-            for i in 0..<entries.count where entries[i] < best {
+            for i in 0..<entries.count where entries[i] >> 32 < best >> 32 {
                 best = entries[i]
                 at = i
             }
@@ -362,11 +458,20 @@ public final class BPETokenizer: TextTokenizer {
         decode(ids, skipSpecialTokens: false)
     }
 
+    /// SentencePiece: byte tokens join into UTF-8 (an invalid run gets U+FFFD per maximal
+    /// subpart, where HF puts one per byte), and the decoder's `Strip` drops leading spaces.
     public func decode(_ ids: [Int], skipSpecialTokens: Bool) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(ids.count * 4)
         for id in ids { appendBytes(of: id, skipSpecialTokens: skipSpecialTokens, to: &bytes) }
-        return String(decoding: bytes, as: UTF8.self)
+        let strip = leadingSpacesToStrip(bytes)
+        return String(decoding: bytes[strip...], as: UTF8.self)
+    }
+
+    /// How many of `bytes`' leading spaces the decoder strips (0 for byte-level BPE).
+    func leadingSpacesToStrip<C: Collection>(_ bytes: C) -> Int where C.Element == UInt8 {
+        guard let n = sentencePiece?.stripsLeadingSpaces, n > 0 else { return 0 }
+        return bytes.prefix(n).prefix { $0 == 0x20 }.count
     }
 
     func appendBytes(of id: Int, skipSpecialTokens: Bool, to bytes: inout [UInt8]) {
@@ -509,14 +614,17 @@ struct BPEMergeHeap {
 
 /// Spelling -> id over a vocabulary's spellings without a `[String: Int]`, whose 49k String keys
 /// repeat the spellings `tokens` holds (~1.6 MB for SmolLM2; this, 0.26 MB): an open-addressing
-/// table of ids (linear probing, load <= 3/4) that compares a query with `tokens[id]`. A later id
-/// with the same spelling replaces an earlier one, as assigning into a dictionary does; `add` keeps
-/// a spelling that is not its id's own (an added token's content) in a small dictionary.
+/// table of ids (linear probing, load <= 3/4) that compares a query with `tokens[id]`. Spellings are
+/// compared and hashed as UTF-8 bytes, as HF's maps do: Swift's String equality is canonical
+/// equivalence, which would make a SentencePiece vocabulary's "é" and "e\u{301}" pieces one (and
+/// costs a normalization check per compare). A later id with the same spelling replaces an earlier
+/// one, as assigning into a dictionary does; `add` keeps a spelling that is not its id's own (an
+/// added token's content) in a small dictionary.
 struct SpellingIndex: Sendable {
     private let tokens: [String?]  // shares the tokenizer's array
     private var slots: [Int32]  // -1: empty
     private let mask: Int
-    private var others: [String: Int] = [:]
+    private var others: [[UInt8]: Int] = [:]  // by UTF-8 bytes
 
     init(_ tokens: [String?]) {
         self.tokens = tokens
@@ -526,25 +634,36 @@ struct SpellingIndex: Sendable {
         mask = size - 1
         for (id, t) in tokens.enumerated() {
             guard let t else { continue }
-            var i = t.hashValue & mask
-            while slots[i] >= 0 && tokens[Int(slots[i])]! != t { i = (i + 1) & mask }
+            var i = Self.hash(t) & mask
+            while slots[i] >= 0 && !Self.same(tokens[Int(slots[i])]!, t) { i = (i + 1) & mask }
             slots[i] = Int32(id)
         }
     }
 
+    static func hash(_ s: String) -> Int {
+        var s = s
+        return s.withUTF8 { bytes in
+            var h = Hasher()
+            h.combine(bytes: UnsafeRawBufferPointer(bytes))
+            return h.finalize()
+        }
+    }
+
+    @inline(__always) static func same(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
+
     subscript(spelling: String) -> Int? {
-        var i = spelling.hashValue & mask
+        var i = Self.hash(spelling) & mask
         while slots[i] >= 0 {
             let id = Int(slots[i])
-            if tokens[id]! == spelling { return id }
+            if Self.same(tokens[id]!, spelling) { return id }
             i = (i + 1) & mask
         }
-        return others.isEmpty ? nil : others[spelling]
+        return others.isEmpty ? nil : others[Array(spelling.utf8)]
     }
 
     /// Maps `spelling` to `id` when no token is spelled so.
     mutating func add(_ spelling: String, _ id: Int) {
-        if self[spelling] == nil { others[spelling] = id }
+        if self[spelling] == nil { others[Array(spelling.utf8)] = id }
     }
 }
 

@@ -1,19 +1,22 @@
 // A GGUF file's tokenizer: `tokenizer.ggml.*` and `tokenizer.chat_template` read into
-// TokenizerData, with every key checked (types, counts, ids in range). Only byte-level BPE is
-// accepted. Keys follow llama.cpp's LLM_KV table (gguf-py constants).
+// TokenizerData, with every key checked (types, counts, ids in range). Byte-level BPE ("gpt2") and
+// SentencePiece BPE ("llama": tokens, scores, token types) are accepted; other kinds are refused by
+// name. Keys follow llama.cpp's LLM_KV table (gguf-py constants).
 import Foundation
 
 extension TokenizerData {
     /// `tokenizer.ggml.*` and `tokenizer.chat_template` as `TokenizerData`.
-    /// Only byte-level BPE (`tokenizer.ggml.model` "gpt2", or absent) is accepted: a SentencePiece
-    /// vocabulary would otherwise be tokenized wrongly without any error.
+    /// `tokenizer.ggml.model` "gpt2" (or absent) is byte-level BPE, "llama" SentencePiece BPE; any
+    /// other kind (WordPiece "bert", Unigram "t5", RWKV ...) is refused, since it would otherwise be
+    /// tokenized wrongly without any error.
     public init(gguf file: GGUFFile) throws {
+        var model = "gpt2"
         if file.metadata["tokenizer.ggml.model"] != nil {
-            let model = try file.string("tokenizer.ggml.model")
-            guard model == "gpt2" else {
+            model = try file.string("tokenizer.ggml.model")
+            guard model == "gpt2" || model == "llama" else {
                 throw ModelAssetsError.invalidConfig(
                     path: file.path, field: "tokenizer.ggml.model",
-                    reason: "tokenizer '\(model)' is not supported; only byte-level BPE ('gpt2': SmolLM, Llama 3, Qwen2, Mistral Nemo ...) is")
+                    reason: "tokenizer '\(model)' is not supported; supported: 'gpt2' (byte-level BPE: SmolLM, Llama 3, Qwen2 ...) and 'llama' (SentencePiece BPE: Llama 2, Gemma, Phi-3 ...)")
             }
         }
         let tokens = try file.stringArray("tokenizer.ggml.tokens")
@@ -44,5 +47,30 @@ extension TokenizerData {
             tokens: tokens, merges: merges, tokenTypes: types, preTokenizer: pre,
             bosTokenId: try optionalID("tokenizer.ggml.bos_token_id"), eosTokenId: try optionalID("tokenizer.ggml.eos_token_id"),
             padTokenId: try optionalID("tokenizer.ggml.padding_token_id"), chatTemplate: template)
+        self.model = model
+        self.unknownTokenId = try optionalID("tokenizer.ggml.unknown_token_id")
+        func optionalBool(_ key: String) throws -> Bool? {
+            guard let v = file.metadata[key] else { return nil }
+            guard let b = v.boolValue else {
+                throw ModelAssetsError.malformed(path: file.path, item: "key '\(key)'", reason: "expected a boolean")
+            }
+            return b
+        }
+        addBOS = try optionalBool("tokenizer.ggml.add_bos_token")
+        addSpacePrefix = try optionalBool("tokenizer.ggml.add_space_prefix")
+        if model == "llama" {
+            guard let v = file.metadata["tokenizer.ggml.scores"] else {
+                throw ModelAssetsError.missingKey(path: file.path, key: "tokenizer.ggml.scores")
+            }
+            let floats = (v.arrayValue ?? []).compactMap { $0.doubleValue.map(Float.init) }
+            guard floats.count == tokens.count, v.arrayValue?.count == tokens.count else {
+                throw ModelAssetsError.malformed(
+                    path: file.path, item: "key 'tokenizer.ggml.scores'", reason: "expected \(tokens.count) float scores, one per token")
+            }
+            scores = floats
+            guard types != nil else {
+                throw ModelAssetsError.missingKey(path: file.path, key: "tokenizer.ggml.token_type")
+            }
+        }
     }
 }

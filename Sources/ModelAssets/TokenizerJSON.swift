@@ -2,7 +2,9 @@
 // chat template from tokenizer_config.json / chat_template.jinja / config.json beside it.
 // Accepted pipelines: ByteLevel(use_regex), Sequence[Digits(individual), ByteLevel], and
 // Sequence[Split(Llama-3 / Qwen2 / GPT-2 regex, Isolated), ByteLevel(use_regex: false)]; normalizer
-// none or NFC. Anything else is refused by name. Reference: HF tokenizers' serialization format.
+// none or NFC. SentencePiece-style: BPE(byte_fallback) with Metaspace, or with the normalizers
+// Replace(" "->"▁") and Prepend("▁") (decoder Replace/ByteFallback/Fuse/Strip). Anything else is
+// refused by name. Reference: HF tokenizers' serialization format.
 import Foundation
 
 extension BPETokenizer {
@@ -38,15 +40,12 @@ extension BPETokenizer {
         }
         let type = model["type"] as? String ?? "BPE"
         guard type == "BPE" else {
-            throw ModelAssetsError.invalidConfig(path: path, field: "model.type", reason: "'\(type)' is not supported; only byte-level BPE tokenizers (GPT-2, SmolLM, Llama-3, Qwen2) are")
+            throw ModelAssetsError.invalidConfig(path: path, field: "model.type", reason: "'\(type)' is not supported; only BPE tokenizers are (byte-level: GPT-2, SmolLM, Llama-3, Qwen2; SentencePiece-style with byte fallback: Llama 2, Gemma, Phi-3)")
         }
         for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
             if let value = model[key] as? String, !value.isEmpty {
                 throw ModelAssetsError.invalidConfig(path: path, field: "model.\(key)", reason: "'\(value)' is not supported; byte-level BPE uses none")
             }
-        }
-        if model["byte_fallback"] as? Bool == true {
-            throw ModelAssetsError.invalidConfig(path: path, field: "model.byte_fallback", reason: "byte fallback (SentencePiece-style BPE) is not supported; only byte-level BPE is")
         }
         if let dropout = model["dropout"] as? Double, dropout > 0 {
             throw ModelAssetsError.invalidConfig(path: path, field: "model.dropout", reason: "BPE dropout \(dropout) is not supported; set it to null")
@@ -118,12 +117,128 @@ extension BPETokenizer {
             }
         }
 
+        if var sp = try parseSentencePiece(root, path: path) {
+            sp.byteFallback = model["byte_fallback"] as? Bool ?? false
+            sp.fusesUnknown = model["fuse_unk"] as? Bool ?? false
+            if let unk = model["unk_token"] as? String {
+                guard let id = intValue(vocab[unk]) else {
+                    throw ModelAssetsError.malformed(path: path, item: "model.unk_token", reason: "'\(unk)' is not in model.vocab")
+                }
+                sp.unknownTokenId = id
+            }
+            if model["ignore_merges"] as? Bool == true {
+                throw ModelAssetsError.invalidConfig(path: path, field: "model.ignore_merges", reason: "ignore_merges with a SentencePiece-style pipeline is not supported")
+            }
+            return Parts(
+                source: path, tokens: tokens, merges: merges, mergesKey: "model.merges", addedTokens: added, specialIds: special,
+                preTokenizer: .gpt2, ignoreMerges: false, nfc: false, bos: nil, eos: nil, pad: nil, chatTemplate: nil,
+                sentencePiece: sp)
+        }
+        if model["byte_fallback"] as? Bool == true {
+            throw ModelAssetsError.invalidConfig(
+                path: path, field: "model.byte_fallback",
+                reason: "byte fallback needs a SentencePiece-style pipeline (a Metaspace pre-tokenizer, or a Replace \" \"->\"▁\" normalizer), but normalizer is \(describe(root["normalizer"] ?? NSNull())) and pre_tokenizer \(describe(root["pre_tokenizer"] ?? NSNull()))")
+        }
         let nfc = try parseNormalizer(root["normalizer"], path: path)
         let pre = try parsePreTokenizer(root["pre_tokenizer"], path: path)
         return Parts(
             source: path, tokens: tokens, merges: merges, mergesKey: "model.merges", addedTokens: added, specialIds: special,
             preTokenizer: pre, ignoreMerges: model["ignore_merges"] as? Bool ?? false, nfc: nfc,
             bos: nil, eos: nil, pad: nil, chatTemplate: nil)
+    }
+
+    static let supportedSentencePiece = """
+        normalizer null with pre_tokenizer Metaspace(replacement "▁", prepend_scheme always/first/never, split), \
+        or normalizer Replace(" " -> "▁") / Sequence[Prepend("▁"), Replace(" " -> "▁")] with pre_tokenizer null or Split(" "); \
+        decoder Sequence[Replace("▁" -> " "), ByteFallback, Fuse, Strip(" ", start n, stop 0)?]
+        """
+
+    /// The SentencePiece options a tokenizer.json asks for, or nil when its pipeline is not
+    /// SentencePiece-style (no Metaspace and no Replace " "->"▁"). Byte fallback, fuse_unk and the
+    /// unknown token come from the model and are filled in by the caller.
+    static func parseSentencePiece(_ root: [String: Any], path: String) throws -> SentencePieceOptions? {
+        func isReplaceSpace(_ o: [String: Any]) -> Bool {
+            o["type"] as? String == "Replace" && (o["pattern"] as? [String: Any])?["String"] as? String == " "
+                && o["content"] as? String == "▁"
+        }
+        func isPrepend(_ o: [String: Any]) -> Bool { o["type"] as? String == "Prepend" && o["prepend"] as? String == "▁" }
+        // Normalizer: what it does to spaces. Another normalizer alone (NFC ...) is the byte-level path's.
+        var replaces = false, prepends = false
+        let normalizer = root["normalizer"]
+        if let n = normalizer as? [String: Any] {
+            var list = [n]
+            if n["type"] as? String == "Sequence" { list = n["normalizers"] as? [[String: Any]] ?? [] }
+            let known = list.filter { isReplaceSpace($0) || isPrepend($0) }
+            if known.isEmpty { return nil }
+            guard known.count == list.count, list.contains(where: isReplaceSpace) else {
+                throw ModelAssetsError.invalidConfig(path: path, field: "normalizer", reason: "\(describe(n)) is not supported (supported: \(supportedSentencePiece))")
+            }
+            replaces = true
+            prepends = list.contains(where: isPrepend)
+        } else if normalizer != nil && !(normalizer is NSNull) {
+            return nil
+        }
+        var options = SentencePieceOptions(prefix: prepends ? .everyPiece : .never, byteFallback: false)
+        let pre = root["pre_tokenizer"]
+        if let p = pre as? [String: Any] {
+            let type = p["type"] as? String
+            if type == "Metaspace" {
+                guard !replaces else {
+                    throw ModelAssetsError.invalidConfig(path: path, field: "pre_tokenizer", reason: "Metaspace after a normalizer that already replaced spaces is not supported (supported: \(supportedSentencePiece))")
+                }
+                guard p["replacement"] as? String ?? "▁" == "▁" else {
+                    throw ModelAssetsError.invalidConfig(path: path, field: "pre_tokenizer.replacement", reason: "'\(p["replacement"] ?? "")' is not supported; only \"▁\" is")
+                }
+                // Older files spell the scheme as add_prefix_space (true: always).
+                let scheme = p["prepend_scheme"] as? String ?? ((p["add_prefix_space"] as? Bool ?? true) ? "always" : "never")
+                switch scheme {
+                case "always": options.prefix = .always
+                case "first": options.prefix = .first
+                case "never": options.prefix = .never
+                default:
+                    throw ModelAssetsError.invalidConfig(path: path, field: "pre_tokenizer.prepend_scheme", reason: "'\(scheme)' is not one of always, first, never")
+                }
+                options.splitsAtSpace = p["split"] as? Bool ?? true
+            } else if type == "Split", replaces, (p["pattern"] as? [String: Any])?["String"] as? String == " ", p["invert"] as? Bool != true {
+                // Gemma: once every space is "▁", splitting at " " cuts nothing.
+            } else if replaces {
+                throw ModelAssetsError.invalidConfig(path: path, field: "pre_tokenizer", reason: "\(describe(p)) is not supported with a SentencePiece-style normalizer (supported: \(supportedSentencePiece))")
+            } else {
+                return nil
+            }
+        } else if pre != nil && !(pre is NSNull) {
+            return nil
+        } else if !replaces {
+            return nil
+        }
+        options.stripsLeadingSpaces = try parseSentencePieceDecoder(root["decoder"], path: path)
+        return options
+    }
+
+    /// Checks the decoder is Replace("▁"->" "), ByteFallback, Fuse and an optional final
+    /// Strip(" ", n, 0); returns n.
+    static func parseSentencePieceDecoder(_ node: Any?, path: String) throws -> Int {
+        func refuse() -> ModelAssetsError {
+            .invalidConfig(path: path, field: "decoder", reason: "\(describe(node ?? NSNull())) is not supported (supported: \(supportedSentencePiece))")
+        }
+        guard let d = node as? [String: Any], d["type"] as? String == "Sequence", let list = d["decoders"] as? [[String: Any]] else { throw refuse() }
+        var sawReplace = false, strip = 0
+        for (i, o) in list.enumerated() {
+            switch o["type"] as? String {
+            case "Replace":
+                guard (o["pattern"] as? [String: Any])?["String"] as? String == "▁", o["content"] as? String == " " else { throw refuse() }
+                sawReplace = true
+            case "ByteFallback", "Fuse":
+                break
+            case "Strip":
+                guard i == list.count - 1, o["content"] as? String == " ", intValue(o["stop"]) ?? 0 == 0, let n = intValue(o["start"]), n >= 0 else { throw refuse() }
+                strip = n
+            default:
+                throw refuse()
+            }
+        }
+        guard sawReplace else { throw refuse() }
+        return strip
     }
 
     static let supportedPipelines = """
@@ -202,6 +317,7 @@ extension BPETokenizer {
                 }
                 return id
             }
+            parts.addBOS = cfg["add_bos_token"] as? Bool
             parts.bos = try tokenId("bos_token")
             parts.eos = try tokenId("eos_token")
             parts.pad = try tokenId("pad_token")

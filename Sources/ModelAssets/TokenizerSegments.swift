@@ -56,12 +56,53 @@ extension BPETokenizer {
         let classes = ScalarClass.classify(scalars)
         var word: [UInt8] = []
         func ordinary(_ range: Range<Int>) {
+            if let sp = sentencePiece { return sentencePieceOrdinary(range, sp) }
             preTokenizer.forEachWord(scalars: scalars, classes: classes, in: range) { w in
                 word.removeAll(keepingCapacity: true)
                 for i in w { appendUTF8Bytes(scalars[i], to: &word) }
                 wordIds.removeAll(keepingCapacity: true)
                 encodeWord(word, into: &wordIds)
                 emit(wordIds, fromByte: offsets[w.lowerBound], toByte: offsets[w.upperBound])
+            }
+        }
+        // SentencePiece: tokens cover the "▁"-spelled text; map each back to the original bytes of the
+        // scalars it touches (an inserted prefix "▁" covers none, and is judged by the next byte).
+        func sentencePieceOrdinary(_ range: Range<Int>, _ sp: SentencePieceOptions) {
+            let text = metaspaceText(scalars[range], atTextStart: range.lowerBound == 0, options: sp)
+            func origStart(_ k: Int) -> Int { text.origin[k].map { offsets[$0] } ?? offsets[range.lowerBound] }
+            func origEnd(_ k: Int) -> Int { text.origin[k].map { offsets[$0 + 1] } ?? offsets[range.lowerBound] }
+            forEachMetaspaceWord(text, options: sp) { w in
+                wordIds.removeAll(keepingCapacity: true)
+                encodeSentencePieceWord(text.scalars[w], options: sp, into: &wordIds)
+                let spelled = wordIds.map { id -> Int in
+                    let b = tokenBytes[id]
+                    return b.count == 1 && byteTokens[Int(b.first!)] == Int32(id) ? 1 : (tokens[id]?.utf8.count ?? 0)
+                }
+                let wordBytes = text.scalars[w].reduce(0) { $0 + UTF8.width($1) }
+                let from = origStart(w.lowerBound), to = origEnd(w.upperBound - 1)
+                guard spelled.reduce(0, +) == wordBytes else {  // an unknown token hides how much it covers
+                    for id in wordIds {
+                        ids.append(id)
+                        marks.append(anyTarget(from, max(to, min(from + 1, bytes))))
+                    }
+                    return
+                }
+                var k = w.lowerBound, into = 0  // the scalar the next token starts in, and bytes of it used
+                for (id, length) in zip(wordIds, spelled) {
+                    let first = k
+                    var left = length
+                    while left > 0 {
+                        let take = min(left, UTF8.width(text.scalars[k]) - into)
+                        left -= take
+                        into += take
+                        if into == UTF8.width(text.scalars[k]) && left > 0 { k += 1; into = 0 }
+                    }
+                    let last = k
+                    if into == UTF8.width(text.scalars[k]) { k += 1; into = 0 }
+                    let a = origStart(first), b = origEnd(last)
+                    ids.append(id)
+                    marks.append(anyTarget(a, max(b, min(a + 1, bytes))))
+                }
             }
         }
         var next = 0

@@ -1,7 +1,9 @@
 // Incremental decoding for generation: feed token ids one at a time and get back only text whose
 // UTF-8 is complete, holding back the start of a multi-byte character until its last byte arrives.
-// Concatenating every `feed` result and `finish()` gives exactly `decode(allIds)`. Not here:
-// clean-up of tokenization spaces (HF's clean_up_tokenization_spaces; byte-level BPE needs none).
+// Concatenating every `feed` result and `finish()` gives exactly `decode(allIds)`: SentencePiece
+// byte-fallback tokens (`<0xE6>` ...) are bytes like any other, and the decoder's leading-space strip
+// applies at the stream's start. Not here: clean-up of tokenization spaces (HF's
+// clean_up_tokenization_spaces; neither kind of BPE here needs it).
 
 public struct StreamingDecoder: Sendable {
     public let tokenizer: BPETokenizer
@@ -12,15 +14,26 @@ public struct StreamingDecoder: Sendable {
     public var keptTokens: Set<Int> = []
     /// Bytes of an unfinished character (at most 3).
     private var pending: [UInt8] = []
+    /// Leading spaces the decoder may still strip (SentencePiece `Strip`); 0 once text has begun.
+    private var stripLeft: Int
 
     public init(tokenizer: BPETokenizer, skipSpecialTokens: Bool = false) {
         self.tokenizer = tokenizer
         self.skipSpecialTokens = skipSpecialTokens
+        self.stripLeft = tokenizer.sentencePiece?.stripsLeadingSpaces ?? 0
     }
 
     /// Adds one token; returns the text that is now complete (often "", sometimes several characters).
     public mutating func feed(_ id: Int) -> String {
         tokenizer.appendBytes(of: id, skipSpecialTokens: skipSpecialTokens && !keptTokens.contains(id), to: &pending)
+        while stripLeft > 0, let first = pending.first {
+            if first == 0x20 {
+                pending.removeFirst()
+                stripLeft -= 1
+            } else {
+                stripLeft = 0
+            }
+        }
         let cut = StreamingDecoder.completePrefixLength(pending)
         guard cut > 0 else { return "" }
         let text = String(decoding: pending[0..<cut], as: UTF8.self)
@@ -30,7 +43,10 @@ public struct StreamingDecoder: Sendable {
 
     /// Emits whatever is still held back (a cut-off character becomes U+FFFD) and resets.
     public mutating func finish() -> String {
-        defer { pending.removeAll() }
+        defer {
+            pending.removeAll()
+            stripLeft = tokenizer.sentencePiece?.stripsLeadingSpaces ?? 0
+        }
         return pending.isEmpty ? "" : String(decoding: pending, as: UTF8.self)
     }
 

@@ -72,14 +72,22 @@ public enum ModelExport {
         }
     }
 
-    /// `tokenizer.ggml.*` keys (a GPT-2-style BPE model) and the chat template.
+    /// `tokenizer.ggml.*` keys (a GPT-2-style BPE model, or a SentencePiece one with its scores,
+    /// unknown token and flags) and the chat template.
     public static func ggufMetadata(for tokenizer: TokenizerData) -> [(String, GGUFValue)] {
         var kv: [(String, GGUFValue)] = [
-            ("tokenizer.ggml.model", .string("gpt2")),
+            ("tokenizer.ggml.model", .string(tokenizer.model)),
             ("tokenizer.ggml.pre", .string(tokenizer.preTokenizer)),
             ("tokenizer.ggml.tokens", .array(elementType: .string, values: tokenizer.tokens.map { .string($0) })),
-            ("tokenizer.ggml.merges", .array(elementType: .string, values: tokenizer.merges.map { .string($0) })),
         ]
+        if tokenizer.model == "llama" {
+            kv.append(("tokenizer.ggml.scores", .array(elementType: .float32, values: (tokenizer.scores ?? []).map { .float32($0) })))
+        } else {
+            kv.append(("tokenizer.ggml.merges", .array(elementType: .string, values: tokenizer.merges.map { .string($0) })))
+        }
+        if let id = tokenizer.unknownTokenId { kv.append(("tokenizer.ggml.unknown_token_id", .uint32(UInt32(id)))) }
+        if let add = tokenizer.addBOS { kv.append(("tokenizer.ggml.add_bos_token", .bool(add))) }
+        if let add = tokenizer.addSpacePrefix { kv.append(("tokenizer.ggml.add_space_prefix", .bool(add))) }
         if let types = tokenizer.tokenTypes {
             kv.append(("tokenizer.ggml.token_type", .array(elementType: .int32, values: types.map { .int32($0) })))
         }

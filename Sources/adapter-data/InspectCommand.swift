@@ -27,7 +27,7 @@ struct InspectCommand: ParsableCommand {
             ("heads", c.numHeads), ("kvHeads", c.numKVHeads), ("headDim", c.headDim), ("vocabSize", c.vocabSize),
             ("ropeTheta", c.ropeTheta), ("rmsNormEps", c.rmsNormEps), ("tiedEmbeddings", c.tieWordEmbeddings),
             ("qkvBias", c.attentionBias), ("contextLength", c.maxPositionEmbeddings), ("parameters", params),
-            ("tokenizerVocabulary", base.tokenizer.vocabularySize), ("preTokenizer", base.tokenizer.preTokenizer.rawValue),
+            ("tokenizerVocabulary", base.tokenizer.vocabularySize), ("preTokenizer", base.tokenizer.sentencePiece.map { "sentencepiece (prefix \($0.prefix.rawValue))" } ?? base.tokenizer.preTokenizer.rawValue),
             ("bosToken", base.tokenizer.bosTokenId.flatMap(base.tokenizer.tokenString) ?? "none"),
             ("eosToken", base.tokenizer.eosTokenId.flatMap(base.tokenizer.tokenString) ?? "none"),
             ("chatTemplate", base.template.origin),

@@ -1,7 +1,8 @@
 // `bench guidance`: constrained-decoding costs: grammar compile time per schema, and per generated token the
 // time to get the token mask (cached per DFA state; a new state walks the vocabulary trie)
-// and the whole constrained step (forced tokens + mask + advance), p50/p99/max over seeded
-// random walks, with the share of tokens that were forced. Vocabularies: a GGUF model's
+// and the whole constrained step (forced tokens + mask + advance), p50/p90/p99/max and mean over
+// seeded random walks, the first walk's mean alone (a fresh constraint: every new state a trie
+// walk), with the share of tokens that were forced. Vocabularies: a GGUF model's
 // tokenizer (--model) and/or a synthetic byte-level one (--synthetic-vocabulary N).
 import ArgumentParser
 import DataSchema
@@ -56,9 +57,10 @@ struct GuidanceCommand: ParsableCommand {
             print("")
             print("vocabulary \(name): \(vocabulary.count) tokens, \(vocabulary.usableCount) usable, longest \(vocabulary.maxTokenLength) bytes, trie of \(vocabulary.trieNodeCount) nodes; built in \(format(buildMs)) ms")
             print(pad("schema", 34) + pad("compile", 10) + pad("states", 8) + pad("tokens", 8) + pad("forced", 8)
-                  + pad("mask p50", 10) + pad("p99", 10) + pad("max", 10) + pad("step p50", 10) + pad("p99", 10)
+                  + pad("mask p50", 10) + pad("p90", 10) + pad("p99", 10) + pad("max", 10) + pad("mean", 10) + pad("cold mean", 10)
+                  + pad("step p50", 10) + pad("p99", 10)
                   + pad("walks", 10) + pad("walk: mean", 11) + pad("max", 10) + pad("complete", 9))
-            var allMask: [UInt64] = [], allStep: [UInt64] = [], allMisses: [UInt64] = [], allForced = 0, allTokens = 0
+            var allMask: [UInt64] = [], allStep: [UInt64] = [], allMisses: [UInt64] = [], allCold: [UInt64] = [], allForced = 0, allTokens = 0
             var compileTimes: [Double] = []
             for (label, schema) in schemas {
                 var times: [UInt64] = []
@@ -73,12 +75,14 @@ struct GuidanceCommand: ParsableCommand {
                 let constraint = TokenConstraint(grammar: grammar!, vocabulary: vocabulary)
                 let r = try walk(constraint)
                 allMask += r.mask
+                allCold += r.coldMask
                 allStep += r.step
                 allForced += r.forced
                 allTokens += r.tokens
                 print(pad(String(label.prefix(33)), 34) + pad(format(compileMs) + " ms", 10) + pad("\(grammar!.stateCount)", 8)
                       + pad("\(r.tokens)", 8) + pad(percent(r.forced, r.tokens), 8)
-                      + pad(micro(percentile(r.mask, 0.5)), 10) + pad(micro(percentile(r.mask, 0.99)), 10) + pad(micro(r.mask.max() ?? 0), 10)
+                      + pad(micro(percentile(r.mask, 0.5)), 10) + pad(micro(percentile(r.mask, 0.9)), 10) + pad(micro(percentile(r.mask, 0.99)), 10)
+                      + pad(micro(r.mask.max() ?? 0), 10) + pad(micro(mean(r.mask)), 10) + pad(micro(mean(r.coldMask)), 10)
                       + pad(micro(percentile(r.step, 0.5)), 10) + pad(micro(percentile(r.step, 0.99)), 10)
                       + pad("\(r.misses.count)", 10) + pad(micro(mean(r.misses)), 11) + pad(micro(r.misses.max() ?? 0), 10)
                       + pad("\(r.complete)/\(walks)", 9))
@@ -86,7 +90,8 @@ struct GuidanceCommand: ParsableCommand {
             }
             print(pad("all schemas", 34) + pad(format(compileTimes.max() ?? 0) + " max", 10) + pad("", 8)
                   + pad("\(allTokens)", 8) + pad(percent(allForced, allTokens), 8)
-                  + pad(micro(percentile(allMask, 0.5)), 10) + pad(micro(percentile(allMask, 0.99)), 10) + pad(micro(allMask.max() ?? 0), 10)
+                  + pad(micro(percentile(allMask, 0.5)), 10) + pad(micro(percentile(allMask, 0.9)), 10) + pad(micro(percentile(allMask, 0.99)), 10)
+                  + pad(micro(allMask.max() ?? 0), 10) + pad(micro(mean(allMask)), 10) + pad(micro(mean(allCold)), 10)
                   + pad(micro(percentile(allStep, 0.5)), 10) + pad(micro(percentile(allStep, 0.99)), 10)
                   + pad("\(allMisses.count)", 10) + pad(micro(mean(allMisses)), 11) + pad(micro(allMisses.max() ?? 0), 10))
             // Applying a mask to a logits row of the vocabulary's size.
@@ -119,6 +124,8 @@ struct GuidanceCommand: ParsableCommand {
 
     struct WalkTimes {
         var mask: [UInt64] = []
+        /// Mask times of the first walk (the constraint fresh).
+        var coldMask: [UInt64] = []
         /// Mask calls that walked the trie (a new mask).
         var misses: [UInt64] = []
         var step: [UInt64] = []
@@ -139,7 +146,7 @@ struct GuidanceCommand: ParsableCommand {
         }
         var out = WalkTimes()
         var rng = SeededGenerator(seed: seed)
-        for _ in 0..<walks {
+        for walkIndex in 0..<walks {
             var state = constraint.start()
             var count = 0
             while count < maxSteps {
@@ -150,6 +157,7 @@ struct GuidanceCommand: ParsableCommand {
                 let forced = constraint.forcedTokens(state)
                 let f1 = now()
                 out.mask.append(m1 - s0)
+                if walkIndex == 0 { out.coldMask.append(m1 - s0) }
                 if constraint.statistics.trieWalks > walksBefore { out.misses.append(m1 - s0) }
                 if !forced.isEmpty {
                     let a0 = now()

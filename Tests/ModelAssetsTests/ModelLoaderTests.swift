@@ -191,14 +191,22 @@ final class ModelLoaderTests: XCTestCase {
         }
     }
 
-    func testSentencePieceTokenizerIsRefusedByName() throws {
+    func testUnsupportedTokenizerKindIsRefusedByName() throws {
         let config = TinyModels.llamaConfig
-        var writer = try ModelExport.ggufWriter(config: config, tensors: TinyModels.weights(config), tokenizer: nil)
-        try writer.set("tokenizer.ggml.model", .string("llama"))
-        try writer.set("tokenizer.ggml.tokens", .array(elementType: .string, values: (0..<20).map { .string("\($0)") }))
-        try writer.write(to: path("spm.gguf"))
-        XCTAssertThrowsError(try ModelLoader.load(path: path("spm.gguf"))) { error in
-            guard case .invalidConfig(_, "tokenizer.ggml.model", _) = error as? ModelAssetsError else { return XCTFail("\(error)") }
+        // A Unigram (T5) vocabulary is refused naming its kind; a SentencePiece BPE ("llama") one
+        // without its scores is refused naming the missing key.
+        for (kind, expected) in [("t5", "tokenizer.ggml.model"), ("llama", "tokenizer.ggml.scores")] {
+            var writer = try ModelExport.ggufWriter(config: config, tensors: TinyModels.weights(config), tokenizer: nil)
+            try writer.set("tokenizer.ggml.model", .string(kind))
+            try writer.set("tokenizer.ggml.tokens", .array(elementType: .string, values: (0..<20).map { .string("\($0)") }))
+            try writer.write(to: path("spm.gguf"))
+            XCTAssertThrowsError(try ModelLoader.load(path: path("spm.gguf"))) { error in
+                switch error as? ModelAssetsError {
+                case let .invalidConfig(_, field, reason)?: XCTAssertTrue(field == expected && reason.contains("'\(kind)'"), "\(error)")
+                case let .missingKey(_, key)?: XCTAssertEqual(key, expected)
+                default: XCTFail("\(error)")
+                }
+            }
         }
     }
 

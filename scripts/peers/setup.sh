@@ -14,7 +14,7 @@ hf=$PEERS/smollm2-135m-hf
 # speed figures need the same ones. PyPI has one torch build for Linux x86_64: it runs on the CPU
 # here, but pip also brings its CUDA libraries and triton (4 of the venv's ~6 GB); torch loads them
 # at import, so they cannot be left out.
-pins=(torch==2.15.0 transformers==5.23.0 peft==0.21.2 accelerate==1.15.0 gguf==0.19.0 sentencepiece==0.2.3 trl==1.16.0)
+pins=(torch==2.15.0 transformers==5.23.0 peft==0.21.2 accelerate==1.15.0 gguf==0.19.0 sentencepiece==0.2.3 protobuf==7.36.2 trl==1.16.0)
 
 pinned() {
   [ -x "$venv/bin/python" ] && "$venv/bin/python" "$root/scripts/pins-installed.py" "${pins[@]}"
