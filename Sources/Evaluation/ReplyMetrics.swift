@@ -6,20 +6,10 @@
 import DataSchema
 import Foundation
 
-/// One tool call of a generated reply.
-public struct ParsedToolCall: Sendable, Equatable {
-    public var name: String?
-    /// The arguments object (an OpenAI-style string holding an object is parsed).
-    public var arguments: JSONValue?
-    /// Why the block is unusable (not JSON, no name, no closing tag), nil when well formed.
-    public var error: String?
-
-    public init(name: String?, arguments: JSONValue?, error: String? = nil) {
-        self.name = name
-        self.arguments = arguments
-        self.error = error
-    }
-}
+/// One tool call of a generated reply: its name, its arguments object (an OpenAI-style string
+/// holding an object is parsed) and why it is unusable (nil when well formed); the format's own
+/// reading of a call (DataSchema).
+public typealias ParsedToolCall = ToolCallFormat.ParsedCall
 
 /// A generated assistant turn split as Schema.md renders one: text content, then tool calls.
 public struct ParsedReply: Sendable, Equatable {
@@ -102,7 +92,7 @@ public enum ReplyMetrics {
     /// silently dropped).
     public static func parseReply(_ text: String, format: ToolCallFormat = .documented) -> ParsedReply {
         let parsed = format.parse(text)
-        return ParsedReply(content: parsed.content, calls: parsed.calls.map { ParsedToolCall(name: $0.name, arguments: $0.arguments, error: $0.error) })
+        return ParsedReply(content: parsed.content, calls: parsed.calls)
     }
 
     /// Matches reference calls to predicted ones regardless of order: each reference call takes

@@ -120,6 +120,12 @@ enum TokenizerFiles {
                 "vocab": .object(vocab), "merges": .array(t.merges.map { .string($0) }),
             ]),
         ]
+        return try encoded(root, config: tokenizerConfig(t))
+    }
+
+    /// tokenizer_config.json's keys every vocabulary writes: the fast tokenizer class, the named
+    /// special tokens the vocabulary has, its chat template.
+    static func tokenizerConfig(_ t: TokenizerData) -> [String: MetadataValue] {
         var config: [String: MetadataValue] = [
             "tokenizer_class": .string("PreTrainedTokenizerFast"), "clean_up_tokenization_spaces": .bool(false),
             "model_max_length": .int(1_000_000),
@@ -128,6 +134,11 @@ enum TokenizerFiles {
         if let id = t.eosTokenId { config["eos_token"] = .string(t.tokens[id]) }
         if let id = t.padTokenId { config["pad_token"] = .string(t.tokens[id]) }
         if let template = t.chatTemplate { config["chat_template"] = .string(template) }
+        return config
+    }
+
+    /// tokenizer.json and tokenizer_config.json as written: sorted keys, slashes unescaped.
+    static func encoded(_ root: [String: MetadataValue], config: [String: MetadataValue]) throws -> (tokenizerJSON: Data, tokenizerConfigJSON: Data) {
         let enc = JSONEncoder()
         enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return (try enc.encode(root), try enc.encode(config))
@@ -167,18 +178,9 @@ enum TokenizerFiles {
                 "merges": .array(try t.sentencePieceMerges().map { .array([.string($0.left), .string($0.right)]) }),
             ]),
         ]
-        var config: [String: MetadataValue] = [
-            "tokenizer_class": .string("PreTrainedTokenizerFast"), "clean_up_tokenization_spaces": .bool(false),
-            "model_max_length": .int(1_000_000),
-        ]
-        if let id = t.bosTokenId { config["bos_token"] = .string(t.tokens[id]) }
-        if let id = t.eosTokenId { config["eos_token"] = .string(t.tokens[id]) }
-        if let id = t.padTokenId { config["pad_token"] = .string(t.tokens[id]) }
+        var config = tokenizerConfig(t)
         if let id = unk { config["unk_token"] = .string(t.tokens[id]) }
         if let add = t.addBOS { config["add_bos_token"] = .bool(add) }
-        if let template = t.chatTemplate { config["chat_template"] = .string(template) }
-        let enc = JSONEncoder()
-        enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try enc.encode(root), try enc.encode(config))
+        return try encoded(root, config: config)
     }
 }
