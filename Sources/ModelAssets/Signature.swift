@@ -32,10 +32,13 @@ public enum BaseModelSignature {
     /// vocabSize; ropeTheta, rmsNormEps; tieWordEmbeddings, attentionBias (0/1); rope scaling
     /// (kind string or "none", factor, low, high, original context; absent values as 0); with NoPE
     /// layers the string "no_rope_layers", their count and indices; with multipliers the string
-    /// "multipliers" and embedding, residual, attention, logits; tensor count; then per tensor in UTF-8 byte order of names: name, rank, dims, and
+    /// "multipliers" and embedding, residual, attention, logits; with a sliding window the string
+    /// "sliding_window", the window, the sliding layers' count and indices, their RoPE base and
+    /// query_pre_attn_scalar (Gemma 3); tensor count; then per tensor in UTF-8 byte order of names: name, rank, dims, and
     /// - v1: its fp32 data;
     /// - v2: its chunk count, then per chunk (values [i·chunk, min((i+1)·chunk, n)) of the
     ///   row-major data) the 32-byte SHA-256 of that chunk's fp32 data.
+    /// (A Gemma 3 norm's data is 1 + w rounded to float32, as its GGUF stores it.)
     /// Strings are a UInt64 byte length followed by UTF-8.
     /// The architecture label is omitted: llama and mistral with equal weights compute the same
     /// function, `attentionBias` already captures what distinguishes qwen2, and the other
@@ -57,8 +60,19 @@ public enum BaseModelSignature {
     /// threads at once (different ranges); v1 once per tensor, with its whole range, on one thread.
     public static func compute(config: ModelConfig, names: [String], shape: (String) -> [Int],
                                encoding: Encoding = current, chunkValues: Int = chunkValues,
-                               values: @escaping @Sendable (String, Range<Int>, (UnsafeBufferPointer<Float>) -> Void) -> Void) -> String {
+                               values rawValues: @escaping @Sendable (String, Range<Int>, (UnsafeBufferPointer<Float>) -> Void) -> Void) -> String {
         precondition(chunkValues > 0, "[BaseModelSignature] chunkValues must be positive")
+        // Gemma 3's norms are hashed as 1 + w rounded to float32, the values a GGUF stores: a
+        // folder's w and a GGUF's (1 + w) − 1 differ in their last bits but give the same 1 + w
+        // (and the same logits), so both files of one model get one signature.
+        let offset = config.definition.normWeightOffset
+        @Sendable func values(_ name: String, _ range: Range<Int>, _ feed: (UnsafeBufferPointer<Float>) -> Void) {
+            guard offset != 0, name.hasSuffix("norm.weight") else { return rawValues(name, range, feed) }
+            rawValues(name, range) { piece in
+                let shifted = piece.map { $0 + offset }
+                shifted.withUnsafeBufferPointer { feed($0) }
+            }
+        }
         var hasher = SHA256()
         var header = ByteSink()
         func string(_ s: String) {
@@ -90,6 +104,15 @@ public enum BaseModelSignature {
         if let m = config.multipliers {
             string("multipliers")
             for v in [m.embedding, m.residual, m.attention, m.logits] { real(v) }
+        }
+        if let w = config.slidingWindow {
+            // Gemma 3: the window, the sliding layers, their RoPE base and the attention scalar
+            string("sliding_window")
+            int(w)
+            int(config.slidingWindowLayers.count)
+            for layer in config.slidingWindowLayers { int(layer) }
+            real(config.localRopeTheta)
+            real(config.queryPreAttentionScalar)
         }
         int(names.count)
         hasher.update(data: header.bytes)

@@ -160,6 +160,7 @@ public enum ModelLoader {
                 guard info.shape.count == 2 else {
                     var t = try file.dequantize(r.gguf)
                     if let heads = TensorTable.ggufRopeHeads(forHuggingFace: r.hf, config: config) { t = RoPELayout.unpermuteFromGGUF(t, heads: heads) }
+                    if let shift = TensorTable.ggufValueShift(forHuggingFace: r.hf, config: config) { t.data = t.data.map { $0 - shift } }
                     tensors[r.hf] = t
                     continue
                 }
@@ -175,7 +176,9 @@ public enum ModelLoader {
         DispatchQueue.concurrentPerform(iterations: order.count) { k in
             let i = order[k]
             slots.set(i, Result {
-                let t = try file.dequantize(renames[i].gguf)
+                var t = try file.dequantize(renames[i].gguf)
+                // Gemma's norms: the converter's 1 + w back to Hugging Face's w
+                if let shift = TensorTable.ggufValueShift(forHuggingFace: renames[i].hf, config: config) { t.data = t.data.map { $0 - shift } }
                 guard let heads = TensorTable.ggufRopeHeads(forHuggingFace: renames[i].hf, config: config) else { return t }
                 return RoPELayout.unpermuteFromGGUF(t, heads: heads)
             })

@@ -11,7 +11,7 @@ import XCTest
 
 struct ArchitectureFixture {
     /// The architectures the script makes (its ARCHS), each a folder under Fixtures/.
-    static let names = ["qwen3", "olmo2", "granite", "smollm3"]
+    static let names = ["qwen3", "olmo2", "granite", "smollm3", "gemma3"]
     static let seed: UInt64 = 36
     static let lora = LoRAConfig(rank: 2, alpha: 4, targets: LoRATarget.allCases)
     static var root: URL { Bundle.module.resourceURL!.appendingPathComponent("Fixtures") }
@@ -31,13 +31,14 @@ struct ArchitectureFixture {
 
     static var all: [ArchitectureFixture] { get throws { try names.map(ArchitectureFixture.init) } }
 
-    /// Every base tensor: norms 1 + 0.1·N, the rest 0.15·N, N = SeededNormal(seed, Hugging Face name).
+    /// Every base tensor: norms 1 + 0.1·N (Gemma 3's (1 + w) norms 0.1·N), the rest 0.15·N,
+    /// N = SeededNormal(seed, Hugging Face name).
     func weights() -> [String: HostTensor] {
         var out: [String: HostTensor] = [:]
         for (name, shape) in TensorTable.shapes(for: config) {
             let isNorm = name.hasSuffix("norm.weight")
             var t = Self.seeded(name, shape: shape, std: isNorm ? 0.1 : 0.15)
-            if isNorm { t.data = t.data.map { 1 + $0 } }
+            if isNorm && config.definition.normWeightOffset == 0 { t.data = t.data.map { 1 + $0 } }
             out[name] = t
         }
         return out

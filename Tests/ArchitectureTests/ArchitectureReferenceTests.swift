@@ -1,4 +1,4 @@
-// Qwen3, OLMo 2, Granite 3 and SmolLM3 against transformers and PEFT on tiny random models built
+// Qwen3, OLMo 2, Granite 3, SmolLM3 and Gemma 3 against transformers and PEFT on tiny random models built
 // from each architecture's own config class (scripts/fixtures/make_architecture_fixtures.py):
 // the config as decoded, base logits, LoRA logits, masked loss and every LoRA gradient, a 3-step
 // AdamW trajectory, and the KV-cache pass equal to the training pass (prefill, decoding steps with
@@ -32,6 +32,17 @@ final class ArchitectureReferenceTests: XCTestCase {
         XCTAssertEqual(smollm3.noRopeLayers, [3])
         XCTAssertEqual(smollm3.ropeTheta, 5_000_000)
         XCTAssertEqual((0..<5).map { smollm3.rope(layer: $0) }, [.full, .full, .full, .none, .full])
+        // Gemma 3: config.json's model_type gemma3_text, layer_types, the two RoPE bases, the scalar
+        let gemma3 = try XCTUnwrap(c["gemma3"])
+        XCTAssertEqual(gemma3.architecture, .gemma3)
+        XCTAssertEqual(gemma3.definition.norms.map(\.slot), [.query, .key, .attentionInput, .attentionOutput, .feedForwardInput, .feedForwardOutput])
+        XCTAssertEqual(gemma3.slidingWindow, 4)
+        XCTAssertEqual(gemma3.slidingWindowLayers, [0, 1, 2, 3, 4, 6])
+        XCTAssertEqual((0..<7).map { gemma3.window(layer: $0) }, [4, 4, 4, 4, 4, nil, 4])
+        XCTAssertEqual([gemma3.ropeTheta(layer: 0), gemma3.ropeTheta(layer: 5)], [10000, 1_000_000])
+        XCTAssertEqual(gemma3.queryPreAttentionScalar, 16)
+        XCTAssertEqual(gemma3.embeddingScale, Float(48.0.squareRoot()))
+        XCTAssertTrue(gemma3.tieWordEmbeddings)
         for config in c.values {
             // what the toolkit writes as config.json reads back to the same config
             XCTAssertEqual(try ModelConfig.fromHuggingFace(json: config.huggingFaceConfigJSON(), path: "x"), config)
@@ -148,6 +159,9 @@ final class ArchitectureReferenceTests: XCTestCase {
                 let reference = what == "merged" ? rows : try storedReference(f, adapter: model.adapter(baseSignature: nil)!, ids: ids)
                 let cache = engine.makeCache()
                 assertClose(engine.forward(ids[1], cache: cache, allLogits: true), reference[1], rel: tolerance, "\(f.name) \(what): prefill")
+                // the prompt's blocked attention products (a long prefill's path; Gemma 3's window masked there too)
+                let blocked = InferenceModel.$promptAttention.withValue(.blocked) { engine.forward(ids[1], cache: engine.makeCache(), allLogits: true) }
+                assertClose(blocked, reference[1], rel: tolerance, "\(f.name) \(what): blocked prefill")
                 let cache2 = engine.makeCache()
                 var got = engine.forward(Array(ids[1][0..<3]), cache: cache2, allLogits: true)
                 for t in 3..<ids[1].count {
