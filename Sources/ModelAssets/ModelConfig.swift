@@ -597,7 +597,9 @@ extension ModelConfig {
             fields.append(("sliding_window", slidingWindow.map { "\($0)" } ?? "null"))
             fields.append(("layer_types", "[\((0..<numLayers).map { slidingWindowLayers.contains($0) ? "\"sliding_attention\"" : "\"full_attention\"" }.joined(separator: ", "))]"))
             fields.append(("rope_local_base_freq", "\(localRopeTheta ?? ropeTheta)"))
-            fields.append(("query_pre_attn_scalar", "\(queryPreAttentionScalar ?? Double(headDim))"))
+            // Gemma3TextConfig's query_pre_attn_scalar is an int (transformers 5 refuses 256.0)
+            let scalar = queryPreAttentionScalar ?? Double(headDim)
+            fields.append(("query_pre_attn_scalar", scalar.rounded() == scalar && abs(scalar) < 1e15 ? "\(Int(scalar))" : "\(scalar)"))
         }
         if let m = multipliers {
             fields += [("embedding_multiplier", "\(m.embedding)"), ("residual_multiplier", "\(m.residual)"),

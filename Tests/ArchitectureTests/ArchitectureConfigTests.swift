@@ -113,6 +113,8 @@ final class ArchitectureConfigTests: XCTestCase {
         XCTAssertEqual(published.attentionScale, 1 / 16)
         XCTAssertEqual(published.ropeTheta(layer: 0), 10000)
         XCTAssertEqual(published.ropeTheta(layer: 5), 1_000_000)
+        // transformers 5's Gemma3TextConfig takes query_pre_attn_scalar as an int only
+        XCTAssertTrue(String(decoding: published.huggingFaceConfigJSON(), as: UTF8.self).contains(#""query_pre_attn_scalar": 256,"#))
         // defaults: Gemma3TextConfig's window 4096, pattern 6, local base 1e4, scalar 256, head_dim 256
         let plain = try hf(#"{"model_type": "gemma3_text", \#(Self.base)}"#)
         XCTAssertEqual([plain.slidingWindow, plain.headDim], [4096, 256])
