@@ -222,6 +222,35 @@ final class ArchitectureReferenceTests: XCTestCase {
         let all = ArchitectureFixture.logits(model, ids), V = f.config.vocabSize, T = ids[0].count
         return ids.indices.map { Array(all[($0 * T * V)..<(($0 + 1) * T * V)]) }
     }
+
+    /// Gemma 3 over 150 tokens (the window of 4 passed many times; prefill blocks of 64): the
+    /// KV-cache pass in each attention path (rows, blocked, auto) and one-token decoding after a
+    /// 100-token prefix, against the training pass whose mask transformers' logits checked above.
+    func testGemma3LongPassesMatchTheTrainingPass() throws {
+        let f = try ArchitectureFixture("gemma3")
+        var config = f.config
+        config.maxPositionEmbeddings = 256  // room for the positions; no effect on the numbers
+        var rng = SeededRNG(seed: 7)
+        let model = try LlamaModel(weights: BaseWeights(config: config, tensors: f.weights()), lora: nil, rng: &rng)
+        var g = SeededRNG(seed: 5)
+        let ids = (0..<150).map { _ in Int(g.next() % 297) + 3 }
+        let expected = ArchitectureFixture.logits(model, [ids])
+        let engine = try InferenceModel(model)
+        for mode in InferenceModel.PromptAttention.allCases {
+            let got = InferenceModel.$promptAttention.withValue(mode) { engine.forward(ids, cache: engine.makeCache(), allLogits: true) }
+            assertClose(got, expected, "gemma3, 150 tokens, \(mode) attention")
+        }
+        let cache = engine.makeCache()
+        var got = engine.forward(Array(ids[0..<100]), cache: cache, allLogits: true)
+        for t in 100..<150 { got += engine.forward([ids[t]], cache: cache) }
+        assertClose(got, expected, "gemma3, decoding past the window")
+        // and the window is what makes them agree: the same weights with every layer global differ
+        var global = config
+        global.slidingWindowLayers = []
+        global.slidingWindow = nil
+        let unwindowed = try LlamaModel(weights: BaseWeights(config: global, tensors: f.weights()), lora: nil, rng: &rng)
+        XCTAssertGreaterThan(relativeError(ArchitectureFixture.logits(unwindowed, [ids]), expected), 1e-2)
+    }
 }
 
 /// The given batches, once each, in order.
