@@ -68,7 +68,7 @@ struct MakeModel: ParsableCommand {
             gemma-3-270m and gemma-3-1b (google/gemma-3-*, four norms per block stored as 1 + w as llama.cpp's converter \
             stores them, GELU-tanh gate, 512-token windows on 5 of every 6 layers). \
             Tensor names, metadata keys and the q/k row order are llama.cpp's for each architecture. Weights are seeded random values \
-            (std 0.02), norms are 1 (as stored); norms, biases and rope factors stay F32. Every matrix is stored as --type, \
+            (std 0.02), norms are 1; norms, biases and rope factors stay F32. Every matrix is stored as --type, \
             except that a K-quant cannot hold rows whose length is not a multiple of 256 (Qwen2.5-0.5B's 896, \
             SmolLM2's 576): those matrices fall back as llama-quantize's do, q4_K to Q5_0, q5_K to Q5_1, q6_K \
             to Q8_0, q2_K and q3_K to IQ4_NL (F16 for rows that are not even a multiple of 32). The output lists every fallback. Progress goes to stderr.
