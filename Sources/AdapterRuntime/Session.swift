@@ -310,7 +310,7 @@ public final class LanguageModelSession: @unchecked Sendable {
     private func generate(entries: [Transcript.Entry], constraint: TokenConstraint?, options: GenerationOptions,
                           onText: ((String) -> Void)?) throws -> (String, Response<String>, GenerationStats) {
         let ids = try encoder.encodePrompt(try Transcript(entries: entries).messages(tools: toolDefinitions))
-        let limit = model.engine.config.contextLimit
+        let limit = model.engine.config.maxPositionEmbeddings
         if ids.count + options.maximumResponseTokens > limit {
             throw RuntimeError.contextExceeded(tokens: ids.count + options.maximumResponseTokens, limit: limit)
         }

@@ -6,7 +6,8 @@
 // other samples packed in between cost nothing), so future blocks cost nothing either.
 // Memory choice: forward saves one log-sum-exp per (batch, head, row) instead of the [T,T]
 // probabilities, and backward recomputes them block by block (one extra QKᵀ product).
-// Leaves out sliding windows and ALiBi. Follows FlashAttention-2 (Dao, 2023), Algorithm 2.
+// A sliding window (Gemma 3's local layers) masks the keys `window` or more positions back.
+// Leaves out ALiBi. Follows FlashAttention-2 (Dao, 2023), Algorithm 2.
 import Foundation
 
 /// The segment id of tokens every later token of the same row may attend to, whatever its own
@@ -19,12 +20,13 @@ extension Ops {
 
     /// q [B·T, H·hd], k, v [B·T, K·hd] -> [B·T, H·hd]. Query head h reads kv head h/(H/K).
     /// Row i sees row j iff same batch row, j ≤ i, and segmentIds (if any) agree or j's is
-    /// `sharedSegment`. `scale` is s (nil: 1/√hd).
+    /// `sharedSegment`. `scale` is s (nil: 1/√hd). With `window`, row i also needs
+    /// positions[i] − positions[j] < window (positions: the rows' RoPE positions, nil: 0..<T per row).
     /// With P = softmax(s·QKᵀ), O = PV:  dV = Pᵀ dO, dP = dO Vᵀ, dS = P ⊙ (dP − rowsum(dO ⊙ O)),
     /// dQ = s·dS K, dK = s·dSᵀ Q.
     static func causalAttention<S>(
         q: TensorOf<S>, k: TensorOf<S>, v: TensorOf<S>, batch: Int, heads: Int, kvHeads: Int, segmentIds: [Int32]? = nil,
-        scale givenScale: Float? = nil, blockRows: Int = attentionBlockRows
+        scale givenScale: Float? = nil, window: Int? = nil, positions: [Int]? = nil, blockRows: Int = attentionBlockRows
     ) -> TensorOf<S> {
         precondition(q.shape.count == 2 && k.shape.count == 2 && v.shape.count == 2, "[causalAttention] q, k, v must be 2-D: q \(q.shape), k \(k.shape), v \(v.shape)")
         precondition(heads > 0 && kvHeads > 0 && heads % kvHeads == 0, "[causalAttention] heads \(heads) must be a positive multiple of kvHeads \(kvHeads)")
@@ -34,6 +36,8 @@ extension Ops {
         let hd = q.shape[1] / heads
         precondition(k.shape == [rows, kvHeads * hd] && v.shape == k.shape, "[causalAttention] k, v must be [\(rows), \(kvHeads * hd)]: q \(q.shape) vs k \(k.shape), v \(v.shape)")
         if let segmentIds { precondition(segmentIds.count == rows, "[causalAttention] segmentIds count \(segmentIds.count) vs q \(q.shape)") }
+        if let positions { precondition(positions.count == rows, "[causalAttention] positions count \(positions.count) vs q \(q.shape)") }
+        if let window { precondition(window > 0, "[causalAttention] window \(window) must be positive") }
         let t = rows / batch, group = heads / kvHeads
         let qw = heads * hd, kw = kvHeads * hd
         let scale = givenScale.map { S(Double($0)) } ?? S(1 / Double(hd).squareRoot())
@@ -104,6 +108,16 @@ extension Ops {
                         for j in r.lowerBound..<min(r.upperBound, i + 1) {
                             let sj = segmentIds[b * t + j]
                             if sj != own && sj != sharedSegment { pr[col] = -S.infinity }
+                            col += 1
+                        }
+                    }
+                }
+                if let window {  // keys `window` or more positions back are out of the window
+                    let pi = positions?[b * t + i] ?? i
+                    var col = 0
+                    for (r, _) in runs where r.lowerBound <= i {
+                        for j in r.lowerBound..<min(r.upperBound, i + 1) {
+                            if pi - (positions?[b * t + j] ?? j) >= window { pr[col] = -S.infinity }
                             col += 1
                         }
                     }
@@ -261,9 +275,12 @@ extension Ops {
 
 /// Causal grouped-query attention over packed rows; see `Ops.causalAttention`.
 /// q [B·T, H·hd], k, v [B·T, K·hd] -> [B·T, H·hd]; scores scaled by `scale` (nil: 1/√hd;
-/// Granite's attention multiplier replaces it).
+/// Granite's attention multiplier replaces it); with `window`, keys `window` or more positions
+/// back are masked (`positions`: each row's position, nil: 0..<T per batch row).
 public func causalAttention(
-    q: Tensor, k: Tensor, v: Tensor, batch: Int, heads: Int, kvHeads: Int, segmentIds: [Int32]? = nil, scale: Float? = nil
+    q: Tensor, k: Tensor, v: Tensor, batch: Int, heads: Int, kvHeads: Int, segmentIds: [Int32]? = nil, scale: Float? = nil,
+    window: Int? = nil, positions: [Int]? = nil
 ) -> Tensor {
-    Ops.causalAttention(q: q, k: k, v: v, batch: batch, heads: heads, kvHeads: kvHeads, segmentIds: segmentIds, scale: scale)
+    Ops.causalAttention(q: q, k: k, v: v, batch: batch, heads: heads, kvHeads: kvHeads, segmentIds: segmentIds, scale: scale,
+                        window: window, positions: positions)
 }

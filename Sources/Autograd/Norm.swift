@@ -1,18 +1,21 @@
 // RMSNorm over the last dim, as in Llama: y = x / sqrt(mean(x²) + eps) · w. Forward saves only
 // 1/rms per row; backward recomputes the rest. Leaves out LayerNorm's mean and bias.
-// Follows transformers' LlamaRMSNorm (statistics in the input precision here: Float).
+// Follows transformers' LlamaRMSNorm (statistics in the input precision here: Float); with an
+// offset, Gemma3RMSNorm's x̂·(1 + w) (the gradient of w is unchanged by it).
 
 extension Ops {
     /// x [N,D], weight [D] -> [N,D]. With r = 1/sqrt(mean(x²)+eps) and u = g·w:
     /// dx = r·u − x·r³/D·Σ(u·x),  dw = Σ_rows g·x·r.
-    static func rmsNorm<S>(_ x: TensorOf<S>, weight: TensorOf<S>, eps: S) -> TensorOf<S> {
+    static func rmsNorm<S>(_ x: TensorOf<S>, weight: TensorOf<S>, eps: S, offset: S = 0) -> TensorOf<S> {
         precondition(weight.shape.count == 1 && x.shape.last == weight.shape[0], "[rmsNorm] last dim differs: x \(x.shape) vs weight \(weight.shape)")
         let d = weight.shape[0]
         let rows = d == 0 ? 0 : x.count / d
         var inv = [S](repeating: 0, count: rows)
+        // the weight the rows are multiplied by: w, or w + offset (Gemma's 1 + w)
+        let effective = offset == 0 ? weight.data : weight.data.map { $0 + offset }
         let out: [S] = makeArray(x.count) { y in
             x.data.withUnsafeBufferPointer { xp in
-                weight.data.withUnsafeBufferPointer { wp in
+                effective.withUnsafeBufferPointer { wp in
                     inv.withUnsafeMutableBufferPointer { ip in
                         kRMSNormRows(xp.baseAddress!, wp.baseAddress!, y, ip.baseAddress!, rows, d, eps)
                     }
@@ -26,7 +29,7 @@ extension Ops {
             let needW = weight.requiresGrad
             var partialW = [S](repeating: 0, count: needW ? chunks * d : 0)
             x.data.withUnsafeBufferPointer { xp in
-                weight.data.withUnsafeBufferPointer { wp in
+                effective.withUnsafeBufferPointer { wp in
                     partialW.withUnsafeMutableBufferPointer { pw in
                         let xp = xp.baseAddress!, wp = wp.baseAddress!, gp = g.baseAddress!
                         let pw = pw.baseAddress
@@ -65,4 +68,6 @@ extension Ops {
 }
 
 /// x [N,D], weight [D] -> x / sqrt(mean(x²)+eps) · w  [N,D].
-public func rmsNorm(_ x: Tensor, weight: Tensor, eps: Float) -> Tensor { Ops.rmsNorm(x, weight: weight, eps: eps) }
+public func rmsNorm(_ x: Tensor, weight: Tensor, eps: Float, offset: Float = 0) -> Tensor {
+    Ops.rmsNorm(x, weight: weight, eps: eps, offset: offset)
+}

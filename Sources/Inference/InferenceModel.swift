@@ -1,6 +1,6 @@
 // The no-grad decoding path: the same computation as Training's LlamaModel for every described
-// architecture (the block's norms, q/k norms, NoPE layers, scale factors, partial rotary and
-// LongRoPE from the config and its description), built from the same model definition (BaseWeights, Adapter) and sharing its
+// architecture (the block's norms, q/k norms, NoPE layers, scale factors, partial rotary, LongRoPE,
+// (1 + w) norms, the gate's activation and sliding-window layers with their own RoPE base from the config and its description), built from the same model definition (BaseWeights, Adapter) and sharing its
 // kernels (RMSNorm, the RoPE table, SwiGLU), on plain Float buffers with a KV cache. Float32
 // weights get the adapter merged in (W + scale·B·A) once at load; weights kept as their file stores them are multiplied from the
 // blocks (FrozenMatrix) and the adapter's low-rank path x·Aᵀ·Bᵀ·scale is added per row. Handles
@@ -36,6 +36,8 @@ public final class InferenceModel: @unchecked Sendable {
         var norms: [[Float]?]  // [D], q/k: [hd] per head or [H*hd] / [K*hd]
         /// Whether q and k are rotated (false on NoPE layers).
         var rotates: Bool
+        /// Whether the layer uses the sliding layers' RoPE table (Gemma 3's local base).
+        var localRope = false
         var wqkv: Weights  // [Q, D]: q rows [H*hd], then k [K*hd], then v [K*hd]
         var bqkv: [Float]?  // [Q] (zeros where a projection has no bias)
         var wo: Weights  // [D, H*hd]
@@ -99,6 +101,8 @@ public final class InferenceModel: @unchecked Sendable {
     let finalNorm: [Float]  // [D]
     /// RoPE's per-frequency divisors (scaling), computed once.
     let ropeFactors: [Double]?
+    /// Each layer's attention window (Gemma 3's sliding layers), nil for full attention.
+    let windows: [Int?]
 
     /// The base weights with `adapter` (when given): merged into the projections it targets
     /// when they are float32, added per row as its low-rank term when they are stored.
@@ -111,8 +115,12 @@ public final class InferenceModel: @unchecked Sendable {
         self.kvCache = kvCache
         embed = base.embedding
         head = Weights(base.head, precision)
-        finalNorm = base.finalNorm
+        // Gemma's (1 + w) norms: the offset added once here (the weights stay Hugging Face's w)
+        let offset = c.definition.normWeightOffset
+        func shifted(_ w: [Float]?) -> [Float]? { offset == 0 ? w : w.map { $0.map { $0 + offset } } }
+        finalNorm = shifted(base.finalNorm)!
         ropeFactors = c.ropeFrequencyFactors
+        windows = (0..<c.numLayers).map { c.window(layer: $0) }
         let qw = c.queryDim, kw = c.keyValueDim
         layers = base.layers.enumerated().map { i, l in
             var bias: [Float]? = nil
@@ -125,7 +133,8 @@ public final class InferenceModel: @unchecked Sendable {
                 if ms.contains(where: \.isStored) { return .frozen(ms) }
                 return Weights(targets.flatMap { t in adapter?.merged(l.projection(t), layer: i, target: t) ?? l.projection(t).values }, precision)
             }
-            var layer = Layer(norms: NormSlot.allCases.map { l.norm($0) }, rotates: c.rope(layer: i) == .full,
+            var layer = Layer(norms: NormSlot.allCases.map { shifted(l.norm($0)) }, rotates: c.rope(layer: i) == .full,
+                              localRope: c.ropeTheta(layer: i) != c.ropeTheta || c.ropeFrequencyFactors(layer: i) != c.ropeFrequencyFactors,
                               wqkv: stack([.q, .k, .v]), bqkv: bias,
                               wo: stack([.o]), wGateUp: stack([.gate, .up]), wDown: stack([.down]))
             if let adapter {
@@ -317,8 +326,7 @@ public final class InferenceModel: @unchecked Sendable {
         let gu = ws.gu.ensure(n * 2 * F), act = ws.act.ensure(n * F), o = ws.o.ensure(n * D)
         let cosT = ws.cos.ensure(max(1, n * half)), sinT = ws.sin.ensure(max(1, n * half))
         for (r, t) in tokens.enumerated() { embed.dequantizeRows(t..<(t + 1), into: x + r * D) }  // [n, D]
-        if let m = c.multipliers, m.embedding != 1 {
-            let e = Float(m.embedding)
+        if let e = c.embeddingScale {  // Granite's multiplier, Gemma's √hidden
             for i in 0..<(n * D) { x[i] *= e }
         }
         let residual = c.multipliers.map { Float($0.residual) } ?? 1
@@ -349,8 +357,23 @@ public final class InferenceModel: @unchecked Sendable {
                 }
             }
         }
+        // the sliding layers' own table (Gemma 3: local base, no scaling), when some layer uses it
+        let localLayer = layers.firstIndex { $0.localRope }
+        let cosL = ws.cosLocal.ensure(max(1, n * half)), sinL = ws.sinLocal.ensure(max(1, n * half))
+        if let li = localLayer {
+            RopeTable.shared.withAngles(base: Float(c.ropeTheta(layer: li)), headDim: c.rotaryDim, positions: maxLength,
+                                        factors: c.ropeFrequencyFactors(layer: li)) { ct, st in  // [P, rd/2]
+                for r in 0..<n {
+                    let at = rowPosition[r] * half
+                    for f in 0..<half {
+                        cosL[r * half + f] = Float(ct[at + f])
+                        sinL[r * half + f] = Float(st[at + f])
+                    }
+                }
+            }
+        }
         let attention = Attention(n: n, H: H, K: K, hd: hd, width: K * hd, Q: Q, maxLength: maxLength,
-                                  scale: c.attentionScale ?? 1 / Float(hd).squareRoot(),
+                                  scale: c.attentionScale ?? 1 / Float(hd).squareRoot(), windows: windows,
                                   rowSegment: rowSegment, rowPosition: rowPosition, caches: segments.map(\.cache),
                                   blocked: segments.filter { Self.promptAttention.isBlocked(rows: $0.rows) }.map { $0.firstRow..<($0.firstRow + $0.rows) })
         let perHead = c.definition.qkNorm == .perHead
@@ -369,12 +392,13 @@ public final class InferenceModel: @unchecked Sendable {
             }
             // rotate q and k (Hugging Face "rotate half": pairs (d, d + rd/2) of the first rd = rotaryDim
             // dims by position·invFreq[d], the rest untouched; not on NoPE layers), then append k and v to the row's cache
+            let (cosR, sinR) = layer.localRope ? (cosL, sinL) : (cosT, sinT)
             for r in 0..<n {
                 let row = qkv + r * Q
                 for hh in 0..<(layer.rotates ? H + K : 0) {
                     let base = row + hh * hd
                     for f in 0..<half {
-                        let cs = cosT[r * half + f], sn = sinT[r * half + f]
+                        let cs = cosR[r * half + f], sn = sinR[r * half + f]
                         let a = base[f], b = base[f + half]
                         base[f] = a * cs - b * sn
                         base[f + half] = b * cs + a * sn
@@ -393,9 +417,14 @@ public final class InferenceModel: @unchecked Sendable {
             if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 2, h, rows: n, into: gu, width: 2 * F) }
             // row by row, so each row's bits do not depend on n; the rows on every core (8 rows
             // of SmolLM2 were ~4% of a batched pass on one core)
+            let gelu = c.definition.activation == .geluTanh
             WorkerPool.forEach(n) { r in
                 let g = gu + r * 2 * F
-                Kernels.swiglu(gate: g, up: g + F, out: act + r * F, count: F)  // SIMD exp, as in training
+                if gelu {
+                    Kernels.geluTanhGated(gate: g, up: g + F, out: act + r * F, count: F)  // Gemma's gate, as in training
+                } else {
+                    Kernels.swiglu(gate: g, up: g + F, out: act + r * F, count: F)  // SIMD exp, as in training
+                }
             }
             layer.wDown.matmulNT(act, m: n, n: D, k: F, o, activations)  // [n, D]
             addLowRank(layer, input: 3, act, rows: n, into: o, width: D)
@@ -488,6 +517,8 @@ public final class InferenceModel: @unchecked Sendable {
         let n, H, K, hd, width, Q, maxLength: Int
         /// The scores' scale: 1/√hd, or Granite's attention multiplier.
         let scale: Float
+        /// Each layer's window: a row at position p sees keys p − window < j ≤ p (nil: all j ≤ p).
+        let windows: [Int?]
         let rowSegment, rowPosition: [Int]
         let caches: [KVCache]
         /// Rows of the segments whose attention runs as blocked products.
@@ -499,7 +530,9 @@ public final class InferenceModel: @unchecked Sendable {
 
         func run(layer li: Int, qkv: UnsafeMutablePointer<Float>, into att: UnsafeMutablePointer<Float>, ws: Workspace) {
             for rows in blocked { runBlocked(rows, layer: li, qkv: qkv, into: att) }
-            let G = H / K
+            // a window no row's keys reach past masks nothing (Phi-4-mini's 262,144; any window early
+            // on): such a layer's rows share their pieces as a full layer's do
+            let G = H / K, window = windows[li].flatMap { $0 < maxLength ? $0 : nil }
             let perRow = blocked.isEmpty ? Array(0..<n) : (0..<n).filter { r in !blocked.contains { $0.contains(r) } }
             if perRow.isEmpty { return }
             // items: (consecutive rows of one segment, kv head), each one bk_attend_rows call for its
@@ -514,7 +547,8 @@ public final class InferenceModel: @unchecked Sendable {
             while start < perRow.count {
                 var end = start + 1
                 while end < perRow.count && rowSegment[perRow[end]] == rowSegment[perRow[start]] && perRow[end] == perRow[end - 1] + 1 { end += 1 }
-                let split = Swift.min(end - start, Swift.max(1, (2 * cores + K - 1) / K))
+                // a sliding layer's rows each see their own keys (one row per piece)
+                let split = window != nil ? end - start : Swift.min(end - start, Swift.max(1, (2 * cores + K - 1) / K))
                 let size = (end - start + split - 1) / split
                 for a in stride(from: start, to: end, by: size) { pieces.append(a..<Swift.min(end, a + size)) }
                 start = end
@@ -534,8 +568,12 @@ public final class InferenceModel: @unchecked Sendable {
                         let piece = pieces[item / K], kvh = item % K
                         let r0 = perRow[piece.lowerBound], s = rowSegment[r0]
                         for (i, r) in perRow[piece].enumerated() { lengths[i] = rowPosition[r] + 1 }
+                        // a sliding layer's one row reads the keys of its window only
+                        let first = window.map { Swift.max(0, rowPosition[r0] + 1 - $0) } ?? 0
+                        lengths[0] -= first
+                        let at = (first * width + kvh * hd) * size
                         bk_attend_rows(qkv + r0 * Q + kvh * G * hd, Q, piece.count, G, lengths.baseAddress!,
-                                       keys[s] + kvh * hd * size, values[s] + kvh * hd * size, half, width, hd, scale, sc,
+                                       keys[s] + at, values[s] + at, half, width, hd, scale, sc,
                                        att + r0 * H * hd + kvh * G * hd, H * hd)
                         item += chunks
                     }
@@ -580,7 +618,9 @@ public final class InferenceModel: @unchecked Sendable {
                                            beta: 0, c: p, ldc: seen)  // [bq, seen]
                     for i in 0..<bq {
                         let row = p + i * seen, visible = rowPosition[r0 + i] + 1
-                        _ = Kernels.softmaxRow(row, row, count: visible)
+                        let first = windows[li].map { Swift.max(0, visible - $0) } ?? 0  // out of a sliding layer's window: 0
+                        _ = Kernels.softmaxRow(row + first, row + first, count: visible - first)
+                        row.update(repeating: 0, count: first)
                         (row + visible).update(repeating: 0, count: seen - visible)
                     }
                     Float.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: seen, alpha: 1,
@@ -765,6 +805,8 @@ final class Workspace {
     let x = ScratchBuffer(), h = ScratchBuffer(), qkv = ScratchBuffer(), att = ScratchBuffer()
     let gu = ScratchBuffer(), act = ScratchBuffer(), o = ScratchBuffer(), hn = ScratchBuffer()
     let cos = ScratchBuffer(), sin = ScratchBuffer(), scores = ScratchBuffer()
+    /// The sliding layers' RoPE table (Gemma 3's local base).
+    let cosLocal = ScratchBuffer(), sinLocal = ScratchBuffer()
 }
 
 /// Keys and values of every layer for the tokens seen so far. `count` tokens are valid;

@@ -5,7 +5,8 @@
 // lay out q/k rows, and which of the optional features (NoPE layers, scale factors) it has.
 // Every architecture is one pre-norm-or-post-norm decoder block with SwiGLU; what differs is here.
 // Phi-3's fused projections and partial rotary are flags here (the split and the rotation live in
-// ModelDefinition and the executors); sliding windows are left out.
+// ModelDefinition and the executors); Gemma 3 adds (1 + w) norms, a GELU-tanh gate, an embedding
+// scale and sliding-window layers, which Phi-3's window (on every layer) also uses.
 // References: transformers' configuration_/modeling_<arch>.py, llama.cpp's llama-arch.cpp and
 // src/models/<arch>.cpp, convert_hf_to_gguf.py (conversion/<arch>.py).
 
@@ -13,6 +14,8 @@
 /// (the same strings for every architecture here).
 public enum ModelArchitecture: String, Codable, Sendable, CaseIterable {
     case llama, mistral, qwen2, qwen3, smollm3, granite, olmo2, phi3
+    /// Gemma 3's text model: GGUF `gemma3`, config.json `gemma3_text` (`huggingFaceModelType`).
+    case gemma3
 
     /// The description of this architecture.
     public var definition: ArchitectureDescription { ArchitectureDescription.of(self) }
@@ -39,6 +42,14 @@ public enum NormSlot: String, CaseIterable, Sendable, Codable {
         case .key: 5
         }
     }
+}
+
+/// The gated MLP's activation: down(act(gate(h)) · up(h)).
+public enum GatedActivation: String, Sendable, Codable {
+    /// x·σ(x) (SwiGLU: Llama and the others).
+    case silu
+    /// transformers' `gelu_pytorch_tanh`: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (Gemma).
+    case geluTanh
 }
 
 /// What the q and k norms cover.
@@ -101,9 +112,29 @@ public struct ArchitectureDescription: Sendable {
     /// Whether RoPE may rotate only the first dimensions of each head (config.json's
     /// `partial_rotary_factor`, GGUF's `rope.dimension_count`; Phi-4-mini rotates 96 of 128).
     public var allowsPartialRotary = false
+    /// What the norm weights of Hugging Face files are offset by: Gemma 3's RMSNorm multiplies by
+    /// (1 + w), and llama.cpp's converter stores w + 1 (every `*norm.weight`). The toolkit holds
+    /// Hugging Face's w; the executors add this, the GGUF loader subtracts it, GGUF exports add it.
+    public var normWeightOffset: Float = 0
+    /// The gate's activation in the gated MLP: SiLU (SwiGLU) or GELU with the tanh approximation.
+    public var activation: GatedActivation = .silu
+    /// Whether the token embedding is multiplied by √hidden (Gemma: transformers' embed_scale,
+    /// llama.cpp's `inp_scaled`).
+    public var scalesEmbeddingBySqrtHidden = false
+    /// Whether the config marks layers as sliding-window (`layer_types`, `sliding_window`,
+    /// `rope_local_base_freq`): Gemma 3's local layers, with their own RoPE base.
+    public var hasSlidingWindowLayers = false
+    /// In GGUF, a global layer every `ggufSlidingWindowPattern`-th (llama.cpp's default for gemma3, 6).
+    public var ggufSlidingWindowPattern: Int? = nil
+    /// Whether config.json's `sliding_window` (GGUF `attention.sliding_window`, 0 for none) windows
+    /// every layer with the one RoPE base, as transformers' Phi-3 applies it: `slidingWindowLayers`
+    /// is then all layers or none.
+    public var slidesEveryLayer = false
+    /// config.json's `model_type`, when it is not the GGUF name (Gemma 3's text model).
+    public var huggingFaceModelTypeOverride: String? = nil
 
     public var ggufName: String { architecture.rawValue }
-    public var huggingFaceModelType: String { architecture.rawValue }
+    public var huggingFaceModelType: String { huggingFaceModelTypeOverride ?? architecture.rawValue }
 
     /// The norm in `slot`, if the architecture has one there.
     public func norm(_ slot: NormSlot) -> LayerNormName? { norms.first { $0.slot == slot } }
@@ -170,7 +201,36 @@ public struct ArchitectureDescription: Sendable {
                 ggufNoRopeStep: nil, hasSlidingWindowOption: false,
                 defaults: .init(headDim: nil, ropeTheta: 10000, rmsNormEps: 1e-5, tieWordEmbeddings: false, attentionBias: false,
                                 maxPositionEmbeddings: 2048))
+        case .gemma3:
+            // Gemma3TextConfig: head_dim 256, rms_norm_eps 1e-6, max_position_embeddings 131072, tied,
+            // rope_theta 1e6 (global layers; rope_local_base_freq 10000 for sliding ones). All four
+            // block norms, per-head q/k norms, every norm (1 + w); GELU-tanh gate; embedding ×√hidden.
+            // llama.cpp ropes it NEOX-style (rows unpermuted) and makes every 6th layer global.
+            var d = ArchitectureDescription(
+                architecture: a, huggingFaceClass: "Gemma3ForCausalLM",
+                norms: qkNorms + [
+                    LayerNormName(slot: .attentionInput, huggingFace: "input_layernorm", gguf: "attn_norm"),
+                    LayerNormName(slot: .attentionOutput, huggingFace: "post_attention_layernorm", gguf: "post_attention_norm"),
+                    LayerNormName(slot: .feedForwardInput, huggingFace: "pre_feedforward_layernorm", gguf: "ffn_norm"),
+                    LayerNormName(slot: .feedForwardOutput, huggingFace: "post_feedforward_layernorm", gguf: "post_ffw_norm"),
+                ],
+                qkNorm: .perHead, ggufRowsPermuted: false, allowsAttentionBias: false, hasMultipliers: false,
+                ggufNoRopeStep: nil, hasSlidingWindowOption: false,
+                defaults: .init(headDim: 256, ropeTheta: 1_000_000, rmsNormEps: 1e-6, tieWordEmbeddings: true, attentionBias: false,
+                                maxPositionEmbeddings: 131_072))
+            d.normWeightOffset = 1
+            d.activation = .geluTanh
+            d.scalesEmbeddingBySqrtHidden = true
+            d.hasSlidingWindowLayers = true
+            d.ggufSlidingWindowPattern = 6
+            d.huggingFaceModelTypeOverride = "gemma3_text"
+            return d
         }
+    }
+
+    /// The architecture whose config.json `model_type` is `name`.
+    public static func architecture(huggingFaceModelType name: String) -> ModelArchitecture? {
+        ModelArchitecture.allCases.first { $0.definition.huggingFaceModelType == name }
     }
 
     /// Llama, Mistral and Qwen2: the two pre-norms, optional q/k/v biases. The defaults are the

@@ -1,6 +1,7 @@
 // Phi-3 and Phi-4-mini (Phi3ForCausalLM) as a description: Llama's block with q/k/v fused into one
 // qkv_proj and gate/up into one gate_up_proj (gate first), partial rotary (Phi-4-mini rotates 96 of
-// its 128 head dimensions) and LongRoPE (RopeScaling.Kind.longrope). GGUF rows are not permuted
+// its 128 head dimensions), LongRoPE (RopeScaling.Kind.longrope) and sliding_window on every layer
+// (Gemma 3's windowed attention with all layers sliding, as transformers masks). GGUF rows are not permuted
 // (llama.cpp ropes phi3 NEOX-style). Reference: transformers' configuration_phi3.py /
 // modeling_phi3.py, llama.cpp's conversion/phi.py (Phi3MiniModel) and src/models/phi3.cpp.
 
@@ -16,6 +17,7 @@ extension ArchitectureDescription {
                             maxPositionEmbeddings: 4096))
         d.fusedProjections = true
         d.allowsPartialRotary = true
+        d.slidesEveryLayer = true
         return d
     }
 }

@@ -2,8 +2,10 @@
 // architecture has: NoPE layers, Granite's multipliers), validated against its architecture's
 // description (Architecture.swift), and how they are read from GGUF metadata (`{arch}.*` keys) or a
 // Hugging Face config.json with the reference's defaults. Phi-3's partial rotary and LongRoPE are
-// read here; its sliding window is recorded and bounds the context (windowed attention and MoE are
-// left out). Key names follow llama.cpp's LLM_KV table and transformers' configs.
+// read here; sliding windows are one field for both users: Gemma 3's sliding-window layers (window,
+// which layers, their RoPE base) and query_pre_attn_scalar, Phi-3's window on every layer.
+// Mistral/Qwen's sliding-window options and MoE are left out. Key names follow llama.cpp's LLM_KV
+// table and transformers' configs.
 import Foundation
 
 /// RoPE frequency scaling. `llama3` is Llama 3.1's band-wise rescale; `linear` divides positions;
@@ -64,9 +66,16 @@ public struct ModelConfig: Codable, Sendable, Equatable {
     /// How many leading dimensions of each head RoPE rotates (the rest pass through): head_dim
     /// unless the architecture allows partial rotary (Phi-4-mini: 96 of 128).
     public var rotaryDim: Int
-    /// Phi-3's `sliding_window` (transformers masks keys more than this many positions back; the
-    /// executors here do not, so `contextLimit` stops sequences at the window). nil: none.
-    public var slidingWindow: Int?
+    /// The window of sliding-window layers (a query at position i sees keys i − window < j ≤ i),
+    /// nil when no layer slides: Gemma 3's `sliding_window`, Phi-3's (on every layer).
+    public var slidingWindow: Int? = nil
+    /// The layers that attend within `slidingWindow`, ascending: Gemma 3's `layer_types`
+    /// "sliding_attention", every layer for Phi-3 when it has a window.
+    public var slidingWindowLayers: [Int] = []
+    /// Gemma 3: the RoPE base of sliding layers (`rope_local_base_freq`; RoPE scaling applies to global ones only).
+    public var localRopeTheta: Double? = nil
+    /// Gemma 3: attention scores are scaled by query_pre_attn_scalar^−½ instead of head_dim^−½.
+    public var queryPreAttentionScalar: Double? = nil
 
     public init(architecture: ModelArchitecture, hiddenSize: Int, intermediateSize: Int, numLayers: Int,
                 numHeads: Int, numKVHeads: Int, headDim: Int? = nil, vocabSize: Int, ropeTheta: Double,
@@ -91,13 +100,16 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         self.multipliers = multipliers ?? (architecture.definition.hasMultipliers ? Multipliers() : nil)
         self.rotaryDim = rotaryDim ?? self.headDim
         self.slidingWindow = slidingWindow
+        // Phi-3's window covers every layer (Gemma 3 sets its layers after init)
+        if slidingWindow != nil, architecture.definition.slidesEveryLayer { slidingWindowLayers = Array(0..<numLayers) }
         try validate()
     }
 
     private enum CodingKeys: String, CodingKey {
         case architecture, hiddenSize, intermediateSize, numLayers, numHeads, numKVHeads, headDim, vocabSize
         case ropeTheta, ropeScaling, rmsNormEps, tieWordEmbeddings, attentionBias, maxPositionEmbeddings
-        case noRopeLayers, multipliers, rotaryDim, slidingWindow
+        case noRopeLayers, multipliers, rotaryDim
+        case slidingWindow, slidingWindowLayers, localRopeTheta, queryPreAttentionScalar
     }
 
     /// The keys a Llama-family config always had; the optional features only when present, so a
@@ -122,6 +134,9 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         try c.encodeIfPresent(multipliers, forKey: .multipliers)
         if rotaryDim != headDim { try c.encode(rotaryDim, forKey: .rotaryDim) }
         try c.encodeIfPresent(slidingWindow, forKey: .slidingWindow)
+        if !slidingWindowLayers.isEmpty { try c.encode(slidingWindowLayers, forKey: .slidingWindowLayers) }
+        try c.encodeIfPresent(localRopeTheta, forKey: .localRopeTheta)
+        try c.encodeIfPresent(queryPreAttentionScalar, forKey: .queryPreAttentionScalar)
     }
 
     /// Decoding validates; an invalid config is a `DecodingError.dataCorrupted` carrying the reason.
@@ -145,6 +160,13 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         multipliers = try c.decodeIfPresent(Multipliers.self, forKey: .multipliers)
         rotaryDim = try c.decodeIfPresent(Int.self, forKey: .rotaryDim) ?? headDim
         slidingWindow = try c.decodeIfPresent(Int.self, forKey: .slidingWindow)
+        slidingWindowLayers = try c.decodeIfPresent([Int].self, forKey: .slidingWindowLayers) ?? []
+        // Phi-3 configs written before Gemma 3 merged had the window alone; it covers every layer
+        if slidingWindow != nil, slidingWindowLayers.isEmpty, architecture.definition.slidesEveryLayer {
+            slidingWindowLayers = Array(0..<numLayers)
+        }
+        localRopeTheta = try c.decodeIfPresent(Double.self, forKey: .localRopeTheta)
+        queryPreAttentionScalar = try c.decodeIfPresent(Double.self, forKey: .queryPreAttentionScalar)
         do {
             try validate()
         } catch {
@@ -195,7 +217,28 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         if rotaryDim != headDim, !definition.allowsPartialRotary {
             throw bad("rotaryDim", "\(architecture.rawValue) rotates whole heads (partial rotary is not supported for it)")
         }
-        if let w = slidingWindow, w <= 0 { throw bad("slidingWindow", "must be positive, found \(w)") }
+        if definition.slidesEveryLayer {
+            // Phi-3: the window is on every layer or on none, with the one RoPE base and scale
+            if let w = slidingWindow, w <= 0 { throw bad("slidingWindow", "must be positive, found \(w)") }
+            guard slidingWindowLayers == (slidingWindow == nil ? [] : Array(0..<numLayers)) else {
+                throw bad("slidingWindowLayers", "\(architecture.rawValue) windows every layer or none (sliding_window), found \(slidingWindowLayers) of \(numLayers) layers")
+            }
+            guard localRopeTheta == nil, queryPreAttentionScalar == nil else {
+                throw bad("localRopeTheta", "\(architecture.rawValue) has no local RoPE base or query_pre_attn_scalar")
+            }
+        } else if slidingWindow != nil || !slidingWindowLayers.isEmpty || localRopeTheta != nil || queryPreAttentionScalar != nil {
+            guard definition.hasSlidingWindowLayers else {
+                throw bad("slidingWindow", "\(architecture.rawValue) has no sliding-window layers, local RoPE base or query_pre_attn_scalar")
+            }
+        }
+        if !slidingWindowLayers.isEmpty {
+            guard let w = slidingWindow, w > 0 else { throw bad("slidingWindow", "sliding layers \(slidingWindowLayers) need a positive window, found \(slidingWindow.map(String.init) ?? "none")") }
+            guard zip(slidingWindowLayers, slidingWindowLayers.dropFirst()).allSatisfy({ $0 < $1 }), slidingWindowLayers.allSatisfy({ (0..<numLayers).contains($0) }) else {
+                throw bad("slidingWindowLayers", "must be ascending layer indices below \(numLayers), found \(slidingWindowLayers)")
+            }
+        }
+        if let t = localRopeTheta { guard t.isFinite, t > 1 else { throw bad("localRopeTheta", "must be a finite number above 1, found \(t)") } }
+        if let q = queryPreAttentionScalar { guard q.isFinite, q > 0 else { throw bad("queryPreAttentionScalar", "must be positive, found \(q)") } }
         if let s = ropeScaling {
             guard s.factor.isFinite, s.factor >= 1 else { throw bad("ropeScaling.factor", "must be >= 1, found \(s.factor)") }
             if s.kind == .longrope {
@@ -256,20 +299,41 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         return (long ? s.longFactors : s.shortFactors, s.attentionFactor ?? 1)
     }
 
-    /// The longest sequence the executors compute as the reference does: the context length, or
-    /// the sliding window when it is shorter (attention here never drops keys, transformers' does
-    /// beyond the window).
-    public var contextLimit: Int { min(maxPositionEmbeddings, slidingWindow ?? .max) }
-
     /// The description of this config's architecture.
     public var definition: ArchitectureDescription { architecture.definition }
 
     /// How layer `layer` rotates q and k.
     public func rope(layer: Int) -> LayerRope { noRopeLayers.contains(layer) ? .none : .full }
 
-    /// The scale of attention scores when it is not 1/√head_dim: Granite's attention multiplier
-    /// (nil: each executor's own 1/√head_dim, as computed before multipliers existed).
-    public var attentionScale: Float? { multipliers.map { Float($0.attention) } }
+    /// The window layer `layer` attends within (Gemma 3's sliding layers, Phi-3's every layer), nil for full attention.
+    public func window(layer: Int) -> Int? { slidingWindowLayers.contains(layer) ? slidingWindow : nil }
+
+    /// The RoPE base of layer `layer`: a sliding layer's local base when the config has one, else `ropeTheta`.
+    public func ropeTheta(layer: Int) -> Double {
+        guard slidingWindowLayers.contains(layer), let local = localRopeTheta else { return ropeTheta }
+        return local
+    }
+
+    /// RoPE's frequency divisors for layer `layer`: the scaling applies to global layers only
+    /// (Gemma 3's rope_parameters["full_attention"]); a sliding layer with a local base has none.
+    public func ropeFrequencyFactors(layer: Int) -> [Double]? {
+        slidingWindowLayers.contains(layer) && localRopeTheta != nil ? nil : ropeFrequencyFactors
+    }
+
+    /// The scale of attention scores when it is not 1/√head_dim: Granite's attention multiplier,
+    /// Gemma's query_pre_attn_scalar^−½ (nil: each executor's own 1/√head_dim, as computed before
+    /// multipliers existed).
+    public var attentionScale: Float? {
+        if let m = multipliers { return Float(m.attention) }
+        return queryPreAttentionScalar.map { Float(pow($0, -0.5)) }
+    }
+
+    /// The factor the token embedding is multiplied by: Granite's multiplier, or Gemma's √hidden
+    /// (transformers' embed_scale as a float32 tensor), nil for none.
+    public var embeddingScale: Float? {
+        if let m = multipliers, m.embedding != 1 { return Float(m.embedding) }
+        return definition.scalesEmbeddingBySqrtHidden ? Float(Double(hiddenSize).squareRoot()) : nil
+    }
 
     /// The config of the layers `indices` of this model (in that order): a draft built from the
     /// base's blocks keeps each chosen layer's own RoPE.
@@ -277,6 +341,7 @@ public struct ModelConfig: Codable, Sendable, Equatable {
         var c = self
         c.numLayers = indices.count
         c.noRopeLayers = indices.enumerated().filter { noRopeLayers.contains($0.element) }.map(\.offset)
+        c.slidingWindowLayers = indices.enumerated().filter { slidingWindowLayers.contains($0.element) }.map(\.offset)
         return c
     }
 
@@ -372,8 +437,26 @@ extension ModelConfig {
                     attentionFactor: file.metadata[p + "rope.scaling.attn_factor"] == nil ? 1 : try file.double(p + "rope.scaling.attn_factor"))
             }
         }
+        var sliding: (window: Int, layers: [Int], localTheta: Double, scalar: Double)? = nil
+        if definition.hasSlidingWindowLayers, file.metadata[p + "attention.sliding_window"] != nil {
+            // llama.cpp's gemma3: sliding layers unless (i + 1) % pattern == 0 (pattern 6 unless the
+            // file says), their RoPE base `rope.freq_base_swa` (10000 as transformers' default when
+            // absent); scores scaled by 1/√head_dim (hidden/heads for the 62-layer 27B).
+            let window = try file.int(p + "attention.sliding_window")
+            let pattern = file.metadata[p + "attention.sliding_window_pattern"] == nil
+                ? (definition.ggufSlidingWindowPattern ?? 6) : try file.int(p + "attention.sliding_window_pattern")
+            guard pattern > 0 else {
+                throw ModelAssetsError.invalidConfig(path: file.path, field: p + "attention.sliding_window_pattern", reason: "must be positive, found \(pattern)")
+            }
+            let localTheta = file.metadata[p + "rope.freq_base_swa"] == nil ? 10000 : try file.double(p + "rope.freq_base_swa")
+            sliding = (window, window > 0 ? (0..<layers).filter { ($0 + 1) % pattern != 0 } : [], localTheta,
+                       layers == 62 ? Double(hidden / max(heads, 1)) : Double(headDim))
+        }
+        if file.metadata[p + "final_logit_softcapping"] != nil {
+            throw ModelAssetsError.invalidConfig(path: file.path, field: p + "final_logit_softcapping", reason: "logit softcapping is not supported")
+        }
         do {
-            return try ModelConfig(
+            var config = try ModelConfig(
                 architecture: arch, hiddenSize: hidden, intermediateSize: try file.int(p + "feed_forward_length"),
                 numLayers: layers, numHeads: heads, numKVHeads: kvHeads, headDim: headDim,
                 vocabSize: vocab, ropeTheta: theta, ropeScaling: scaling,
@@ -381,6 +464,14 @@ extension ModelConfig {
                 tieWordEmbeddings: !hasOutputTensor, attentionBias: file.tensorInfo(named: "blk.0.attn_q.bias") != nil,
                 maxPositionEmbeddings: try file.int(p + "context_length"), noRopeLayers: noRope, multipliers: multipliers,
                 rotaryDim: rotaryDim, slidingWindow: slidingWindow)
+            if let s = sliding {
+                config.slidingWindow = s.window
+                config.slidingWindowLayers = s.layers
+                config.localRopeTheta = s.localTheta
+                config.queryPreAttentionScalar = s.scalar
+                try config.validate()
+            }
+            return config
         } catch let ModelAssetsError.invalidConfig(_, field, reason) {
             throw ModelAssetsError.invalidConfig(path: file.path, field: field, reason: reason)
         }
@@ -422,10 +513,14 @@ extension ModelConfig {
         }
 
         guard let typeName = root["model_type"] as? String else { throw ModelAssetsError.missingKey(path: path, key: "model_type") }
-        guard let arch = ModelArchitecture(rawValue: typeName) else {
-            throw bad("model_type", "'\(typeName)' is not supported (supported: \(ModelArchitecture.allCases.map(\.rawValue).joined(separator: ", ")))")
+        guard let arch = ArchitectureDescription.architecture(huggingFaceModelType: typeName) else {
+            throw bad("model_type", "'\(typeName)' is not supported (supported: \(ModelArchitecture.allCases.map(\.definition.huggingFaceModelType).joined(separator: ", ")))")
         }
-        let ropeParameters = root["rope_parameters"] as? [String: Any]
+        // Gemma 3 (transformers 5) keeps one rope_parameters per layer type: the global layers'
+        // ("full_attention") are the model's RoPE; the sliding layers' base is read below.
+        let allRopeParameters = root["rope_parameters"] as? [String: Any]
+        let ropeParameters = arch.definition.hasSlidingWindowLayers
+            ? ((allRopeParameters?["full_attention"] as? [String: Any]) ?? allRopeParameters) : allRopeParameters
         let scalingDict = (root["rope_scaling"] as? [String: Any]) ?? ropeParameters
         let topTheta = try double("rope_theta", in: root)
         let nestedTheta = try ropeParameters.flatMap { try double("rope_theta", in: $0) }
@@ -509,8 +604,39 @@ extension ModelConfig {
                 embedding: try double("embedding_multiplier", in: root) ?? 1, residual: try double("residual_multiplier", in: root) ?? 1,
                 attention: try double("attention_multiplier", in: root) ?? 1, logits: try double("logits_scaling", in: root) ?? 1)
         }
+        var sliding: (window: Int, layers: [Int], localTheta: Double, scalar: Double)? = nil
+        if definition.hasSlidingWindowLayers {
+            // Gemma3TextConfig: sliding_window 4096, layer_types (else sliding unless (i + 1) %
+            // sliding_window_pattern == 0, pattern 6), the local base from rope_parameters
+            // ["sliding_attention"] or rope_local_base_freq (10000), query_pre_attn_scalar 256.
+            if try bool("use_bidirectional_attention") == true { throw bad("use_bidirectional_attention", "bidirectional attention (an embedding model) is not supported") }
+            for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
+                if let v = root[key], !(v is NSNull) { throw bad(key, "logit softcapping is not supported (found \(v))") }
+            }
+            if let act = (root["hidden_activation"] ?? root["hidden_act"]) as? String, act != "gelu_pytorch_tanh" {
+                throw bad("hidden_activation", "'\(act)' is not supported (gelu_pytorch_tanh)")
+            }
+            let window = try int("sliding_window") ?? 4096
+            var slidingLayers: [Int]
+            if let types = root["layer_types"] as? [Any] {
+                guard types.count == layers, types.allSatisfy({ ["sliding_attention", "full_attention"].contains($0 as? String) }) else {
+                    throw bad("layer_types", "must list \"sliding_attention\" or \"full_attention\" for each of the \(layers) layers")
+                }
+                slidingLayers = types.indices.filter { (types[$0] as? String) == "sliding_attention" }
+            } else {
+                let pattern = try int("sliding_window_pattern") ?? 6
+                guard pattern > 0 else { throw bad("sliding_window_pattern", "must be positive, found \(pattern)") }
+                slidingLayers = (0..<layers).filter { ($0 + 1) % pattern != 0 }
+            }
+            let localParameters = allRopeParameters?["sliding_attention"] as? [String: Any]
+            if let kind = localParameters?["rope_type"] as? String, kind != "default" {
+                throw bad("rope_parameters.sliding_attention.rope_type", "'\(kind)' is not supported for sliding layers (default)")
+            }
+            let localTheta = try localParameters.flatMap { try double("rope_theta", in: $0) } ?? double("rope_local_base_freq", in: root) ?? 10000
+            sliding = (window, slidingLayers, localTheta, try double("query_pre_attn_scalar", in: root) ?? 256)
+        }
         do {
-            let config = try ModelConfig(
+            var config = try ModelConfig(
                 architecture: arch, hiddenSize: hidden, intermediateSize: try requiredInt("intermediate_size"),
                 numLayers: layers, numHeads: heads,
                 numKVHeads: try int("num_key_value_heads") ?? heads, headDim: try int("head_dim") ?? defaults.headDim,
@@ -521,6 +647,13 @@ extension ModelConfig {
                 maxPositionEmbeddings: try int("max_position_embeddings") ?? defaults.maxPositionEmbeddings,
                 noRopeLayers: noRope, multipliers: multipliers, rotaryDim: rotaryDim, slidingWindow: slidingWindow)
             if try bool("mlp_bias") == true { throw bad("mlp_bias", "MLP biases are not supported") }
+            if let s = sliding {
+                config.slidingWindow = s.layers.isEmpty ? nil : s.window
+                config.slidingWindowLayers = s.layers
+                config.localRopeTheta = s.localTheta
+                config.queryPreAttentionScalar = s.scalar
+                try config.validate()
+            }
             return config
         } catch let ModelAssetsError.invalidConfig(_, field, reason) {
             throw ModelAssetsError.invalidConfig(path: path, field: field, reason: reason)
@@ -570,12 +703,21 @@ extension ModelConfig {
             ("tie_word_embeddings", "\(tieWordEmbeddings)"),
             ("attention_bias", "\(attentionBias)"),
             ("max_position_embeddings", "\(maxPositionEmbeddings)"),
-            ("hidden_act", "\"silu\""),
+            ("hidden_act", definition.activation == .geluTanh ? "\"gelu_pytorch_tanh\"" : "\"silu\""),
             ("torch_dtype", "\"float32\""),
         ]
         if definition.hasSlidingWindowOption { fields.append(("use_sliding_window", "false")) }
         if definition.ggufNoRopeStep != nil {
             fields.append(("no_rope_layers", "[\((0..<numLayers).map { noRopeLayers.contains($0) ? "0" : "1" }.joined(separator: ", "))]"))
+        }
+        if definition.hasSlidingWindowLayers {
+            fields.append(("hidden_activation", "\"gelu_pytorch_tanh\""))
+            fields.append(("sliding_window", slidingWindow.map { "\($0)" } ?? "null"))
+            fields.append(("layer_types", "[\((0..<numLayers).map { slidingWindowLayers.contains($0) ? "\"sliding_attention\"" : "\"full_attention\"" }.joined(separator: ", "))]"))
+            fields.append(("rope_local_base_freq", "\(localRopeTheta ?? ropeTheta)"))
+            // Gemma3TextConfig's query_pre_attn_scalar is an int (transformers 5 refuses 256.0)
+            let scalar = queryPreAttentionScalar ?? Double(headDim)
+            fields.append(("query_pre_attn_scalar", scalar.rounded() == scalar && abs(scalar) < 1e15 ? "\(Int(scalar))" : "\(scalar)"))
         }
         if let m = multipliers {
             fields += [("embedding_multiplier", "\(m.embedding)"), ("residual_multiplier", "\(m.residual)"),

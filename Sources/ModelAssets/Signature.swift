@@ -34,10 +34,13 @@ public enum BaseModelSignature {
     /// layers the string "no_rope_layers", their count and indices; with multipliers the string
     /// "multipliers" and embedding, residual, attention, logits; with partial rotary (Phi) the string
     /// "rotary_dim" and it; with LongRoPE the string "longrope", the short factors, the long ones and
-    /// the attention factor; with a sliding window the string "sliding_window" and it; tensor count; then per tensor in UTF-8 byte order of names: name, rank, dims, and
+    /// the attention factor; with a sliding window the string "sliding_window" and it, then for
+    /// Gemma 3 (whose sliding layers are not all of them) the sliding layers' count and indices,
+    /// their RoPE base and query_pre_attn_scalar; tensor count; then per tensor in UTF-8 byte order of names: name, rank, dims, and
     /// - v1: its fp32 data;
     /// - v2: its chunk count, then per chunk (values [i·chunk, min((i+1)·chunk, n)) of the
     ///   row-major data) the 32-byte SHA-256 of that chunk's fp32 data.
+    /// (A Gemma 3 norm's data is 1 + w rounded to float32, as its GGUF stores it.)
     /// Strings are a UInt64 byte length followed by UTF-8.
     /// The architecture label is omitted: llama and mistral with equal weights compute the same
     /// function, `attentionBias` already captures what distinguishes qwen2, and the other
@@ -59,8 +62,19 @@ public enum BaseModelSignature {
     /// threads at once (different ranges); v1 once per tensor, with its whole range, on one thread.
     public static func compute(config: ModelConfig, names: [String], shape: (String) -> [Int],
                                encoding: Encoding = current, chunkValues: Int = chunkValues,
-                               values: @escaping @Sendable (String, Range<Int>, (UnsafeBufferPointer<Float>) -> Void) -> Void) -> String {
+                               values rawValues: @escaping @Sendable (String, Range<Int>, (UnsafeBufferPointer<Float>) -> Void) -> Void) -> String {
         precondition(chunkValues > 0, "[BaseModelSignature] chunkValues must be positive")
+        // Gemma 3's norms are hashed as 1 + w rounded to float32, the values a GGUF stores: a
+        // folder's w and a GGUF's (1 + w) − 1 differ in their last bits but give the same 1 + w
+        // (and the same logits), so both files of one model get one signature.
+        let offset = config.definition.normWeightOffset
+        @Sendable func values(_ name: String, _ range: Range<Int>, _ feed: (UnsafeBufferPointer<Float>) -> Void) {
+            guard offset != 0, name.hasSuffix("norm.weight") else { return rawValues(name, range, feed) }
+            rawValues(name, range) { piece in
+                let shifted = piece.map { $0 + offset }
+                shifted.withUnsafeBufferPointer { feed($0) }
+            }
+        }
         var hasher = SHA256()
         var header = ByteSink()
         func string(_ s: String) {
@@ -105,6 +119,14 @@ public enum BaseModelSignature {
         if let w = config.slidingWindow {
             string("sliding_window")
             int(w)
+            if config.definition.hasSlidingWindowLayers {
+                // Gemma 3: the sliding layers, their RoPE base and the attention scalar (Phi-3's
+                // window is on every layer, so the window alone says it, as before the merge)
+                int(config.slidingWindowLayers.count)
+                for layer in config.slidingWindowLayers { int(layer) }
+                real(config.localRopeTheta)
+                real(config.queryPreAttentionScalar)
+            }
         }
         int(names.count)
         hasher.update(data: header.bytes)

@@ -40,6 +40,14 @@ public enum ModelExport {
                        .uint32(UInt32(longrope?.originalMaxPositionEmbeddings ?? config.maxPositionEmbeddings))))
             if let s = longrope { kv.append((p + "rope.scaling.attn_factor", .float32(Float(s.attentionFactor ?? 1)))) }
         }
+        if config.definition.hasSlidingWindowLayers {  // conversion/gemma.py: the window, the local RoPE base
+            if let w = config.slidingWindow { kv.append((p + "attention.sliding_window", .uint32(UInt32(w)))) }
+            kv.append((p + "rope.freq_base_swa", .float32(Float(config.localRopeTheta ?? config.ropeTheta))))
+            if config.headDim * config.numHeads == config.hiddenSize {  // the converter always writes them
+                kv.append((p + "attention.key_length", .uint32(UInt32(config.headDim))))
+                kv.append((p + "attention.value_length", .uint32(UInt32(config.headDim))))
+            }
+        }
         if let m = config.multipliers {  // conversion/granite.py: the *_multiplier values as *_scale keys
             kv.append((p + "attention.scale", .float32(Float(m.attention))))
             kv.append((p + "embedding_scale", .float32(Float(m.embedding))))
@@ -60,6 +68,20 @@ public enum ModelExport {
                 throw ModelAssetsError.invalidConfig(
                     path: path, field: "noRopeLayers",
                     reason: "llama.cpp's \(d.ggufName) skips RoPE on every \(step)th layer (\(expected)); this model's NoPE layers are \(config.noRopeLayers) (a draft made of chosen layers?), so a GGUF of it would compute something else; export a Hugging Face folder instead")
+            }
+        }
+        if let pattern = d.ggufSlidingWindowPattern {
+            // llama.cpp's gemma3 makes every 6th layer global and scales scores by 1/√head_dim
+            let expected = config.slidingWindow == nil ? [] : (0..<config.numLayers).filter { ($0 + 1) % pattern != 0 }
+            guard config.slidingWindowLayers == expected else {
+                throw ModelAssetsError.invalidConfig(
+                    path: path, field: "slidingWindowLayers",
+                    reason: "llama.cpp's \(d.ggufName) makes every \(pattern)th layer global (sliding: \(expected)); this model's sliding layers are \(config.slidingWindowLayers) (a draft made of chosen layers?); export a Hugging Face folder instead")
+            }
+            if let q = config.queryPreAttentionScalar, q != Double(config.headDim), config.numLayers != 62 {
+                throw ModelAssetsError.invalidConfig(
+                    path: path, field: "queryPreAttentionScalar",
+                    reason: "llama.cpp's \(d.ggufName) scales attention by 1/√head_dim (\(config.headDim)); this model's query_pre_attn_scalar is \(q); export a Hugging Face folder instead")
             }
         }
         if config.architecture == .olmo2 {
@@ -115,6 +137,7 @@ public enum ModelExport {
             if let heads = TensorTable.ggufRopeHeads(forHuggingFace: name, config: config) {
                 t = RoPELayout.permuteForGGUF(t, heads: heads)
             }
+            if let shift = TensorTable.ggufValueShift(forHuggingFace: name, config: config) { t.data = t.data.map { $0 + shift } }
             try writer.addTensor(TensorTable.ggufName(forHuggingFace: name, architecture: config.architecture)!, t, as: t.shape.count == 1 ? .f32 : matrixType)
         }
         return writer
@@ -227,8 +250,9 @@ public enum ModelExport {
                     try writer.write(try GGUFWriter.encode(p.data, shape: p.shape, as: type, tensor: t.name))
                     continue
                 }
+                let shift = TensorTable.ggufValueShift(forHuggingFace: t.name, config: config)  // Gemma's norms as 1 + w
                 try forEachSlice(t.source, shape: t.shape) { values, rows in
-                    try writer.write(try GGUFWriter.encode(Array(values), shape: t.shape.count == 1 ? t.shape : [rows, t.shape[1]], as: type, tensor: t.name))
+                    try writer.write(try GGUFWriter.encode(shift.map { s in values.map { $0 + s } } ?? Array(values), shape: t.shape.count == 1 ? t.shape : [rows, t.shape[1]], as: type, tensor: t.name))
                 }
             }
             try writer.finish()

@@ -180,6 +180,7 @@ public enum ModelLoader {
                 guard info.shape.count == 2 else {
                     var t = try file.dequantize(r.gguf)
                     if let heads = TensorTable.ggufRopeHeads(forHuggingFace: r.hf, config: config) { t = RoPELayout.unpermuteFromGGUF(t, heads: heads) }
+                    if let shift = TensorTable.ggufValueShift(forHuggingFace: r.hf, config: config) { t.data = t.data.map { $0 - shift } }
                     tensors[r.hf] = t
                     continue
                 }
@@ -201,6 +202,8 @@ public enum ModelLoader {
             slots.set(i, Result {
                 var t = try file.dequantize(renames[i].gguf)
                 if let rows = renames[i].rows { t = t.rows(rows) }
+                // Gemma's norms: the converter's 1 + w back to Hugging Face's w
+                if let shift = TensorTable.ggufValueShift(forHuggingFace: renames[i].hf, config: config) { t.data = t.data.map { $0 - shift } }
                 guard let heads = TensorTable.ggufRopeHeads(forHuggingFace: renames[i].hf, config: config) else { return t }
                 return RoPELayout.unpermuteFromGGUF(t, heads: heads)
             })

@@ -17,6 +17,8 @@ public enum PublishedShape: String, CaseIterable, Sendable {
     case olmo2_1b = "olmo-2-1b"
     case phi4_mini = "phi-4-mini"
     case phi3_mini = "phi-3-mini"
+    case gemma3_270m = "gemma-3-270m"
+    case gemma3_1b = "gemma-3-1b"
 
     /// The Hugging Face repository whose config.json the numbers come from.
     public var repository: String {
@@ -33,6 +35,8 @@ public enum PublishedShape: String, CaseIterable, Sendable {
         case .olmo2_1b: "allenai/OLMo-2-0425-1B"
         case .phi4_mini: "microsoft/Phi-4-mini-instruct"
         case .phi3_mini: "microsoft/Phi-3-mini-4k-instruct"
+        case .gemma3_270m: "google/gemma-3-270m (same shape: -it)"
+        case .gemma3_1b: "google/gemma-3-1b-pt (same shape: -it)"
         }
     }
 
@@ -41,7 +45,7 @@ public enum PublishedShape: String, CaseIterable, Sendable {
     /// GGUF in assets/ do not).
     public var declaresHeadDim: Bool {
         switch self {
-        case .llama3_2_1b, .llama3_2_3b, .qwen3_0_6b, .qwen3_1_7b, .qwen3_4b: true
+        case .llama3_2_1b, .llama3_2_3b, .qwen3_0_6b, .qwen3_1_7b, .qwen3_4b, .gemma3_270m, .gemma3_1b: true
         case .qwen2_5_0_5b, .smollm2_135m, .smollm3_3b, .granite3_1_2b, .olmo2_1b, .phi4_mini, .phi3_mini: false
         }
     }
@@ -156,6 +160,20 @@ public enum PublishedShape: String, CaseIterable, Sendable {
                     architecture: .phi3, hiddenSize: 3072, intermediateSize: 8192, numLayers: 32, numHeads: 32,
                     numKVHeads: 32, headDim: 96, vocabSize: 32064, ropeTheta: 10000, rmsNormEps: 1e-5,
                     tieWordEmbeddings: false, attentionBias: false, maxPositionEmbeddings: 4096, slidingWindow: 2047)
+            case .gemma3_270m:
+                // config.json: model_type gemma3_text, hidden_size 640, intermediate_size 2048,
+                // num_hidden_layers 18, num_attention_heads 4, num_key_value_heads 1, head_dim 256,
+                // vocab_size 262144, rope_theta 1000000, rope_local_base_freq 10000, sliding_window 512,
+                // layer_types: full_attention every 6th (5, 11, 17), query_pre_attn_scalar 256,
+                // rms_norm_eps 1e-06, max_position_embeddings 32768, tied, no softcapping.
+                return try Self.gemma3(hidden: 640, intermediate: 2048, layers: 18)
+            case .gemma3_1b:
+                // config.json: model_type gemma3_text, hidden_size 1152, intermediate_size 6912,
+                // num_hidden_layers 26, num_attention_heads 4, num_key_value_heads 1, head_dim 256,
+                // vocab_size 262144, rope_theta 1000000, rope_local_base_freq 10000, rope_scaling null,
+                // sliding_window 512, sliding_window_pattern 6, query_pre_attn_scalar 256,
+                // rms_norm_eps 1e-06, max_position_embeddings 32768, tied, no softcapping.
+                return try Self.gemma3(hidden: 1152, intermediate: 6912, layers: 26)
             }
         } catch {
             preconditionFailure("[PublishedShape] \(rawValue) does not validate: \(error)")
@@ -170,6 +188,19 @@ public enum PublishedShape: String, CaseIterable, Sendable {
         16.37415215, 18.31155283, 20.47818807, 22.90118105, 25.61086418, 28.64115884, 32.03, 32.1, 32.13, 32.23,
         32.6, 32.61, 32.64, 32.66, 32.7, 32.71, 32.93, 32.97, 33.28, 33.49, 33.5, 44.16, 47.77,
     ]
+    /// Gemma 3's small text models: 4 query heads of 256 over one kv head, window 512, every 6th layer global.
+    private static func gemma3(hidden: Int, intermediate: Int, layers: Int) throws -> ModelConfig {
+        var c = try ModelConfig(
+            architecture: .gemma3, hiddenSize: hidden, intermediateSize: intermediate, numLayers: layers, numHeads: 4,
+            numKVHeads: 1, headDim: 256, vocabSize: 262_144, ropeTheta: 1_000_000, rmsNormEps: 1e-6,
+            tieWordEmbeddings: true, attentionBias: false, maxPositionEmbeddings: 32_768)
+        c.slidingWindow = 512
+        c.slidingWindowLayers = (0..<layers).filter { ($0 + 1) % 6 != 0 }
+        c.localRopeTheta = 10_000
+        c.queryPreAttentionScalar = 256
+        try c.validate()
+        return c
+    }
 
     private static let llama3Scaling = RopeScaling(
         kind: .llama3, factor: 32, lowFrequencyFactor: 1, highFrequencyFactor: 4, originalMaxPositionEmbeddings: 8192)

@@ -349,6 +349,13 @@ public enum TensorTable {
         return nil
     }
 
+    /// What llama.cpp's converter adds to this tensor's values in a GGUF (Gemma 3's `*norm.weight`:
+    /// stored as 1 + w), nil for tensors stored as they are.
+    public static func ggufValueShift(forHuggingFace name: String, config: ModelConfig) -> Float? {
+        let offset = config.definition.normWeightOffset
+        return offset != 0 && name.hasSuffix("norm.weight") ? offset : nil
+    }
+
     /// Heads whose rows llama.cpp's converter permutes in a GGUF of this config's architecture
     /// (`ropeHeads` where the description says its GGUF rows are permuted, else nil).
     public static func ggufRopeHeads(forHuggingFace name: String, config: ModelConfig) -> Int? {

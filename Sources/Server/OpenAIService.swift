@@ -173,7 +173,7 @@ public final class OpenAIService: @unchecked Sendable {
     func run(prompt: [Int], model: AdapterCatalog.Model, sampling p: SamplingParameters, constraint: TokenConstraint?,
              kind: ReplyFormat.Kind, mode: ReplyAssembler.Mode, thinking: (open: String, close: String)? = nil,
              callFormat: ToolCallFormat = .documented) async throws(ServerError) -> Reply {
-        let context = scheduler.model.config.contextLimit
+        let context = scheduler.model.config.maxPositionEmbeddings
         let room = context - prompt.count
         guard room >= 1 else { throw .contextExceeded(promptTokens: prompt.count, maxTokens: p.maxTokens ?? 1, limit: context) }
         let maxTokens = p.maxTokens ?? min(limits.defaultMaxTokens, room)

@@ -209,7 +209,7 @@ public final class Scheduler: @unchecked Sendable {
     public func submit(_ request: DecodeRequest) throws(ServerError) -> (events: AsyncStream<DecodeEvent>, ticket: DecodeTicket) {
         guard !request.prompt.isEmpty else { throw .invalidRequest("the prompt is empty", param: "messages") }
         guard request.maxTokens >= 1 else { throw .invalidRequest("max_tokens must be at least 1", param: "max_tokens") }
-        let limit = model.config.contextLimit
+        let limit = model.config.maxPositionEmbeddings
         guard request.prompt.count + request.maxTokens <= limit else {
             throw .contextExceeded(promptTokens: request.prompt.count, maxTokens: request.maxTokens, limit: limit)
         }

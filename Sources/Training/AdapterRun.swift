@@ -59,11 +59,6 @@ public enum DataPreparation {
     /// Reads, validates, renders and batches the train (and eval) files. Throws before any
     /// training compute on bad data, listing the problems.
     public static func prepare(_ s: DataSettings, base: BaseModel, extraSettings: [String] = []) throws -> PreparedData {
-        if let window = base.config.slidingWindow, s.maxSequenceLength > window {
-            // transformers masks keys more than `window` positions back (Phi-3's sliding_window); the
-            // attention here keeps them all, so longer rows would train on other numbers
-            throw TrainingError.invalidConfig("--max-sequence-length \(s.maxSequenceLength) is longer than the base model's sliding window (\(window) positions, config.json's sliding_window), which this toolkit does not apply; use --max-sequence-length \(window) or less")
-        }
         let encoder = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: s.maxSequenceLength)
         func load(_ path: String, role: String) throws -> (EncodedDataSet, DataSet) {
             let data = try DataReader.read(path: path, options: ReadOptions(mode: .train, skipInvalid: s.skipInvalid))

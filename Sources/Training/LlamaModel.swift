@@ -1,7 +1,8 @@
 // The decoder on Autograd, for every described architecture (Llama, Mistral, Qwen2, Qwen3,
-// SmolLM3, Granite, OLMo 2, Phi-3: the block's norms, q/k norms, NoPE layers, scale factors, partial
-// rotary and LongRoPE come from the config): frozen base weights, optional LoRA on any of the seven
-// projections (on Phi-3's fused modules one A and one B, B sliced per projection on the tape),
+// SmolLM3, Granite, OLMo 2, Phi-3, Gemma 3: the block's norms, q/k norms, NoPE layers, scale factors,
+// partial rotary, LongRoPE, (1 + w) norms, the gate's activation, sliding-window layers and their
+// RoPE bases come from the config and its description): frozen base weights, optional LoRA on any
+// of the seven projections (on Phi-3's fused modules one A and one B, B sliced per projection on the tape),
 // forward for training (hidden states, then the output head only where the loss needs it).
 // Follows Hugging Face's *ForCausalLM modules; weights arrive in Hugging Face layout and names
 // (ModelDefinition converts GGUF at its boundary).
@@ -95,8 +96,8 @@ public final class LlamaBlock {
     /// x [N, D] -> x + r·attention + r·MLP [N, D], the norms where the description puts them:
     /// h = attentionInput?(x), a = attentionOutput?(attention(h)), x += r·a, and the same for the MLP.
     func forward(_ x: Tensor, config c: ModelConfig, layout: ForwardLayout, rng: inout SeededRNG, training: Bool) -> Tensor {
-        let eps = Float(c.rmsNormEps)
-        func normed(_ t: Tensor, _ slot: NormSlot) -> Tensor { norm(slot).map { rmsNorm(t, weight: $0, eps: eps) } ?? t }
+        let eps = Float(c.rmsNormEps), offset = c.definition.normWeightOffset
+        func normed(_ t: Tensor, _ slot: NormSlot) -> Tensor { norm(slot).map { rmsNorm(t, weight: $0, eps: eps, offset: offset) } ?? t }
         let h = normed(x, .attentionInput)  // [N, D]
         let hd = fusedDropoutInput(h, self.q, rng: &rng, training: training)  // a fused qkv_proj's one dropout draw
         var q = self.q(h, rng: &rng, training: training, loraInput: hd)  // [N, H*hd]
@@ -105,21 +106,27 @@ public final class LlamaBlock {
         q = qkNorm(q, .query, heads: c.numHeads, config: c)
         k = qkNorm(k, .key, heads: c.numKVHeads, config: c)
         if c.rope(layer: layer) == .full {
-            // LongRoPE picks its factors by how far the pass reaches, as transformers does per call.
-            let (factors, af) = c.rope(reaching: (layout.positions.max() ?? 0) + 1)
-            q = rope(q, heads: c.numHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors,
+            // LongRoPE picks its factors by how far the pass reaches, as transformers does per call;
+            // a sliding layer with its own base (Gemma 3's local RoPE) is unscaled.
+            let local = c.localRopeTheta != nil && c.slidingWindowLayers.contains(layer)
+            let (factors, af) = local ? (c.ropeFrequencyFactors(layer: layer), 1) : c.rope(reaching: (layout.positions.max() ?? 0) + 1)
+            let base = Float(c.ropeTheta(layer: layer))
+            q = rope(q, heads: c.numHeads, positions: layout.positions, base: base, factors: factors,
                      rotaryDim: c.rotaryDim, attentionFactor: af)
-            k = rope(k, heads: c.numKVHeads, positions: layout.positions, base: Float(c.ropeTheta), factors: factors,
+            k = rope(k, heads: c.numKVHeads, positions: layout.positions, base: base, factors: factors,
                      rotaryDim: c.rotaryDim, attentionFactor: af)
         }
+        let window = c.window(layer: layer)
         let a = causalAttention(q: q, k: k, v: v, batch: layout.batch, heads: c.numHeads,
-                                kvHeads: c.numKVHeads, segmentIds: layout.segmentIds, scale: c.attentionScale)  // [N, H*hd]
+                                kvHeads: c.numKVHeads, segmentIds: layout.segmentIds, scale: c.attentionScale,
+                                window: window, positions: window == nil ? nil : layout.positions)  // [N, H*hd]
         let x1 = residual(x, normed(o(a, rng: &rng, training: training), .attentionOutput), c)  // [N, D]
         let h2 = normed(x1, .feedForwardInput)
         let h2d = fusedDropoutInput(h2, gate, rng: &rng, training: training)
         let g = gate(h2, rng: &rng, training: training, loraInput: h2d)  // [N, F]
         let u = up(h2, rng: &rng, training: training, loraInput: h2d)  // [N, F]
-        return residual(x1, normed(down(swiglu(gate: g, up: u), rng: &rng, training: training), .feedForwardOutput), c)  // [N, D]
+        let act = c.definition.activation == .geluTanh ? geluTanhGated(gate: g, up: u) : swiglu(gate: g, up: u)  // [N, F]
+        return residual(x1, normed(down(act, rng: &rng, training: training), .feedForwardOutput), c)  // [N, D]
     }
 
     /// A fused module's LoRA input: its input after one dropout draw for all of its projections (as
@@ -142,9 +149,10 @@ public final class LlamaBlock {
         switch c.definition.qkNorm {
         case .perHead:
             let n = t.shape[0]
-            return reshape(rmsNorm(reshape(t, [n, heads, c.headDim]), weight: w, eps: Float(c.rmsNormEps)), [n, heads * c.headDim])
+            return reshape(rmsNorm(reshape(t, [n, heads, c.headDim]), weight: w, eps: Float(c.rmsNormEps), offset: c.definition.normWeightOffset),
+                           [n, heads * c.headDim])
         case .wholeProjection, .none:
-            return rmsNorm(t, weight: w, eps: Float(c.rmsNormEps))
+            return rmsNorm(t, weight: w, eps: Float(c.rmsNormEps), offset: c.definition.normWeightOffset)
         }
     }
 
@@ -419,7 +427,7 @@ public final class LlamaModel {
     /// multiplies (divided by Granite's logits scaling, so that the head's product is the logits).
     public func hiddenStates(ids: [Int], layout: ForwardLayout, rng: inout SeededRNG, training: Bool) -> Tensor {
         var x = embedTokens.map { embedding($0, ids: ids) } ?? embedding(storedEmbedding!, ids: ids)  // [N, D]
-        if let m = config.multipliers, m.embedding != 1 { x = scale(x, Float(m.embedding)) }
+        if let e = config.embeddingScale { x = scale(x, e) }  // Granite's multiplier, Gemma's √hidden
         for block in blocks {
             if activationCheckpointing && training {
                 // The recompute replays the block's dropout from the same generator state.
@@ -435,7 +443,7 @@ public final class LlamaModel {
                 x = block.forward(x, config: config, layout: layout, rng: &rng, training: training)
             }
         }
-        let h = rmsNorm(x, weight: finalNorm, eps: Float(config.rmsNormEps))
+        let h = rmsNorm(x, weight: finalNorm, eps: Float(config.rmsNormEps), offset: config.definition.normWeightOffset)
         guard let m = config.multipliers, m.logits != 1 else { return h }
         return scale(h, Float(1 / m.logits))
     }

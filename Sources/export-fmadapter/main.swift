@@ -281,9 +281,6 @@ struct Logits: ParsableCommand {
             tokens = base.tokenizer.encode(text!)
         }
         guard !tokens.isEmpty else { throw ValidationError("no tokens to run") }
-        guard tokens.count <= base.config.contextLimit else {
-            throw ValidationError("\(tokens.count) tokens are more than the model computes as its reference does (\(base.config.contextLimit): its context or sliding window); give fewer")
-        }
         let logits = LogitsDump.logits(loaded, ids: tokens)
         try AtomicFile.write(LogitsDump.json(ids: tokens, logits: logits, vocabSize: base.config.vocabSize, source: checkpoint ?? base.path), to: output)
         printErr("wrote logits for \(tokens.count) tokens to \(output)")

@@ -68,8 +68,10 @@ struct MakeModel: ParsableCommand {
             no RoPE on every 4th layer), granite-3.1-2b (ibm-granite/granite-3.1-2b-base, embedding/residual/attention/logits \
             scales), olmo-2-1b (allenai/OLMo-2-0425-1B, norms after each sublayer, whole-projection q/k norms), \
             phi-4-mini (microsoft/Phi-4-mini-instruct: fused qkv and gate/up as attn_qkv and ffn_up, 96 of 128 head \
-            dims rotated, LongRoPE factor lists as rope_factors_long/short tensors) and phi-3-mini \
-            (microsoft/Phi-3-mini-4k-instruct, its 32,064-token vocabulary: pass --tokenizer-from a GGUF of at most that many tokens). \
+            dims rotated, LongRoPE factor lists as rope_factors_long/short tensors), phi-3-mini \
+            (microsoft/Phi-3-mini-4k-instruct, its 32,064-token vocabulary: pass --tokenizer-from a GGUF of at most that many tokens), \
+            gemma-3-270m and gemma-3-1b (google/gemma-3-*, four norms per block stored as 1 + w as llama.cpp's converter \
+            stores them, GELU-tanh gate, 512-token windows on 5 of every 6 layers). \
             Tensor names, metadata keys and the q/k row order are llama.cpp's for each architecture. Weights are seeded random values \
             (std 0.02), norms are 1; norms, biases and rope factors stay F32. Every matrix is stored as --type \
             (q4_K_M: llama-quantize's mix, Q4_K with Q6_K for the head or tied embedding and for attn_v and ffn_down \

@@ -96,6 +96,65 @@ final class ArchitectureConfigTests: XCTestCase {
         XCTAssertEqual(plain.multipliers, Multipliers(embedding: 1, residual: 1, attention: 1 / Double(granite.headDim).squareRoot(), logits: 1))
     }
 
+    /// Gemma 3 as google/gemma-3-1b's config.json spells it (transformers 4's keys: rope_theta,
+    /// rope_local_base_freq, sliding_window_pattern) is make-model's gemma-3-1b shape; a draft of
+    /// chosen layers keeps each layer's window and cannot be a llama.cpp file; what llama.cpp's
+    /// gemma3 cannot express, or the toolkit does not run, is refused by name.
+    func testGemma3Keys() throws {
+        let published = try hf(#"""
+            {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "hidden_size": 1152, "intermediate_size": 6912,
+             "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "vocab_size": 262144,
+             "rope_theta": 1000000, "rope_local_base_freq": 10000, "rope_scaling": null, "sliding_window": 512,
+             "sliding_window_pattern": 6, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "max_position_embeddings": 32768,
+             "final_logit_softcapping": null, "attn_logit_softcapping": null, "hidden_activation": "gelu_pytorch_tanh"}
+            """#)
+        XCTAssertEqual(published, PublishedShape.gemma3_1b.config)
+        XCTAssertEqual(published.slidingWindowLayers.count, 22)
+        XCTAssertEqual((0..<26).filter { published.window(layer: $0) == nil }, [5, 11, 17, 23])
+        XCTAssertEqual(published.attentionScale, 1 / 16)
+        XCTAssertEqual(published.ropeTheta(layer: 0), 10000)
+        XCTAssertEqual(published.ropeTheta(layer: 5), 1_000_000)
+        // transformers 5's Gemma3TextConfig takes query_pre_attn_scalar as an int only
+        XCTAssertTrue(String(decoding: published.huggingFaceConfigJSON(), as: UTF8.self).contains(#""query_pre_attn_scalar": 256,"#))
+        // defaults: Gemma3TextConfig's window 4096, pattern 6, local base 1e4, scalar 256, head_dim 256
+        let plain = try hf(#"{"model_type": "gemma3_text", \#(Self.base)}"#)
+        XCTAssertEqual([plain.slidingWindow, plain.headDim], [4096, 256])
+        XCTAssertEqual(plain.slidingWindowLayers, [0, 1, 2, 3, 4, 6, 7])
+        XCTAssertEqual(plain.queryPreAttentionScalar, 256)
+        XCTAssertTrue(plain.tieWordEmbeddings)
+        // GGUF metadata of the published shape reads back to it (what llama.cpp assumes: every 6th
+        // layer global, 1/√head_dim)
+        var writer = GGUFWriter()
+        for (k, v) in ModelExport.ggufMetadata(for: published) { try writer.set(k, v) }
+        XCTAssertEqual(try ModelConfig.fromGGUF(GGUFFile(data: writer.serialized(), path: "m.gguf"), hasOutputTensor: false),
+                       ArchitectureFormatTests.float32Rounded(published))
+        let draft = published.selectingLayers([0, 5, 6])
+        XCTAssertEqual(draft.slidingWindowLayers, [0, 2])
+        XCTAssertThrowsError(try ModelExport.checkGGUFExpressible(draft)) { error in
+            guard case .invalidConfig(_, "slidingWindowLayers", _) = error as? ModelAssetsError else { return XCTFail("\(error)") }
+        }
+        var scaled = published
+        scaled.queryPreAttentionScalar = 144
+        XCTAssertThrowsError(try ModelExport.checkGGUFExpressible(scaled)) { error in
+            guard case .invalidConfig(_, "queryPreAttentionScalar", _) = error as? ModelAssetsError else { return XCTFail("\(error)") }
+        }
+        let refused: [(String, String)] = [
+            (#"{"model_type": "gemma3_text", \#(Self.base), "final_logit_softcapping": 30.0}"#, "final_logit_softcapping"),
+            (#"{"model_type": "gemma3_text", \#(Self.base), "attn_logit_softcapping": 50.0}"#, "attn_logit_softcapping"),
+            (#"{"model_type": "gemma3_text", \#(Self.base), "layer_types": ["full_attention"]}"#, "layer_types"),
+            (#"{"model_type": "gemma3_text", \#(Self.base), "hidden_activation": "gelu"}"#, "hidden_activation"),
+            (#"{"model_type": "gemma3_text", \#(Self.base), "use_bidirectional_attention": true}"#, "use_bidirectional_attention"),
+            (#"{"model_type": "gemma3_text", \#(Self.base), "sliding_window": 0}"#, "slidingWindow"),
+        ]
+        for (json, field) in refused {
+            XCTAssertThrowsError(try hf(json), field) { error in
+                guard case let .invalidConfig(path, f, _) = error as? ModelAssetsError else { return XCTFail("\(field): \(error)") }
+                XCTAssertEqual(path, "config.json")
+                XCTAssertEqual(f, field)
+            }
+        }
+    }
+
     /// The same Hugging Face name is another llama.cpp tensor in another architecture.
     func testTensorNamesPerArchitecture() throws {
         XCTAssertEqual(TensorTable.ggufName(forHuggingFace: "model.layers.2.post_attention_layernorm.weight", architecture: .llama),

@@ -11,7 +11,7 @@ import XCTest
 
 struct ArchitectureFixture {
     /// The architectures the script makes (its ARCHS), each a folder under Fixtures/.
-    static let names = ["qwen3", "olmo2", "granite", "smollm3", "phi3", "phi4"]
+    static let names = ["qwen3", "olmo2", "granite", "smollm3", "phi3", "phi4", "gemma3"]
     static let seed: UInt64 = 36
     static let lora = LoRAConfig(rank: 2, alpha: 4, targets: LoRATarget.allCases)  // on Phi-3: qkv_proj, o_proj, gate_up_proj, down_proj
     static var root: URL { Bundle.module.resourceURL!.appendingPathComponent("Fixtures") }
@@ -31,8 +31,9 @@ struct ArchitectureFixture {
 
     static var all: [ArchitectureFixture] { get throws { try names.map(ArchitectureFixture.init) } }
 
-    /// Every base tensor: norms 1 + 0.1·N, the rest 0.15·N, N = SeededNormal(seed, Hugging Face name
-    /// as the files name it: a Phi-3 projection is rows of its fused qkv_proj / gate_up_proj).
+    /// Every base tensor: norms 1 + 0.1·N (Gemma 3's (1 + w) norms 0.1·N), the rest 0.15·N,
+    /// N = SeededNormal(seed, Hugging Face name as the files name it: a Phi-3 projection is rows of
+    /// its fused qkv_proj / gate_up_proj).
     func weights() -> [String: HostTensor] {
         var out: [String: HostTensor] = [:]
         for (name, shape) in TensorTable.shapes(for: config) {
@@ -44,7 +45,7 @@ struct ArchitectureFixture {
             }
             let isNorm = name.hasSuffix("norm.weight")
             var t = Self.seeded(name, shape: shape, std: isNorm ? 0.1 : 0.15)
-            if isNorm { t.data = t.data.map { 1 + $0 } }
+            if isNorm && config.definition.normWeightOffset == 0 { t.data = t.data.map { 1 + $0 } }
             out[name] = t
         }
         return out

@@ -118,6 +118,14 @@ final class ArchitectureFormatTests: XCTestCase {
         var other = g.config
         other.multipliers!.residual = 0.5
         XCTAssertNotEqual(BaseModelSignature.compute(config: g.config, tensors: gran), BaseModelSignature.compute(config: other, tensors: gran))
+        // Gemma 3's window and which layers slide
+        let gm = try ArchitectureFixture("gemma3"), gw = gm.weights()
+        var wider = gm.config
+        wider.slidingWindow = 8
+        XCTAssertNotEqual(BaseModelSignature.compute(config: gm.config, tensors: gw), BaseModelSignature.compute(config: wider, tensors: gw))
+        var allSliding = gm.config
+        allSliding.slidingWindowLayers = Array(0..<7)
+        XCTAssertNotEqual(BaseModelSignature.compute(config: gm.config, tensors: gw), BaseModelSignature.compute(config: allSliding, tensors: gw))
     }
 
     /// `config` with the reals GGUF stores as float32 rounded so.
@@ -131,6 +139,7 @@ final class ArchitectureFormatTests: XCTestCase {
             s.attentionFactor = s.attentionFactor.map { Double(Float($0)) }
             c.ropeScaling = s
         }
+        c.localRopeTheta = c.localRopeTheta.map { Double(Float($0)) }
         if let m = c.multipliers {
             c.multipliers = Multipliers(embedding: Double(Float(m.embedding)), residual: Double(Float(m.residual)),
                                         attention: Double(Float(m.attention)), logits: Double(Float(m.logits)))

@@ -1,4 +1,4 @@
-// Qwen3, OLMo 2, Granite 3 and SmolLM3 against transformers and PEFT on tiny random models built
+// Qwen3, OLMo 2, Granite 3, SmolLM3 and Gemma 3 against transformers and PEFT on tiny random models built
 // from each architecture's own config class (scripts/fixtures/make_architecture_fixtures.py):
 // the config as decoded, base logits, LoRA logits, masked loss and every LoRA gradient, a 3-step
 // AdamW trajectory, and the KV-cache pass equal to the training pass (prefill, decoding steps with
@@ -33,6 +33,17 @@ final class ArchitectureReferenceTests: XCTestCase {
         XCTAssertEqual(smollm3.ropeTheta, 5_000_000)
         XCTAssertEqual((0..<5).map { smollm3.rope(layer: $0) }, [.full, .full, .full, .none, .full])
         XCTAssertEqual(try XCTUnwrap(c["phi4"]).rotaryDim, 12)  // the rest: PhiReferenceTests
+        // Gemma 3: config.json's model_type gemma3_text, layer_types, the two RoPE bases, the scalar
+        let gemma3 = try XCTUnwrap(c["gemma3"])
+        XCTAssertEqual(gemma3.architecture, .gemma3)
+        XCTAssertEqual(gemma3.definition.norms.map(\.slot), [.query, .key, .attentionInput, .attentionOutput, .feedForwardInput, .feedForwardOutput])
+        XCTAssertEqual(gemma3.slidingWindow, 4)
+        XCTAssertEqual(gemma3.slidingWindowLayers, [0, 1, 2, 3, 4, 6])
+        XCTAssertEqual((0..<7).map { gemma3.window(layer: $0) }, [4, 4, 4, 4, 4, nil, 4])
+        XCTAssertEqual([gemma3.ropeTheta(layer: 0), gemma3.ropeTheta(layer: 5)], [10000, 1_000_000])
+        XCTAssertEqual(gemma3.queryPreAttentionScalar, 16)
+        XCTAssertEqual(gemma3.embeddingScale, Float(48.0.squareRoot()))
+        XCTAssertTrue(gemma3.tieWordEmbeddings)
         for config in c.values {
             // what the toolkit writes as config.json reads back to the same config
             XCTAssertEqual(try ModelConfig.fromHuggingFace(json: config.huggingFaceConfigJSON(), path: "x"), config)
@@ -149,6 +160,9 @@ final class ArchitectureReferenceTests: XCTestCase {
                 let reference = what == "merged" ? rows : try storedReference(f, adapter: model.adapter(baseSignature: nil)!, ids: ids)
                 let cache = engine.makeCache()
                 assertClose(engine.forward(ids[1], cache: cache, allLogits: true), reference[1], rel: tolerance, "\(f.name) \(what): prefill")
+                // the prompt's blocked attention products (a long prefill's path; Gemma 3's window masked there too)
+                let blocked = InferenceModel.$promptAttention.withValue(.blocked) { engine.forward(ids[1], cache: engine.makeCache(), allLogits: true) }
+                assertClose(blocked, reference[1], rel: tolerance, "\(f.name) \(what): blocked prefill")
                 let cache2 = engine.makeCache()
                 var got = engine.forward(Array(ids[1][0..<3]), cache: cache2, allLogits: true)
                 for t in 3..<ids[1].count {
@@ -208,6 +222,40 @@ final class ArchitectureReferenceTests: XCTestCase {
         let model = try LlamaModel(base: BaseWeights(file: ModelLoader.load(path: dir + "/m.gguf")), adapter: adapter)
         let all = ArchitectureFixture.logits(model, ids), V = f.config.vocabSize, T = ids[0].count
         return ids.indices.map { Array(all[($0 * T * V)..<(($0 + 1) * T * V)]) }
+    }
+
+    /// Gemma 3 (window 4 on 6 of 7 layers) and Phi-3 (window 16 on every layer) over 150 tokens,
+    /// each window passed many times, prefill blocks of 64: the KV-cache pass in each attention path
+    /// (rows, blocked, auto) and one-token decoding after a 100-token prefix, against the training
+    /// pass whose mask transformers' logits checked above (Gemma 3's 9 tokens pass its window;
+    /// Phi-3's past 16 tokens are checked against PEFT by check_peft_architectures.py).
+    func testSlidingWindowLongPassesMatchTheTrainingPass() throws {
+        for name in ["gemma3", "phi3"] {
+            let f = try ArchitectureFixture(name)
+            var config = f.config
+            config.maxPositionEmbeddings = 256  // room for the positions; no effect on the numbers
+            XCTAssertFalse(config.slidingWindowLayers.isEmpty, name)
+            var rng = SeededRNG(seed: 7)
+            let model = try LlamaModel(weights: BaseWeights(config: config, tensors: f.weights()), lora: nil, rng: &rng)
+            var g = SeededRNG(seed: 5)
+            let ids = (0..<150).map { _ in Int(g.next() % 297) + 3 }
+            let expected = ArchitectureFixture.logits(model, [ids])
+            let engine = try InferenceModel(model)
+            for mode in InferenceModel.PromptAttention.allCases {
+                let got = InferenceModel.$promptAttention.withValue(mode) { engine.forward(ids, cache: engine.makeCache(), allLogits: true) }
+                assertClose(got, expected, "\(name), 150 tokens, \(mode) attention")
+            }
+            let cache = engine.makeCache()
+            var got = engine.forward(Array(ids[0..<100]), cache: cache, allLogits: true)
+            for t in 100..<150 { got += engine.forward([ids[t]], cache: cache) }
+            assertClose(got, expected, "\(name), decoding past the window")
+            // and the window is what makes them agree: the same weights with every layer global differ
+            var global = config
+            global.slidingWindowLayers = []
+            global.slidingWindow = nil
+            let unwindowed = try LlamaModel(weights: BaseWeights(config: global, tensors: f.weights()), lora: nil, rng: &rng)
+            XCTAssertGreaterThan(relativeError(ArchitectureFixture.logits(unwindowed, [ids]), expected), 1e-2, name)
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 // Every tool's job on each described architecture, end to end on its tiny model as a GGUF file
 // (stored weights): train an adapter (train-adapter), evaluate base and adapter (evaluate-adapter),
 // distil a draft from the base's blocks (train-draft; it keeps the architecture, a SmolLM3 draft
-// its layers' NoPE), generate greedy, constrained to a JSON schema and speculatively with the
+// its layers' NoPE, a Gemma 3 draft their windows), generate greedy, constrained to a JSON schema and speculatively with the
 // draft (generate: the same tokens), package and read back the adapter with its draft
 // (export-fmadapter), answer a chat completion (serve) and a session turn (the session API).
 // Each tool's executable parses flags and calls these library functions.
@@ -43,7 +43,6 @@ final class ArchitectureToolTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         var config = f.config
         config.maxPositionEmbeddings = 512  // room for chat prompts; no effect on the numbers
-        config.slidingWindow = nil  // nor has Phi-3's 16-token window below 16 tokens; it would bound the context to 16
         try ModelExport.writeGGUF(config: config, tensors: f.weights(), tokenizer: ArchitectureFixture.tokenizerData(), to: dir + "/base.gguf")
         let base = try BaseModel.load(path: dir + "/base.gguf", storage: .stored)
         XCTAssertEqual(base.config.architecture, f.config.architecture)
@@ -102,6 +101,7 @@ final class ArchitectureToolTests: XCTestCase {
         XCTAssertEqual(draft.trunk.config.architecture, f.config.architecture)
         let chosen = DraftModel.evenlySpacedLayers(2, of: f.config.numLayers)
         XCTAssertEqual(draft.trunk.config.noRopeLayers, chosen.indices.filter { f.config.noRopeLayers.contains(chosen[$0]) })
+        XCTAssertEqual(draft.trunk.config.slidingWindowLayers, chosen.indices.filter { f.config.slidingWindowLayers.contains(chosen[$0]) }, "\(f.name): a draft keeps each layer's window")
 
         // generate: greedy, speculative with the draft (the same tokens), constrained to a schema
         let loaded = try LoadedModel.load(base: base, adapter: adapterPath)

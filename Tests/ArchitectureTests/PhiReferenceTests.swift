@@ -2,7 +2,7 @@
 // Phi-4-mini-like model's row that passes LongRoPE's original context (logits, loss and LoRA
 // gradients on the long factors against PEFT; transformers' own KV-cache decoding across the switch,
 // which our KV-cache pass must reproduce), the config values read against what llama.cpp's
-// converter wrote, the sliding window bounding the context, and fused modules adapted whole.
+// converter wrote, the sliding window on every layer or none, and fused modules adapted whole.
 // Fixtures: scripts/fixtures/make_architecture_fixtures.py (phi3, phi4).
 import Autograd
 import Foundation
@@ -27,7 +27,7 @@ final class PhiReferenceTests: XCTestCase {
         XCTAssertEqual(s.originalMaxPositionEmbeddings, 9)
         XCTAssertTrue(c4.tieWordEmbeddings)
         XCTAssertNil(c4.slidingWindow)
-        XCTAssertEqual(c4.contextLimit, 64)
+        XCTAssertEqual(c4.slidingWindowLayers, [])
         // the attention factor transformers derives (max / original = 64 / 9) is the one llama.cpp's converter wrote
         let manifest = try JSONSerialization.jsonObject(
             with: Data(contentsOf: ArchitectureFixture.root.appendingPathComponent("phi4/gguf_manifest.json"))) as! [String: Any]
@@ -35,12 +35,14 @@ final class PhiReferenceTests: XCTestCase {
         XCTAssertEqual(Float(try XCTUnwrap(s.attentionFactor)), written.floatValue)
         XCTAssertEqual(c4.rope(reaching: 9).factors, s.shortFactors)
         XCTAssertEqual(c4.rope(reaching: 10).factors, s.longFactors)
-        // Phi-3-mini-like: whole heads, a window transformers applies, so the context stops there
+        // Phi-3-mini-like: whole heads, a window transformers applies on every layer, as the executors do
         XCTAssertEqual(c3.rotaryDim, c3.headDim)
         XCTAssertNil(c3.ropeScaling)
         XCTAssertFalse(c3.tieWordEmbeddings)
         XCTAssertEqual(c3.slidingWindow, 16)
-        XCTAssertEqual(c3.contextLimit, 16)
+        XCTAssertEqual(c3.slidingWindowLayers, [0, 1, 2])
+        XCTAssertEqual((0..<3).map { c3.window(layer: $0) }, [16, 16, 16])
+        XCTAssertEqual((0..<3).map { c3.ropeTheta(layer: $0) }, [10000, 10000, 10000])  // one RoPE base
         XCTAssertEqual(TensorTable.loraTensors(config: c3, lora: ArchitectureFixture.lora).prefix(4).map(\.name), [
             "model.layers.0.self_attn.qkv_proj.lora_A.weight", "model.layers.0.self_attn.qkv_proj.lora_B.weight",
             "model.layers.0.self_attn.o_proj.lora_A.weight", "model.layers.0.self_attn.o_proj.lora_B.weight",
@@ -94,21 +96,21 @@ final class PhiReferenceTests: XCTestCase {
         XCTAssertGreaterThan(relativeError(Array(decode[past]), Array(whole[past])), 1e-3)
     }
 
-    /// Phi-3's window, which transformers applies and the attention here does not, bounds training
-    /// rows as it bounds the context: a longer --max-sequence-length is refused naming the key.
-    func testTrainingRowsLongerThanTheWindowAreRefused() throws {
-        let f = try ArchitectureFixture("phi3")
-        let dir = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        try f.writeGGUF(dir + "/m.gguf")
-        let base = try BaseModel.load(path: dir + "/m.gguf")
-        XCTAssertEqual(base.config.slidingWindow, 16)
-        try ArchitectureToolTests.writeData(dir + "/train.jsonl", count: 2)
-        let settings = DataSettings(trainData: dir + "/train.jsonl", evalData: nil, maxSequenceLength: 17, fixedSizedSequences: false,
-                                    packSequences: false, skipInvalid: false, batchSize: 1, seed: 1)
-        XCTAssertThrowsError(try DataPreparation.prepare(settings, base: base)) { e in
-            XCTAssertTrue(e.localizedDescription.contains("sliding_window"), e.localizedDescription)
+    /// Phi-3's window is on every layer or none: a config that windows some layers is refused
+    /// naming the field, and a config.json written before the merge (window, no layer list) reads
+    /// as every layer.
+    func testWindowCoversEveryLayer() throws {
+        let c3 = try ArchitectureFixture("phi3").config
+        var some = c3
+        some.slidingWindowLayers = [0, 2]
+        XCTAssertThrowsError(try some.validate()) { e in
+            guard case .invalidConfig(_, "slidingWindowLayers", _) = e as? ModelAssetsError else { return XCTFail("\(e)") }
         }
+        var json = try JSONSerialization.jsonObject(with: JSONEncoder().encode(c3)) as! [String: Any]
+        XCTAssertNotNil(json.removeValue(forKey: "slidingWindowLayers"))
+        let old = try JSONDecoder().decode(ModelConfig.self, from: JSONSerialization.data(withJSONObject: json))
+        XCTAssertEqual(old, c3)
+        XCTAssertEqual(c3.selectingLayers([2, 0]).slidingWindowLayers, [0, 1])
     }
 
     /// A fused module is one Linear to PEFT: LoRA adapts q, k and v together or none of them.

@@ -67,6 +67,8 @@ func gradCases() -> [GradCase] {
     add("rmsNorm", [dleaf([3, 5], &r), dleaf([5], &r)]) { Ops.rmsNorm($0[0], weight: $0[1], eps: 1e-5) }
     add("rmsNorm [1,1]", [dleaf([1, 1], &r), dleaf([1], &r)]) { Ops.rmsNorm($0[0], weight: $0[1], eps: 1e-5) }
     add("rmsNorm D=37 frozen w", [dleaf([2, 37], &r), dleaf([37], &r, grad: false)]) { Ops.rmsNorm($0[0], weight: $0[1], eps: 1e-6) }
+    // Gemma's (1 + w)
+    add("rmsNorm offset 1", [dleaf([3, 5], &r), dleaf([5], &r)]) { Ops.rmsNorm($0[0], weight: $0[1], eps: 1e-6, offset: 1) }
     // per-head q/k norm (Qwen3): [N, H·hd] seen as [N, H, hd], one weight of hd for every head
     add("rmsNorm per head [3,4,6] via reshape", [dleaf([3, 24], &r), dleaf([6], &r)]) {
         Ops.reshape(Ops.rmsNorm(Ops.reshape($0[0], [3, 4, 6]), weight: $0[1], eps: 1e-6), [3, 24])
@@ -100,6 +102,15 @@ func gradCases() -> [GradCase] {
     add("attention MHA blocks of 3", [dleaf([10, 8], &r), dleaf([10, 8], &r), dleaf([10, 8], &r)]) {
         Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 2, heads: 2, kvHeads: 2, blockRows: 3)
     }
+    // Gemma 3's sliding window: keys 3 or more positions back masked, across blocks of 2; with
+    // packed segments and their restarting positions
+    add("attention window 3, GQA, blocks of 2", [dleaf([14, 8], &r), dleaf([14, 4], &r), dleaf([14, 4], &r)]) {
+        Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 2, heads: 2, kvHeads: 1, window: 3, blockRows: 2)
+    }
+    add("attention window 2, segments, positions", [dleaf([7, 6], &r), dleaf([7, 3], &r), dleaf([7, 3], &r)]) {
+        Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 1, heads: 2, kvHeads: 1, segmentIds: [3, 3, 3, 3, 1, 1, 1],
+                            window: 2, positions: [0, 1, 2, 3, 0, 1, 2], blockRows: 2)
+    }
     // Granite's attention multiplier in place of 1/√hd
     add("attention scale 0.09, GQA, blocks of 2", [dleaf([6, 8], &r), dleaf([6, 4], &r), dleaf([6, 4], &r)]) {
         Ops.causalAttention(q: $0[0], k: $0[1], v: $0[2], batch: 2, heads: 2, kvHeads: 1, scale: 0.09, blockRows: 2)
@@ -107,6 +118,8 @@ func gradCases() -> [GradCase] {
     // activations, softmax
     add("silu", [dleaf([3, 19], &r, scale: 4)]) { Ops.silu($0[0]) }
     add("swiglu", [dleaf([2, 17], &r, scale: 3), dleaf([2, 17], &r)]) { Ops.swiglu(gate: $0[0], up: $0[1]) }
+    // Gemma's gate: GELU with PyTorch's tanh approximation
+    add("geluTanhGated", [dleaf([2, 17], &r, scale: 3), dleaf([2, 17], &r)]) { Ops.geluTanhGated(gate: $0[0], up: $0[1]) }
     add("softmax", [dleaf([3, 18], &r, scale: 3)]) { Ops.softmax($0[0]) }
     add("softmax [2,1]", [dleaf([2, 1], &r)]) { Ops.softmax($0[0]) }
     add("logSoftmax", [dleaf([2, 20], &r, scale: 3)]) { Ops.logSoftmax($0[0]) }

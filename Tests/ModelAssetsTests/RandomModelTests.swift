@@ -379,7 +379,7 @@ final class RandomModelTests: XCTestCase {
         XCTAssertEqual(parameters(.phi4_mini), 3_836_021_760)
         XCTAssertEqual(parameters(.phi3_mini), 3_821_079_552)
         XCTAssertEqual(PublishedShape.phi4_mini.config.rotaryDim, 96)
-        XCTAssertEqual(PublishedShape.phi3_mini.config.contextLimit, 2047)
+        XCTAssertEqual(PublishedShape.phi3_mini.config.window(layer: 31), 2047)
         for shape in PublishedShape.allCases { XCTAssertNoThrow(try ModelExport.checkGGUFExpressible(shape.config), shape.rawValue) }
     }
 
