@@ -44,11 +44,14 @@ public struct GenerationRequest: Sendable {
     /// forces are appended without choosing (several fed to one forward pass), and the reply
     /// ends only at a stop token the constraint allows (when the text is a whole value).
     public var constraint: TokenConstraint?
+    /// `stopTokens` gains the constraint's own stop tokens: a stop token the constraint allows
+    /// ends the reply even when the caller's set lacks it (an empty set with a constraint went on
+    /// past the constraint's end, where no token is allowed, and stopped the process).
     public init(prompt: [Int], maxNewTokens: Int, stopTokens: Set<Int>, sampling: SamplingOptions = .init(), seed: UInt64 = 0,
                 constraint: TokenConstraint? = nil) {
         self.prompt = prompt
         self.maxNewTokens = maxNewTokens
-        self.stopTokens = stopTokens
+        self.stopTokens = constraint.map { stopTokens.union($0.vocabulary.stopTokens) } ?? stopTokens
         self.sampling = sampling
         self.seed = seed
         self.constraint = constraint

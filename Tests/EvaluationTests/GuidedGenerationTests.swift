@@ -50,6 +50,19 @@ final class GuidedGenerationTests: XCTestCase {
         }
     }
 
+    /// A constraint with no stop tokens given ends at the constraint's own stop token (before,
+    /// the reply went on past it, where no token is allowed, and the process stopped).
+    func testAnEmptyStopSetEndsAtTheConstraintsStopToken() throws {
+        let (base, engine, library) = try makeEngine()
+        let constraint = try library.choice(["yes", "no"])
+        let request = GenerationRequest(prompt: [5, 6], maxNewTokens: 16, stopTokens: [], constraint: constraint)
+        XCTAssertEqual(request.stopTokens, Set(constraint.vocabulary.stopTokens))
+        let (tokens, stats) = Generator.generate(engine, request)
+        XCTAssertTrue(stats.stoppedAtEndOfTurn)
+        XCTAssertFalse(stats.incomplete)
+        XCTAssertTrue(["yes", "no"].contains(base.tokenizer.decode(tokens, skipSpecialTokens: true)), base.tokenizer.decode(tokens))
+    }
+
     func testTheTokenLimitReportsTheReplyIncomplete() throws {
         let (base, engine, library) = try makeEngine()
         let constraint = try library.jsonSchema(try schema(Self.schemas[0]))
