@@ -35,7 +35,7 @@ final class ToolCallFormatTests: XCTestCase {
     static let refused = ["mistral_v03.jinja", "mistral_small_31.jinja", "falcon3.jinja"]
     /// Templates that read no tools or write no calls: Schema.md's documented format.
     static let documented = ["smollm2.jinja", "gemma2.jinja", "gemma3_training.jinja", "phi3.jinja", "phi35.jinja",
-                             "granite33.jinja", "deepseek_r1_distill_qwen.jinja", "olmo2.jinja"]
+                             "granite33.jinja", "deepseek_r1_distill_qwen.jinja", "olmo2.jinja", "smollm3.jinja"]
 
     func testEachTemplatesCallFormatIsReadFromItsRendering() throws {
         let all = try FileManager.default.contentsOfDirectory(atPath: ChatFormatTests.templates.path).filter { $0.hasSuffix(".jinja") }
