@@ -145,9 +145,12 @@ extension Ops {
     /// per pair (c0, r0, c1, r1, ...); `reference` [2N] the same under the reference (DPO, IPO);
     /// `lengths` [2N] reply target tokens; ORPO: `nll` [N] the chosen sequences' log-probs over
     /// all their positions, whose negated sum is divided by `nllDivisor` (tokens of the whole batch).
+    /// `chosenWeight` (RPO: α over the whole batch's chosen reply tokens) adds −chosenWeight times
+    /// each chosen sequence's log-prob: the chosen replies' cross-entropy as a token mean.
     /// Computed in Double whatever S is.
     static func preferenceLoss<S>(policy: TensorOf<S>, reference: [Double]?, lengths: [Int], nll: TensorOf<S>?,
-                                  nllDivisor: Double, pairDivisor: Double, kind: PreferenceLossKind) -> TensorOf<S> {
+                                  nllDivisor: Double, pairDivisor: Double, kind: PreferenceLossKind,
+                                  chosenWeight: Double = 0) -> TensorOf<S> {
         let n = policy.count / 2
         precondition(policy.shape == [2 * n] && lengths.count == 2 * n, "[preferenceLoss] policy \(policy.shape), lengths \(lengths.count): need [2N] each")
         var gPolicy = [Double](repeating: 0, count: 2 * n)
@@ -183,6 +186,12 @@ extension Ops {
         }
         total /= pairDivisor
         for i in gPolicy.indices { gPolicy[i] /= pairDivisor }
+        if chosenWeight != 0 {
+            for k in 0..<n {
+                total -= chosenWeight * Double(policy.data[2 * k])
+                gPolicy[2 * k] -= chosenWeight
+            }
+        }
         var inputs = [policy]
         if case .orpo = kind {
             guard let nll else { preconditionFailure("[preferenceLoss] ORPO needs the chosen sequences' log-probs") }
@@ -222,7 +231,7 @@ public func segmentSums(_ x: Tensor, segments: [Int], count: Int) -> Tensor { Op
 
 /// The pair loss (see `Ops.preferenceLoss`).
 public func preferenceLoss(policy: Tensor, reference: [Double]?, lengths: [Int], nll: Tensor?, nllDivisor: Double,
-                           pairDivisor: Double, kind: PreferenceLossKind) -> Tensor {
+                           pairDivisor: Double, kind: PreferenceLossKind, chosenWeight: Double = 0) -> Tensor {
     Ops.preferenceLoss(policy: policy, reference: reference, lengths: lengths, nll: nll, nllDivisor: nllDivisor,
-                       pairDivisor: pairDivisor, kind: kind)
+                       pairDivisor: pairDivisor, kind: kind, chosenWeight: chosenWeight)
 }

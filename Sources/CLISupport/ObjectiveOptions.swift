@@ -1,5 +1,5 @@
 // train-adapter's objective flags: supervised (sft, the default) or a preference objective on a
-// file of pairs (dpo, ipo, orpo) with its β and label smoothing, an adapter to start from and
+// file of pairs (dpo, ipo, orpo) with its β, label smoothing and RPO weight, an adapter to start from and
 // DPO's reference adapter. Checks and defaults come from Training's PreferenceSettings.
 import ArgumentParser
 import Training
@@ -18,6 +18,9 @@ public struct ObjectiveOptions: ParsableArguments {
     @Option(help: "dpo only: the probability that a pair's preference is flipped, ε in [0, 0.5); above 0 the loss is TRL's robust DPO.")
     public var labelSmoothing: Double = 0
 
+    @Option(help: "dpo and ipo: α, the weight of the chosen replies' cross-entropy (their token mean over the batch) added to the pair loss: RPO, TRL's loss_type [sigmoid, sft] with loss_weights [1, α] (formerly rpo_alpha). It keeps the chosen replies likely while the pair loss separates them from the rejected ones; 1.0 is RPO's paper value. Default 0: plain DPO/IPO.")
+    public var rpoAlpha: Double = 0
+
     @Option(help: "Start from this adapter instead of a fresh one (its LoRA rank, alpha and targets replace --rank, --alpha and --targets): \(AdapterForms.phrase). DPO after supervised training starts from the supervised adapter.")
     public var initCheckpoint: String?
 
@@ -30,6 +33,7 @@ public struct ObjectiveOptions: ParsableArguments {
         if objective == .sft {
             if beta != nil { throw ValidationError("--beta applies to --objective dpo, ipo or orpo, not sft.") }
             if labelSmoothing != 0 { throw ValidationError("--label-smoothing applies to --objective dpo.") }
+            if rpoAlpha != 0 { throw ValidationError("--rpo-alpha applies to --objective dpo or ipo.") }
             if referenceCheckpoint != nil { throw ValidationError("--reference-checkpoint applies to --objective dpo or ipo.") }
             return
         }
@@ -48,6 +52,6 @@ public struct ObjectiveOptions: ParsableArguments {
         case .ipo: kind = .ipo
         case .orpo: kind = .orpo
         }
-        return PreferenceSettings(objective: kind, beta: beta ?? 0.1, labelSmoothing: labelSmoothing)
+        return PreferenceSettings(objective: kind, beta: beta ?? 0.1, labelSmoothing: labelSmoothing, rpoAlpha: rpoAlpha)
     }
 }

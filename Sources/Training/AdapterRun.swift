@@ -195,7 +195,7 @@ public enum AdapterRun {
         } ?? (s.preference?.needsReference == true ? initial : nil)
         // What the data fingerprint also holds, so that a resume with another objective is refused.
         let objectiveText = s.preference.map { p in
-            "objective=\(p.objective.rawValue) beta=\(p.beta) labelSmoothing=\(p.labelSmoothing) reference=\(referenceAdapter?.signature ?? "base")"
+            "objective=\(p.objective.rawValue) beta=\(p.beta) labelSmoothing=\(p.labelSmoothing)\(p.rpoAlpha > 0 ? " rpoAlpha=\(p.rpoAlpha)" : "") reference=\(referenceAdapter?.signature ?? "base")"
         }.map { [$0] } ?? []
         let startText = initial.map { ["init=\($0.signature)"] } ?? []
         let data = try s.preference == nil
@@ -250,7 +250,7 @@ public enum AdapterRun {
             settings["lora"] = RunRecorder.jsonObject(lora)
             settings["objective"] = s.preference?.objective.rawValue ?? "sft"
             if let p = s.preference {
-                settings["preference"] = ["beta": p.beta, "label_smoothing": p.labelSmoothing,
+                settings["preference"] = ["beta": p.beta, "label_smoothing": p.labelSmoothing, "rpo_alpha": p.rpoAlpha,
                                           "reference": p.needsReference ? (s.referenceCheckpoint ?? s.initCheckpoint ?? "base") : NSNull()] as [String: Any]
             }
             if let i = s.initCheckpoint { settings["init_checkpoint"] = i }

@@ -4,7 +4,9 @@
 // weights), whose log-probabilities are computed once per pair (alone, its prompt once, so the
 // bits never depend on the batch, the layout or the process) and kept. Each sequence's
 // log-probability is the sum over its reply's target tokens; ORPO's NLL covers every position
-// of the chosen sequence, prompt included, as TRL's ORPOTrainer does. Metrics as TRL logs them.
+// of the chosen sequence, prompt included, as TRL's ORPOTrainer does. DPO and IPO may add the chosen
+// replies' cross-entropy (RPO; TRL's loss_type [sigmoid, sft] with loss_weights [1, α], formerly
+// rpo_alpha): their token mean over the batch, weighted by α. Metrics as TRL logs them.
 // Batches come from PreferenceBatcher (a pair never split; Batch.preferencePairs).
 import Autograd
 import DataSchema
@@ -21,11 +23,15 @@ public struct PreferenceSettings: Sendable, Equatable, Codable {
     public var beta: Double
     /// DPO only: TRL's robust-DPO label smoothing ε in [0, 0.5).
     public var labelSmoothing: Double
+    /// DPO and IPO: α, the weight of the chosen replies' cross-entropy added to the pair loss (RPO:
+    /// TRL's loss_type [.., "sft"] with loss_weights [1, α]); 0 leaves it out.
+    public var rpoAlpha: Double
 
-    public init(objective: Objective, beta: Double = 0.1, labelSmoothing: Double = 0) {
+    public init(objective: Objective, beta: Double = 0.1, labelSmoothing: Double = 0, rpoAlpha: Double = 0) {
         self.objective = objective
         self.beta = beta
         self.labelSmoothing = labelSmoothing
+        self.rpoAlpha = rpoAlpha
     }
 
     public var kind: PreferenceLossKind {
@@ -46,6 +52,10 @@ public struct PreferenceSettings: Sendable, Equatable, Codable {
         }
         if labelSmoothing > 0 && objective != .dpo {
             throw TrainingError.invalidConfig("--label-smoothing applies to --objective dpo only, not \(objective.rawValue)")
+        }
+        guard rpoAlpha >= 0, rpoAlpha.isFinite else { throw TrainingError.invalidConfig("--rpo-alpha must be 0 or more, got \(rpoAlpha)") }
+        if rpoAlpha > 0 && objective == .orpo {
+            throw TrainingError.invalidConfig("--rpo-alpha applies to --objective dpo or ipo; orpo has its own cross-entropy term")
         }
     }
 }
@@ -86,6 +96,7 @@ public final class PreferenceObjective: TrainingObjective {
     public var metricNames: [String] {
         var names = ["rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins", "logps/chosen", "logps/rejected"]
         if settings.objective == .orpo { names += ["nll_loss", "log_odds_ratio", "log_odds_chosen"] }
+        if settings.rpoAlpha > 0 { names += ["nll_loss"] }
         return names
     }
 
@@ -211,8 +222,11 @@ public final class PreferenceObjective: TrainingObjective {
         let w = whole == part ? l : Self.layout(whole, nll: orpo)
         let ref = settings.needsReference ? referenceLogProbs(part) : nil
         let (seq, nll) = Self.sequenceLogProbs(model, part, l, nll: orpo, rng: &rng, training: training)
+        // RPO's cross-entropy: a token mean over the whole batch's chosen replies (TRL's "sft" term)
+        let chosenTokens = stride(from: 0, to: w.replyTokens.count, by: 2).reduce(0) { $0 + w.replyTokens[$1] }
         let loss = preferenceLoss(policy: seq, reference: ref, lengths: l.replyTokens, nll: nll, nllDivisor: Double(max(1, w.nllTokens)),
-                                  pairDivisor: Double(max(1, w.pairs)), kind: settings.kind)
+                                  pairDivisor: Double(max(1, w.pairs)), kind: settings.kind,
+                                  chosenWeight: settings.rpoAlpha / Double(max(1, chosenTokens)))
         record(seq.data.map(Double.init), reference: ref, lengths: l.replyTokens, nll: nll.map { $0.data.map(Double.init) },
                nllTokens: l.nllTokens)
         return (loss, 1)
@@ -245,6 +259,10 @@ public final class PreferenceObjective: TrainingObjective {
             add("logps/rejected", r)
         }
         if let nll { add("nll_loss", -nll.reduce(0, +), count: Double(nllTokens)) }
+        if settings.rpoAlpha > 0 {
+            add("nll_loss", -stride(from: 0, to: policy.count, by: 2).reduce(0) { $0 + policy[$1] },
+                count: Double(stride(from: 0, to: lengths.count, by: 2).reduce(0) { $0 + lengths[$1] }))
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 // Preference training against TRL (Fixtures/preference/, scripts/fixtures/make_preference_fixtures.py):
-// DPO (reference = base, and = an adapter), robust DPO, IPO and ORPO on the tiny Llama fixture —
+// DPO (reference = base, and = an adapter), robust DPO, IPO, RPO (DPO + the chosen replies'
+// cross-entropy) and ORPO on the tiny Llama fixture —
 // loss, TRL's logged rewards and log-probabilities, every LoRA gradient — in each batch layout
 // (the prompt once per pair, chosen and rejected whole, pairs packed, and split over two
 // ranks' shares); a 3-step DPO trajectory through the one training loop; and DPO on SmolLM2,
@@ -52,7 +53,11 @@ final class PreferenceReferenceTests: XCTestCase {
         switch name {
         case "ipo": return PreferenceSettings(objective: .ipo, beta: beta)
         case "orpo": return PreferenceSettings(objective: .orpo, beta: beta)
-        default: return PreferenceSettings(objective: .dpo, beta: beta, labelSmoothing: (config["label_smoothing"] as? NSNumber)?.doubleValue ?? 0)
+        default:
+            // RPO: TRL's loss_type [sigmoid, sft] with loss_weights [1, α]
+            let weights = (config["loss_weights"] as? [NSNumber])?.map(\.doubleValue)
+            return PreferenceSettings(objective: .dpo, beta: beta, labelSmoothing: (config["label_smoothing"] as? NSNumber)?.doubleValue ?? 0,
+                                      rpoAlpha: weights.map { $0[1] / $0[0] } ?? 0)
         }
     }
 
@@ -99,7 +104,7 @@ final class PreferenceReferenceTests: XCTestCase {
     func testTwoRanksSharesAddUpToTheBatch() throws {
         let ref = try Fixture.json("preference/tiny-llama.json")
         let examples = pairs(ref)
-        for name in ["dpo_base", "orpo"] {
+        for name in ["dpo_base", "orpo", "dpo_rpo"] {
             let c = ref.dict("cases").dict(name)
             let s = settings(name, c.dict("config"))
             let policy = try tiny()
