@@ -147,12 +147,15 @@ extension Ops {
     }
 
     /// y = silu(gate)·up; d gate = g·up·σ(gate)·(1 + gate·(1 − σ(gate))), d up = g·silu(gate).
-    static func swiglu<S>(gate: TensorOf<S>, up: TensorOf<S>) -> TensorOf<S> {
-        precondition(gate.shape == up.shape, "[swiglu] shapes differ: \(gate.shape) vs \(up.shape)")
+    static func swiglu<S>(gate: TensorOf<S>, up: TensorOf<S>) -> TensorOf<S> { gated(SiLUGate.self, gate: gate, up: up, "swiglu") }
+
+    /// y = act(gate)·up for a gated activation A; d gate = g·up·act'(gate), d up = g·act(gate).
+    static func gated<A: GatedActivation, S>(_ a: A.Type, gate: TensorOf<S>, up: TensorOf<S>, _ name: String) -> TensorOf<S> {
+        precondition(gate.shape == up.shape, "[\(name)] shapes differ: \(gate.shape) vs \(up.shape)")
         let n = gate.count
         let out: [S] = makeArray(n) { y in
             gate.data.withUnsafeBufferPointer { gp in
-                up.data.withUnsafeBufferPointer { up in kSwiglu(gp.baseAddress!, up.baseAddress!, y, n) }
+                up.data.withUnsafeBufferPointer { up in kGated(A.self, gp.baseAddress!, up.baseAddress!, y, n) }
             }
         }
         guard recording(gate, up) else { return TensorOf(result: gate.shape, data: out, inputs: [], backward: nil) }
@@ -170,8 +173,7 @@ extension Ops {
                                     let u = m == 16 ? load16(upp + i) : loadPartial(upp + i, m)
                                     let gv = m == 16 ? load16(gg + i) : loadPartial(gg + i, m)
                                     let d = m == 16 ? load16(dg + i) : loadPartial(dg + i, m)
-                                    let s = sigmoid16(v)
-                                    let res = d + gv * u * s * (1 + v * (1 - s))
+                                    let res = d + gv * u * A.derivative(v)
                                     if m == 16 { store16(res, dg + i) } else { storePartial(res, dg + i, m) }
                                     i += 16
                                 }
@@ -180,7 +182,7 @@ extension Ops {
                     }
                     if up.requiresGrad {
                         up.withGrad { du in
-                            kMap3(n, gp, gg, du, du) { v, gv, d in d + gv * v * sigmoid16(v) }
+                            kMap3(n, gp, gg, du, du) { v, gv, d in d + gv * A.value(v) }
                         }
                     }
                 }

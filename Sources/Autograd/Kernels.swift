@@ -131,10 +131,34 @@ func kSilu<S: TensorScalar>(_ x: UnsafePointer<S>, _ y: UnsafeMutablePointer<S>,
     kMap(count, x, y) { $0 * sigmoid16($0) }
 }
 
+/// A gated MLP activation, out = act(gate)·up, given per 16 lanes: the value act(x) and the
+/// derivative act'(x). One op (`Ops.gated`) serves every such activation, forward and backward.
+protocol GatedActivation {
+    static func value<S: TensorScalar>(_ x: SIMD16<S>) -> SIMD16<S>
+    static func derivative<S: TensorScalar>(_ x: SIMD16<S>) -> SIMD16<S>
+}
+
+/// SiLU, SwiGLU's gate: x·σ(x); d/dx = σ(x)·(1 + x·(1 − σ(x))).
+enum SiLUGate: GatedActivation {
+    @inline(__always) static func value<S: TensorScalar>(_ x: SIMD16<S>) -> SIMD16<S> { x * sigmoid16(x) }
+    @inline(__always) static func derivative<S: TensorScalar>(_ x: SIMD16<S>) -> SIMD16<S> {
+        let s = sigmoid16(x)
+        return s * (1 + x * (1 - s))
+    }
+}
+
+/// out = act(gate)·up over `count` elements.
+@inline(__always)
+func kGated<A: GatedActivation, S: TensorScalar>(
+    _: A.Type, _ gate: UnsafePointer<S>, _ up: UnsafePointer<S>, _ out: UnsafeMutablePointer<S>, _ count: Int
+) {
+    kMap2(count, gate, up, out) { g, u in A.value(g) * u }
+}
+
 func kSwiglu<S: TensorScalar>(
     _ gate: UnsafePointer<S>, _ up: UnsafePointer<S>, _ out: UnsafeMutablePointer<S>, _ count: Int
 ) {
-    kMap2(count, gate, up, out) { g, u in g * sigmoid16(g) * u }
+    kGated(SiLUGate.self, gate, up, out, count)
 }
 
 /// Sum of `n` elements with a SIMD accumulator (fixed order: lanes, then lanes summed).
