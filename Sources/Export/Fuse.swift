@@ -101,7 +101,7 @@ enum TokenizerFiles {
         case .smollm:
             pre = .object(["type": .string("Sequence"), "pretokenizers": .array([
                 .object(["type": .string("Digits"), "individual_digits": .bool(true)]), byteLevel(true)])])
-        case .llama3, .qwen2:
+        case .llama3, .qwen2, .gpt4o:
             pre = .object(["type": .string("Sequence"), "pretokenizers": .array([
                 .object(["type": .string("Split"), "pattern": .object(["Regex": .string(preTokenizer.pattern)]),
                          "behavior": .string("Isolated"), "invert": .bool(false)]), byteLevel(false)])])

@@ -93,7 +93,7 @@ public final class BPETokenizer: TextTokenizer {
         guard let pre = PreTokenizer.fromGGUFName(data.preTokenizer) else {
             throw ModelAssetsError.invalidConfig(
                 path: source, field: "tokenizer.ggml.pre",
-                reason: "pre-tokenizer '\(data.preTokenizer)' is not supported (supported: \(PreTokenizer.supportedGGUFNames.joined(separator: ", "))); use a GPT-2, SmolLM, Llama-3 or Qwen2 family model")
+                reason: "pre-tokenizer '\(data.preTokenizer)' is not supported (supported: \(PreTokenizer.supportedGGUFNames.joined(separator: ", "))); use a GPT-2, SmolLM, Llama-3, Qwen2 or GPT-4o (Phi-4-mini) family model")
         }
         if let types = data.tokenTypes, types.count != data.tokens.count {
             throw ModelAssetsError.malformed(

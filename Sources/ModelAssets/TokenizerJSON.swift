@@ -1,7 +1,7 @@
 // Reads a Hugging Face tokenizer.json (BPE model) into a BPETokenizer, plus bos/eos/pad and the
 // chat template from tokenizer_config.json / chat_template.jinja / config.json beside it.
 // Accepted pipelines: ByteLevel(use_regex), Sequence[Digits(individual), ByteLevel], and
-// Sequence[Split(Llama-3 / Qwen2 / GPT-2 regex, Isolated), ByteLevel(use_regex: false)]; normalizer
+// Sequence[Split(Llama-3 / Qwen2 / GPT-4o / GPT-2 regex, Isolated), ByteLevel(use_regex: false)]; normalizer
 // none or NFC. SentencePiece-style: BPE(byte_fallback) with Metaspace, or with the normalizers
 // Replace(" "->"▁") and Prepend("▁") (decoder Replace/ByteFallback/Fuse/Strip). Anything else is
 // refused by name. Reference: HF tokenizers' serialization format.
@@ -40,7 +40,7 @@ extension BPETokenizer {
         }
         let type = model["type"] as? String ?? "BPE"
         guard type == "BPE" else {
-            throw ModelAssetsError.invalidConfig(path: path, field: "model.type", reason: "'\(type)' is not supported; only BPE tokenizers are (byte-level: GPT-2, SmolLM, Llama-3, Qwen2; SentencePiece-style with byte fallback: Llama 2, Gemma, Phi-3)")
+            throw ModelAssetsError.invalidConfig(path: path, field: "model.type", reason: "'\(type)' is not supported; only BPE tokenizers are (byte-level: GPT-2, SmolLM, Llama-3, Qwen2, GPT-4o/Phi-4-mini; SentencePiece-style with byte fallback: Llama 2, Gemma, Phi-3)")
         }
         for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
             if let value = model[key] as? String, !value.isEmpty {
@@ -243,7 +243,7 @@ extension BPETokenizer {
 
     static let supportedPipelines = """
         ByteLevel(use_regex: true); Sequence[Digits(individual_digits: true), ByteLevel(use_regex: true)]; \
-        Sequence[Split(Regex: the Llama-3, Qwen2 or GPT-2 pattern, behavior: Isolated), ByteLevel(use_regex: false)]
+        Sequence[Split(Regex: the Llama-3, Qwen2, GPT-4o (o200k) or GPT-2 pattern, behavior: Isolated), ByteLevel(use_regex: false)]
         """
 
     /// Returns whether text is NFC-normalized; refuses any other normalizer.
@@ -286,6 +286,7 @@ extension BPETokenizer {
             switch pattern {
             case PreTokenizer.llama3Pattern: return .llama3
             case PreTokenizer.qwen2Pattern: return .qwen2
+            case PreTokenizer.gpt4oPattern: return .gpt4o
             case PreTokenizer.gpt2Pattern: return .gpt2
             default: break
             }
