@@ -1,4 +1,4 @@
-// BPE tokenizers: byte-level (GPT-2 family: SmolLM2, Llama-3, Qwen2) and SentencePiece-style (Llama 2,
+// BPE tokenizers: byte-level (GPT-2 family: SmolLM2, Llama-3, Qwen2, Phi-4-mini) and SentencePiece-style (Llama 2,
 // Gemma, Phi-3: "▁" for spaces, byte fallback; its text preparation is in TokenizerSentencePiece.swift).
 // Special tokens matched whole, a pre-tokenizer (PreTokenizer.swift), then merges by rank per word with
 // a word cache; decoding back through the byte alphabet or `<0xNN>` bytes. Reading tokenizer.json is in
@@ -338,7 +338,8 @@ public final class BPETokenizer: TextTokenizer {
     // MARK: encode
 
     /// Token ids for `text`; added/special tokens written in the text become their own ids.
-    /// No BOS is prepended (SmolLM2, and the chat templates, write it themselves when they want it).
+    /// Nothing is added (chat templates write BOS themselves); `encodeText` adds what the tokenizer
+    /// puts around a whole plain-text input.
     public func encode(_ text: String) -> [Int] {
         var out: [Int] = []
         out.reserveCapacity(text.utf8.count / 3 + 4)
