@@ -134,7 +134,7 @@ let package = Package(
         .testTarget(name: "CLISupportTests", dependencies: ["CLISupport", "ModelDefinition"]),
         .testTarget(name: "RunLogTests", dependencies: ["RunLog"]),
         .testTarget(name: "ModelAssetsTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets", "ModelDefinition"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "TokenizerTests", dependencies: ["ModelAssets", "ModelDefinition", "DataSchema"], resources: [.copy("Fixtures")]),
         .testTarget(
             name: "TrainingTests", dependencies: ["TestSupport", "Training", "RunLog", "Inference", "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),

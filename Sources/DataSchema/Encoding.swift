@@ -90,8 +90,10 @@ public struct TrainingEncoder: Sendable {
     /// per assistant turn when the template writes earlier turns differently (see ChatFormat).
     public func encodeAll(_ messages: [Message]) throws(DataSchemaError) -> [EncodedSample] {
         if let text = Message.plainText(of: messages) {
-            // A text record: the text's tokens, all trained, no template and no special tokens added.
-            return [encodeSegments([TemplateSegment(text: text, isTarget: true)])]
+            // A text record: no template; the text as the tokenizer takes a whole input (BOS first when
+            // it adds one, as TRL's tokenizer(text) does), every token trained.
+            let ids = text.isEmpty ? [] : tokenizer.encodeText(text)
+            return [EncodedSample(tokens: ids, isTarget: Array(repeating: true, count: ids.count), fullTokenCount: ids.count)]
         }
         return try sequences(messages).map(encodeSegments)
     }
@@ -130,10 +132,12 @@ public struct TrainingEncoder: Sendable {
         truncated(try encodeFull(messages))
     }
 
-    /// Token ids of a prompt for generation: the messages plus the generation prompt.
+    /// Token ids of a prompt for generation: the messages plus the generation prompt, tokenized as
+    /// they are (the template writes BOS when the model wants one); plain text as the tokenizer takes
+    /// a whole input (`encodeText`: BOS first when it adds one).
     public func encodePrompt(_ messages: [Message]) throws(DataSchemaError) -> [Int] {
-        let text: String
-        if let plain = Message.plainText(of: messages) { text = plain } else { text = try renderer.promptText(messages) }
+        if let plain = Message.plainText(of: messages) { return plain.isEmpty ? [] : tokenizer.encodeText(plain) }
+        let text = try renderer.promptText(messages)
         return text.isEmpty ? [] : tokenizer.encode(text)
     }
 

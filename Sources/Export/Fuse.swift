@@ -101,7 +101,7 @@ enum TokenizerFiles {
         case .smollm:
             pre = .object(["type": .string("Sequence"), "pretokenizers": .array([
                 .object(["type": .string("Digits"), "individual_digits": .bool(true)]), byteLevel(true)])])
-        case .llama3, .qwen2:
+        case .llama3, .qwen2, .gpt4o:
             pre = .object(["type": .string("Sequence"), "pretokenizers": .array([
                 .object(["type": .string("Split"), "pattern": .object(["Regex": .string(preTokenizer.pattern)]),
                          "behavior": .string("Isolated"), "invert": .bool(false)]), byteLevel(false)])])
@@ -111,7 +111,7 @@ enum TokenizerFiles {
             "added_tokens": .array(added),
             "normalizer": preTokenizer == .qwen2 ? .object(["type": .string("NFC")]) : .null,
             "pre_tokenizer": pre,
-            "post_processor": byteLevel(false),
+            "post_processor": postProcessor(t, around: byteLevel(false)),
             "decoder": byteLevel(true),
             "model": .object([
                 "type": .string("BPE"), "dropout": .null, "unk_token": .null, "continuing_subword_prefix": .null,
@@ -121,6 +121,32 @@ enum TokenizerFiles {
             ]),
         ]
         return try encoded(root, config: tokenizerConfig(t))
+    }
+
+    /// A post_processor that has transformers add to text what llama.cpp adds (BOS when
+    /// `addsBOSToText`, EOS when add_eos_token): a TemplateProcessing after `inner` (Llama 3's
+    /// Sequence[ByteLevel, TemplateProcessing] form), or `inner` alone when nothing is added.
+    /// transformers 5 goes by this, not by tokenizer_config.json's add_bos_token.
+    static func postProcessor(_ t: TokenizerData, around inner: MetadataValue?) -> MetadataValue {
+        var specials: [String: MetadataValue] = [:]
+        func piece(_ id: Int, _ typeId: Int) -> MetadataValue {
+            let name = t.tokens[id]
+            specials[name] = .object(["id": .string(name), "ids": .array([.int(id)]), "tokens": .array([.string(name)])])
+            return .object(["SpecialToken": .object(["id": .string(name), "type_id": .int(typeId)])])
+        }
+        func template(_ sequence: String, _ typeId: Int) -> [MetadataValue] {
+            var out: [MetadataValue] = []
+            if t.addsBOSToText, let b = t.bosTokenId { out.append(piece(b, typeId)) }
+            out.append(.object(["Sequence": .object(["id": .string(sequence), "type_id": .int(typeId)])]))
+            if t.addEOS == true, let e = t.eosTokenId { out.append(piece(e, typeId)) }
+            return out
+        }
+        let single = template("A", 0), pair = single + template("B", 1)
+        guard !specials.isEmpty else { return inner ?? .null }
+        let processing: MetadataValue = .object(["type": .string("TemplateProcessing"), "single": .array(single),
+                                                 "pair": .array(pair), "special_tokens": .object(specials)])
+        guard let inner else { return processing }
+        return .object(["type": .string("Sequence"), "processors": .array([inner, processing])])
     }
 
     /// tokenizer_config.json's keys every vocabulary writes: the fast tokenizer class, the named
@@ -134,6 +160,10 @@ enum TokenizerFiles {
         if let id = t.eosTokenId { config["eos_token"] = .string(t.tokens[id]) }
         if let id = t.padTokenId { config["pad_token"] = .string(t.tokens[id]) }
         if let template = t.chatTemplate { config["chat_template"] = .string(template) }
+        // what llama.cpp adds to text, spelled so transformers adds the same (it rebuilds the
+        // post_processor from these two when either is set)
+        config["add_bos_token"] = .bool(t.addsBOSToText && t.bosTokenId != nil)
+        config["add_eos_token"] = .bool(t.addEOS == true && t.eosTokenId != nil)
         return config
     }
 
@@ -169,7 +199,7 @@ enum TokenizerFiles {
         let unk = t.unknownTokenId ?? types.firstIndex(of: 2)
         let root: [String: MetadataValue] = [
             "version": .string("1.0"), "truncation": .null, "padding": .null,
-            "added_tokens": .array(added), "normalizer": normalizer, "pre_tokenizer": .null, "post_processor": .null,
+            "added_tokens": .array(added), "normalizer": normalizer, "pre_tokenizer": .null, "post_processor": postProcessor(t, around: nil),
             "decoder": .object(["type": .string("Sequence"), "decoders": .array(decoders)]),
             "model": .object([
                 "type": .string("BPE"), "dropout": .null, "unk_token": unk.map { .string(t.tokens[$0]) } ?? .null,
@@ -180,7 +210,6 @@ enum TokenizerFiles {
         ]
         var config = tokenizerConfig(t)
         if let id = unk { config["unk_token"] = .string(t.tokens[id]) }
-        if let add = t.addBOS { config["add_bos_token"] = .bool(add) }
         return try encoded(root, config: config)
     }
 }

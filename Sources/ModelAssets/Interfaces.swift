@@ -16,9 +16,18 @@ public struct HostTensor: Sendable, Equatable {
 
 /// Text to token ids and back. Special tokens (`<|im_start|>`, ...) in the text are matched whole.
 public protocol TextTokenizer: Sendable {
+    /// The text's own tokens, nothing added (what a chat template's output is tokenized with).
     func encode(_ text: String) -> [Int]
+    /// Plain text as a whole input, with the special tokens the tokenizer puts around one (BOS first
+    /// when it says so): Hugging Face's `tokenizer(text)`, llama.cpp's `llama_tokenize(add_special: true)`.
+    func encodeText(_ text: String) -> [Int]
     func decode(_ ids: [Int]) -> String
     var vocabularySize: Int { get }
+}
+
+extension TextTokenizer {
+    /// A tokenizer that adds nothing around text.
+    public func encodeText(_ text: String) -> [Int] { encode(text) }
 }
 
 public enum ChatRole: String, Sendable, Codable, CaseIterable {
@@ -75,8 +84,9 @@ public struct TokenizerData: Sendable, Equatable {
     /// SentencePiece piece scores by id (`tokenizer.ggml.scores`); merges follow them.
     public var scores: [Float]?
     public var unknownTokenId: Int?
-    /// `tokenizer.ggml.add_bos_token`, `tokenizer.ggml.add_space_prefix` when present.
+    /// `tokenizer.ggml.add_bos_token`, `tokenizer.ggml.add_eos_token`, `tokenizer.ggml.add_space_prefix` when present.
     public var addBOS: Bool?
+    public var addEOS: Bool?
     public var addSpacePrefix: Bool?
     public init(tokens: [String], merges: [String], tokenTypes: [Int32]?, preTokenizer: String,
                 bosTokenId: Int?, eosTokenId: Int?, padTokenId: Int?, chatTemplate: String?) {
@@ -88,5 +98,14 @@ public struct TokenizerData: Sendable, Equatable {
         self.eosTokenId = eosTokenId
         self.padTokenId = padTokenId
         self.chatTemplate = chatTemplate
+    }
+
+    /// Whether llama.cpp puts BOS before text it tokenizes with `add_special` (llama-vocab.cpp's
+    /// load): `tokenizer.ggml.add_bos_token` when the file has it, else its default for the kind —
+    /// true for SentencePiece ("llama") and the Llama-3 pre-tokenizer names, false for other BPE.
+    public var addsBOSToText: Bool {
+        if let addBOS { return addBOS }
+        if model == "llama" { return true }
+        return ["llama3", "llama-v3", "llama-bpe", "falcon3"].contains(preTokenizer)
     }
 }

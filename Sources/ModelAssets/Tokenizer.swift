@@ -1,4 +1,4 @@
-// BPE tokenizers: byte-level (GPT-2 family: SmolLM2, Llama-3, Qwen2) and SentencePiece-style (Llama 2,
+// BPE tokenizers: byte-level (GPT-2 family: SmolLM2, Llama-3, Qwen2, Phi-4-mini) and SentencePiece-style (Llama 2,
 // Gemma, Phi-3: "▁" for spaces, byte fallback; its text preparation is in TokenizerSentencePiece.swift).
 // Special tokens matched whole, a pre-tokenizer (PreTokenizer.swift), then merges by rank per word with
 // a word cache; decoding back through the byte alphabet or `<0xNN>` bytes. Reading tokenizer.json is in
@@ -26,8 +26,15 @@ public final class BPETokenizer: TextTokenizer {
     /// Set for a SentencePiece-style vocabulary (then `preTokenizer` is unused); nil for byte-level BPE.
     public let sentencePiece: SentencePieceOptions?
     /// Whether a BOS token goes before a prompt (GGUF `tokenizer.ggml.add_bos_token`,
-    /// tokenizer_config.json `add_bos_token`); nil when the files do not say.
+    /// tokenizer_config.json `add_bos_token`); nil when the files do not say. What `encodeText`
+    /// adds is `textPrefix`/`textSuffix`, which also follow the files' defaults.
     public let addsBOS: Bool?
+    /// The ids `encodeText` puts before and after plain text: for tokenizer.json, what transformers 5
+    /// adds in `tokenizer(text)`, which is the post_processor's template (tokenizer_config.json's
+    /// add_bos_token is dropped when a tokenizer.json is there); for GGUF, what llama.cpp adds with
+    /// `add_special` (`TokenizerData.addsBOSToText`, add_eos_token).
+    public let textPrefix: [Int]
+    public let textSuffix: [Int]
 
     /// Token spellings by id (byte alphabet for ordinary tokens, raw text for added ones); nil for gaps.
     let tokens: [String?]
@@ -67,6 +74,8 @@ public final class BPETokenizer: TextTokenizer {
         var mergeRanks: [Int]? = nil  // rank of each merge (GGUF SentencePiece: equal scores share one); nil: its index
         var sentencePiece: SentencePieceOptions? = nil
         var addBOS: Bool? = nil
+        var textPrefix: [Int] = []
+        var textSuffix: [Int] = []
     }
 
     /// Whether `data` (a GGUF's tokenizer metadata, read again at export) spells the vocabulary
@@ -93,7 +102,7 @@ public final class BPETokenizer: TextTokenizer {
         guard let pre = PreTokenizer.fromGGUFName(data.preTokenizer) else {
             throw ModelAssetsError.invalidConfig(
                 path: source, field: "tokenizer.ggml.pre",
-                reason: "pre-tokenizer '\(data.preTokenizer)' is not supported (supported: \(PreTokenizer.supportedGGUFNames.joined(separator: ", "))); use a GPT-2, SmolLM, Llama-3 or Qwen2 family model")
+                reason: "pre-tokenizer '\(data.preTokenizer)' is not supported (supported: \(PreTokenizer.supportedGGUFNames.joined(separator: ", "))); use a GPT-2, SmolLM, Llama-3, Qwen2 or GPT-4o (Phi-4-mini) family model")
         }
         if let types = data.tokenTypes, types.count != data.tokens.count {
             throw ModelAssetsError.malformed(
@@ -130,7 +139,9 @@ public final class BPETokenizer: TextTokenizer {
             source: source, tokens: data.tokens, merges: merges, mergesKey: "tokenizer.ggml.merges", addedTokens: added, specialIds: special,
             preTokenizer: pre, ignoreMerges: pre == .llama3, nfc: pre == .qwen2,
             bos: data.bosTokenId, eos: data.eosTokenId, pad: data.padTokenId, chatTemplate: data.chatTemplate,
-            chatTemplateOrigin: data.chatTemplate == nil ? nil : "the GGUF's tokenizer.chat_template", addBOS: data.addBOS))
+            chatTemplateOrigin: data.chatTemplate == nil ? nil : "the GGUF's tokenizer.chat_template", addBOS: data.addBOS,
+            textPrefix: data.addsBOSToText ? [data.bosTokenId].compactMap { $0 } : [],
+            textSuffix: data.addEOS == true ? [data.eosTokenId].compactMap { $0 } : []))
     }
 
     /// From GGUF metadata with `tokenizer.ggml.model = "llama"` (llama.cpp's SPM tokenizer): merges
@@ -168,7 +179,9 @@ public final class BPETokenizer: TextTokenizer {
             preTokenizer: .gpt2, ignoreMerges: false, nfc: false,
             bos: data.bosTokenId, eos: data.eosTokenId, pad: data.padTokenId, chatTemplate: data.chatTemplate,
             chatTemplateOrigin: data.chatTemplate == nil ? nil : "the GGUF's tokenizer.chat_template",
-            mergeRanks: ranks, sentencePiece: options, addBOS: data.addBOS))
+            mergeRanks: ranks, sentencePiece: options, addBOS: data.addBOS,
+            textPrefix: data.addsBOSToText ? [data.bosTokenId].compactMap { $0 } : [],
+            textSuffix: data.addEOS == true ? [data.eosTokenId].compactMap { $0 } : []))
     }
 
     init(parts: Parts) throws {
@@ -251,6 +264,9 @@ public final class BPETokenizer: TextTokenizer {
                 throw ModelAssetsError.malformed(path: source, item: "\(name) token id", reason: "id \(id) is not a token of this \(parts.tokens.count)-token vocabulary")
             }
         }
+        for id in parts.textPrefix + parts.textSuffix where id < 0 || id >= parts.tokens.count || parts.tokens[id] == nil {
+            throw ModelAssetsError.malformed(path: source, item: "post_processor", reason: "it adds id \(id), which is not a token of this \(parts.tokens.count)-token vocabulary")
+        }
 
         self.vocabularySize = parts.tokens.count
         self.preTokenizer = parts.preTokenizer
@@ -264,6 +280,8 @@ public final class BPETokenizer: TextTokenizer {
         self.normalizesNFC = parts.nfc
         self.sentencePiece = parts.sentencePiece
         self.addsBOS = parts.addBOS
+        self.textPrefix = parts.textPrefix
+        self.textSuffix = parts.textSuffix
         self.scalarTokens = scalarTokens
         self.tokens = parts.tokens
         self.vocab = vocab
@@ -320,7 +338,8 @@ public final class BPETokenizer: TextTokenizer {
     // MARK: encode
 
     /// Token ids for `text`; added/special tokens written in the text become their own ids.
-    /// No BOS is prepended (SmolLM2, and the chat templates, write it themselves when they want it).
+    /// Nothing is added (chat templates write BOS themselves); `encodeText` adds what the tokenizer
+    /// puts around a whole plain-text input.
     public func encode(_ text: String) -> [Int] {
         var out: [Int] = []
         out.reserveCapacity(text.utf8.count / 3 + 4)
@@ -333,6 +352,12 @@ public final class BPETokenizer: TextTokenizer {
         }
         if start < scalars.count { encodeOrdinary(scalars[start...], into: &out) }
         return out
+    }
+
+    /// `text` as a whole input: `textPrefix` (BOS when the tokenizer adds it), its tokens, `textSuffix`.
+    /// A BOS written in the text stays too, so "<bos>x" gets two, as in Hugging Face and llama.cpp.
+    public func encodeText(_ text: String) -> [Int] {
+        textPrefix + encode(text) + textSuffix
     }
 
     /// Encodes text that holds no special tokens: normalize, pre-tokenize, BPE per word.

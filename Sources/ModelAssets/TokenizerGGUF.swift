@@ -57,6 +57,7 @@ extension TokenizerData {
             return b
         }
         addBOS = try optionalBool("tokenizer.ggml.add_bos_token")
+        addEOS = try optionalBool("tokenizer.ggml.add_eos_token")
         addSpacePrefix = try optionalBool("tokenizer.ggml.add_space_prefix")
         if model == "llama" {
             guard let v = file.metadata["tokenizer.ggml.scores"] else {

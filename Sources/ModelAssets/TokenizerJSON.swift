@@ -1,10 +1,13 @@
 // Reads a Hugging Face tokenizer.json (BPE model) into a BPETokenizer, plus bos/eos/pad and the
 // chat template from tokenizer_config.json / chat_template.jinja / config.json beside it.
 // Accepted pipelines: ByteLevel(use_regex), Sequence[Digits(individual), ByteLevel], and
-// Sequence[Split(Llama-3 / Qwen2 / GPT-2 regex, Isolated), ByteLevel(use_regex: false)]; normalizer
+// Sequence[Split(Llama-3 / Qwen2 / GPT-4o / GPT-2 regex, Isolated), ByteLevel(use_regex: false)]; normalizer
 // none or NFC. SentencePiece-style: BPE(byte_fallback) with Metaspace, or with the normalizers
 // Replace(" "->"▁") and Prepend("▁") (decoder Replace/ByteFallback/Fuse/Strip). Anything else is
-// refused by name. Reference: HF tokenizers' serialization format.
+// refused by name. The post_processor (TemplateProcessing, ByteLevel, Roberta/BertProcessing, a
+// Sequence of them) gives what `encodeText` adds; transformers 5 drops tokenizer_config.json's
+// add_bos_token / add_eos_token when a tokenizer.json is there (tokenization_utils_base.py), so they
+// do not change it. Reference: HF tokenizers' serialization format.
 import Foundation
 
 extension BPETokenizer {
@@ -40,7 +43,7 @@ extension BPETokenizer {
         }
         let type = model["type"] as? String ?? "BPE"
         guard type == "BPE" else {
-            throw ModelAssetsError.invalidConfig(path: path, field: "model.type", reason: "'\(type)' is not supported; only BPE tokenizers are (byte-level: GPT-2, SmolLM, Llama-3, Qwen2; SentencePiece-style with byte fallback: Llama 2, Gemma, Phi-3)")
+            throw ModelAssetsError.invalidConfig(path: path, field: "model.type", reason: "'\(type)' is not supported; only BPE tokenizers are (byte-level: GPT-2, SmolLM, Llama-3, Qwen2, GPT-4o/Phi-4-mini; SentencePiece-style with byte fallback: Llama 2, Gemma, Phi-3)")
         }
         for key in ["continuing_subword_prefix", "end_of_word_suffix"] {
             if let value = model[key] as? String, !value.isEmpty {
@@ -117,6 +120,8 @@ extension BPETokenizer {
             }
         }
 
+        let (textPrefix, textSuffix) = try parsePostProcessor(root["post_processor"], path: path, vocab: vocab, added: added)
+
         if var sp = try parseSentencePiece(root, path: path) {
             sp.byteFallback = model["byte_fallback"] as? Bool ?? false
             sp.fusesUnknown = model["fuse_unk"] as? Bool ?? false
@@ -132,7 +137,7 @@ extension BPETokenizer {
             return Parts(
                 source: path, tokens: tokens, merges: merges, mergesKey: "model.merges", addedTokens: added, specialIds: special,
                 preTokenizer: .gpt2, ignoreMerges: false, nfc: false, bos: nil, eos: nil, pad: nil, chatTemplate: nil,
-                sentencePiece: sp)
+                sentencePiece: sp, textPrefix: textPrefix, textSuffix: textSuffix)
         }
         if model["byte_fallback"] as? Bool == true {
             throw ModelAssetsError.invalidConfig(
@@ -144,7 +149,63 @@ extension BPETokenizer {
         return Parts(
             source: path, tokens: tokens, merges: merges, mergesKey: "model.merges", addedTokens: added, specialIds: special,
             preTokenizer: pre, ignoreMerges: model["ignore_merges"] as? Bool ?? false, nfc: nfc,
-            bos: nil, eos: nil, pad: nil, chatTemplate: nil)
+            bos: nil, eos: nil, pad: nil, chatTemplate: nil,
+            textPrefix: textPrefix, textSuffix: textSuffix)
+    }
+
+    /// The special-token ids a post_processor puts before and after a single text: TemplateProcessing's
+    /// `single` (its SpecialToken pieces around `$A`, ids from `special_tokens`), RobertaProcessing and
+    /// BertProcessing (cls ... sep), ByteLevel (nothing), or a Sequence of these. Others are refused by name.
+    static func parsePostProcessor(_ node: Any?, path: String, vocab: [String: Any], added: [(content: String, id: Int)]) throws -> (prefix: [Int], suffix: [Int]) {
+        guard let node, !(node is NSNull) else { return ([], []) }
+        func refuse(_ why: String) -> ModelAssetsError {
+            .invalidConfig(path: path, field: "post_processor", reason: "\(describe(node)) is not supported (\(why)); supported: TemplateProcessing with special tokens around $A, ByteLevel, RobertaProcessing, BertProcessing, or a Sequence of these")
+        }
+        guard let obj = node as? [String: Any], let type = obj["type"] as? String else { throw refuse("not an object with a type") }
+        switch type {
+        case "ByteLevel":
+            return ([], [])
+        case "Sequence":
+            var prefix: [Int] = [], suffix: [Int] = []
+            for p in obj["processors"] as? [Any] ?? [] {
+                let (a, b) = try parsePostProcessor(p, path: path, vocab: vocab, added: added)
+                prefix = a + prefix  // a later processor wraps what the earlier ones made
+                suffix += b
+            }
+            return (prefix, suffix)
+        case "RobertaProcessing", "BertProcessing":
+            func id(_ key: String) throws -> Int {
+                guard let pair = obj[key] as? [Any], pair.count == 2, let n = intValue(pair[1]) else { throw refuse("'\(key)' is not [token, id]") }
+                return n
+            }
+            return ([try id("cls")], [try id("sep")])
+        case "TemplateProcessing":
+            guard let single = obj["single"] as? [[String: Any]] else { throw refuse("'single' is not a list") }
+            let specials = obj["special_tokens"] as? [String: Any] ?? [:]
+            var prefix: [Int] = [], suffix: [Int] = [], sawText = false
+            for piece in single {
+                if let seq = piece["Sequence"] as? [String: Any] {
+                    guard seq["id"] as? String == "A", !sawText else { throw refuse("'single' holds a sequence other than one $A") }
+                    sawText = true
+                } else if let sp = piece["SpecialToken"] as? [String: Any], let name = sp["id"] as? String {
+                    let ids: [Int]
+                    if let entry = specials[name] as? [String: Any], let list = entry["ids"] as? [Any] {
+                        ids = list.compactMap { intValue($0) }
+                    } else if let n = intValue(vocab[name]) ?? added.first(where: { $0.content == name })?.id {
+                        ids = [n]
+                    } else {
+                        throw refuse("special token '\(name)' has no id in special_tokens or the vocabulary")
+                    }
+                    if sawText { suffix += ids } else { prefix += ids }
+                } else {
+                    throw refuse("a 'single' piece is neither a Sequence nor a SpecialToken")
+                }
+            }
+            guard sawText else { throw refuse("'single' has no $A") }
+            return (prefix, suffix)
+        default:
+            throw refuse("unknown type '\(type)'")
+        }
     }
 
     static let supportedSentencePiece = """
@@ -243,7 +304,7 @@ extension BPETokenizer {
 
     static let supportedPipelines = """
         ByteLevel(use_regex: true); Sequence[Digits(individual_digits: true), ByteLevel(use_regex: true)]; \
-        Sequence[Split(Regex: the Llama-3, Qwen2 or GPT-2 pattern, behavior: Isolated), ByteLevel(use_regex: false)]
+        Sequence[Split(Regex: the Llama-3, Qwen2, GPT-4o (o200k) or GPT-2 pattern, behavior: Isolated), ByteLevel(use_regex: false)]
         """
 
     /// Returns whether text is NFC-normalized; refuses any other normalizer.
@@ -286,6 +347,7 @@ extension BPETokenizer {
             switch pattern {
             case PreTokenizer.llama3Pattern: return .llama3
             case PreTokenizer.qwen2Pattern: return .qwen2
+            case PreTokenizer.gpt4oPattern: return .gpt4o
             case PreTokenizer.gpt2Pattern: return .gpt2
             default: break
             }

@@ -109,6 +109,7 @@ public enum ModelExport {
         }
         if let id = tokenizer.unknownTokenId { kv.append(("tokenizer.ggml.unknown_token_id", .uint32(UInt32(id)))) }
         if let add = tokenizer.addBOS { kv.append(("tokenizer.ggml.add_bos_token", .bool(add))) }
+        if let add = tokenizer.addEOS { kv.append(("tokenizer.ggml.add_eos_token", .bool(add))) }
         if let add = tokenizer.addSpacePrefix { kv.append(("tokenizer.ggml.add_space_prefix", .bool(add))) }
         if let types = tokenizer.tokenTypes {
             kv.append(("tokenizer.ggml.token_type", .array(elementType: .int32, values: types.map { .int32($0) })))

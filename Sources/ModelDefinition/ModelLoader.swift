@@ -170,6 +170,14 @@ public enum ModelLoader {
         guard renames.allSatisfy({ r in r.rows.map { $0.upperBound <= file.tensorInfo(named: r.gguf)!.shape[0] } ?? true }) else {
             throw ModelAssetsError.invalidConfig(path: path, field: "attn_qkv/ffn_up", reason: "a fused tensor has fewer rows than the projections it holds need")
         }
+        // Fewer embedding rows than tokens: llama.cpp's Gemma 3 converter cuts token_embd to a
+        // tokenizer.json's len(vocab) + len(added_tokens) while padding the token list to config.json's
+        // vocab_size (docs/models.md). llama.cpp refuses such a file too; say why rather than a shape.
+        if let embd = file.tensorInfo(named: "token_embd.weight"), embd.shape.count == 2, embd.shape[0] < config.vocabSize {
+            throw ModelAssetsError.invalidConfig(
+                path: path, field: "token_embd.weight",
+                reason: "has \(embd.shape[0]) rows for a \(config.vocabSize)-token vocabulary, so ids \(embd.shape[0]) and up have no embedding (llama.cpp refuses this file too). llama.cpp's Gemma 3 converter writes this when a folder has tokenizer.json but no tokenizer.model and config.json's vocab_size exceeds the tokenizer's token count: it cuts the embedding to the tokenizer's count but pads the token list to vocab_size. Load the Hugging Face folder itself, or convert it again with its tokenizer.model present")
+        }
         try TensorTable.check(renames.map { ($0.hf, shape($0)) }, config: config, path: path)
 
         if storage == .stored {

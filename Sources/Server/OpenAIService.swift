@@ -144,7 +144,7 @@ public final class OpenAIService: @unchecked Sendable {
     public func completions(_ body: [UInt8]) async throws(ServerError) -> Reply {
         let request = try CompletionRequest(Self.parse(body))
         let model = try catalog.model(request.model)
-        let prompt = tokenizer.encode(request.prompt)
+        let prompt = tokenizer.encodeText(request.prompt)  // BOS first when the tokenizer adds one, as vLLM and llama-server do
         guard !prompt.isEmpty else { throw .invalidRequest("'prompt' is empty: give at least one character to continue.", param: "prompt", code: "invalid_value") }
         return try await run(prompt: prompt, model: model, sampling: request.sampling, constraint: nil, kind: .completion, mode: .text)
     }

@@ -78,7 +78,7 @@ struct Generate: ParsableCommand {
     @Flag(help: "Print the generated token ids to stderr as well.")
     var showIds = false
 
-    @Flag(help: "Treat --prompt as raw text: no chat template and no system message (a base model's completion, or a check against another tool's raw completion); no BOS token is added; the reply still ends at the model's end-of-turn token.")
+    @Flag(help: "Treat --prompt as raw text: no chat template and no system message (a base model's completion, or a check against another tool's raw completion); a BOS token goes first when the tokenizer adds one to text (as Hugging Face's tokenizer(text) does); the reply still ends at the model's end-of-turn token.")
     var raw = false
 
     func validate() throws {

@@ -140,6 +140,28 @@ final class ServiceTests: XCTestCase {
         XCTAssertGreaterThan(differ, 0, "the adapter changes some reply")
     }
 
+    /// /v1/completions tokenizes its prompt as a whole text input: the BOS the tokenizer adds goes
+    /// first (as vLLM and llama-server do); a chat prompt is the template's text with nothing added.
+    func testCompletionsPromptGetsTheBOSItsTokenizerAdds() async throws {
+        let dir = TinyAssets.tempDir(#function)
+        let base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1, context: 2048, addBOS: true), storage: .stored)
+        let bos = try XCTUnwrap(base.tokenizer.bosTokenId)
+        XCTAssertEqual(base.tokenizer.textPrefix, [bos])
+        try FileManager.default.createDirectory(atPath: dir + "/adapters", withIntermediateDirectories: true)
+        let catalog = try AdapterCatalog(base: base, baseID: "tiny", folder: dir + "/adapters", rescanInterval: 0)
+        let scheduler = Scheduler(model: InferenceModel(base: base.weights), maxActive: 2, queueCapacity: 4)
+        scheduler.start()
+        defer { scheduler.shutdown() }
+        let service = try OpenAIService(catalog: catalog, scheduler: scheduler, limits: ServiceLimits(defaultMaxTokens: 4, maxTokensLimit: 600))
+        let prompt = "the other one"
+        let plain = try json(try await service.completions(body(#"{"model":"tiny","prompt":"\#(prompt)","max_tokens":2,"temperature":0}"#)))
+        XCTAssertEqual(plain["usage"]?["prompt_tokens"], .number(JSONNumber(base.tokenizer.encode(prompt).count + 1)))
+        let chat = try json(try await service.chatCompletions(body(#"{"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":2,"temperature":0}"#)))
+        let rendered = try TrainingEncoder(tokenizer: base.tokenizer, template: base.template, maxSequenceLength: Int.max)
+            .encodePrompt([Message(role: .user, content: "hi")])
+        XCTAssertEqual(chat["usage"]?["prompt_tokens"], .number(JSONNumber(rendered.count)))
+    }
+
     func testResponseFormatRepliesValidateOrAreReportedCut() async throws {
         let f = try fixture()
         defer { f.scheduler.shutdown() }

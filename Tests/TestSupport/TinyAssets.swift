@@ -48,9 +48,11 @@ public enum TinyAssets {
 
     /// Writes tiny.gguf into `dir` and returns its path. `seed` changes every weight; the same seed
     /// gives the same file.
+    /// `addBOS` sets `tokenizer.ggml.add_bos_token` (absent by default: no BOS before raw text).
     public static func writeModel(in dir: String, seed: UInt64 = 1, name: String = "tiny", layers: Int = 2,
-                           extraMerges: [String] = [], context: Int = 512) throws -> String {
-        let tok = tokenizer(extraMerges: extraMerges)
+                           extraMerges: [String] = [], context: Int = 512, addBOS: Bool? = nil) throws -> String {
+        var tok = tokenizer(extraMerges: extraMerges)
+        tok.addBOS = addBOS
         let cfg = try config(vocab: tok.tokens.count, layers: layers, context: context)
         var rng = SeededRNG(seed: seed)
         var tensors: [String: HostTensor] = [:]

@@ -28,5 +28,8 @@ final class PreTokenizerTests: XCTestCase {
         XCTAssertEqual(PreTokenizer.smollm.split("x  12"), ["x", "  ", "1", "2"])
         XCTAssertEqual(PreTokenizer.llama3.split("a\n\n  b"), ["a", "\n\n", " ", " b"])
         XCTAssertEqual(PreTokenizer.gpt2.split(""), [])
+        XCTAssertEqual(PreTokenizer.gpt4o.split("HTMLParser CamelCase DON'T I'm"), ["HTMLParser", " Camel", "Case", " DON'T", " I'm"])
+        XCTAssertEqual(PreTokenizer.gpt4o.split("x 12345 !\n/y"), ["x", " ", "123", "45", " !\n/", "y"])
+        XCTAssertEqual(PreTokenizer.gpt4o.split("日本語ABC"), ["日本語", "ABC"])
     }
 }
