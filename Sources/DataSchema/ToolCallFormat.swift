@@ -164,10 +164,12 @@ public struct ToolCallFormat: Sendable, Hashable {
     /// must keep these, or its calls lose their markers; guided generation writes them as the
     /// tokens they are (Guidance's ConstraintLibrary).
     public func specialTokens(in tokenizer: BPETokenizer) -> Set<Int> {
+        // markers are words in brackets: a special token spelled as punctuation or whitespace
+        // alone (`{`, `\n`) is never taken for one, or every brace would become it
         let framing = [listOpen, opening, closing, separator ?? "", listClose]
         return Set(tokenizer.specialTokenIds.filter { id in
             let text = tokenizer.decode([id])
-            return !text.isEmpty && framing.contains { $0.contains(text) }
+            return text.contains(where: \.isLetter) && framing.contains { $0.contains(text) }
         })
     }
 

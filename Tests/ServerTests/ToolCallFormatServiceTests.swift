@@ -141,9 +141,9 @@ final class ToolCallFormatServiceTests: XCTestCase {
 
     // MARK: through the service, on the tiny model
 
-    func makeService(_ name: String = #function, template: String) throws -> (OpenAIService, Scheduler) {
+    func makeService(_ name: String = #function, template: String, specials: [String] = []) throws -> (OpenAIService, Scheduler) {
         let dir = TinyAssets.tempDir(name)
-        var base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1, context: 2048), storage: .stored)
+        var base = try BaseModel.load(path: try TinyAssets.writeModel(in: dir, seed: 1, extraSpecials: specials, context: 2048), storage: .stored)
         base.template = ChatTemplateSource(body: .jinja(try ReasoningTests.template(template)), origin: template)
         let catalog = try AdapterCatalog(base: base, baseID: "tiny", folder: nil, rescanInterval: 0)
         let scheduler = Scheduler(model: InferenceModel(base: base.weights), maxActive: 2, queueCapacity: 4)
@@ -306,6 +306,49 @@ final class ToolCallFormatServiceTests: XCTestCase {
         XCTAssertEqual(calls.count, 2)
         XCTAssertEqual(Set(calls.compactMap { $0["id"]?.stringValue }).count, 2, "ids of their own, distinct")
         XCTAssertTrue(calls.allSatisfy { $0["id"]?.stringValue?.hasPrefix("call_") == true })
+    }
+
+    /// Phi-4-mini's template on a tokenizer whose `<|tool_call|>` and `<|/tool_call|>` are
+    /// special tokens (as Phi-4-mini's are): the request's grammar opens the reply with the
+    /// special token itself (forced: its text in ordinary tokens is not allowed), and the reply,
+    /// decoded keeping the format's special tokens, comes back as `tool_calls`.
+    func testPhiMarkersAreWrittenAsTheirSpecialTokens() async throws {
+        let (service, scheduler) = try makeService(template: "phi4mini_llamacpp.jinja", specials: ["<|tool_call|>", "<|/tool_call|>", "<|end|>", "<|tool|>", "<|/tool|>"])
+        defer { scheduler.shutdown() }
+        let open = try XCTUnwrap(service.tokenizer.tokenId("<|tool_call|>")), close = try XCTUnwrap(service.tokenizer.tokenId("<|/tool_call|>"))
+        XCTAssertTrue(service.tokenizer.isSpecial(open) && service.tokenizer.isSpecial(close))
+        let format = try service.toolCallFormat(model: "tiny")
+        XCTAssertEqual(format.specialTokens(in: service.tokenizer), [open, close])
+        let chat = try ChatRequest(OpenAIService.parse(request(stream: false)))
+        let constraint = try XCTUnwrap(try service.constraint(chat.guide, tools: chat.tools, format: format, severalCalls: true))
+        XCTAssertEqual(constraint.forcedTokens(constraint.start()).first, open)
+        XCTAssertFalse(constraint.allowedTokens(constraint.start()).contains(try XCTUnwrap(service.tokenizer.tokenId("<"))))
+
+        let schema = try JSONSchema(try JSONValue.parse(Self.parameters))
+        guard case .json(let whole) = try await service.chatCompletions(request(stream: false)) else { return XCTFail("expected JSON") }
+        let c = try XCTUnwrap(whole["choices"]?.arrayValue?.first)
+        XCTAssertEqual(c["finish_reason"]?.stringValue, "tool_calls", "\(whole)")
+        let calls = try XCTUnwrap(c["message"]?["tool_calls"]?.arrayValue)
+        XCTAssertFalse(calls.isEmpty)
+        for call in calls {
+            XCTAssertEqual(call["function"]?["name"]?.stringValue, "weather")
+            XCTAssertEqual(schema.validate(try JSONValue.parse(try XCTUnwrap(call["function"]?["arguments"]?.stringValue))), [])
+        }
+        // streamed (same seed): the same calls by index
+        guard case .stream(let s) = try await service.chatCompletions(request(stream: true)) else { return XCTFail("expected a stream") }
+        var arguments: [Int: String] = [:], finish: [String] = []
+        while let event = await s.next() {
+            let data = String(event.dropFirst(6).dropLast(2))
+            if data == "[DONE]" { break }
+            let ch = try XCTUnwrap(try JSONValue.parse(data)["choices"]?.arrayValue?.first)
+            for d in ch["delta"]?["tool_calls"]?.arrayValue ?? [] {
+                guard case let .number(n)? = d["index"] else { return XCTFail("no index in \(d)") }
+                arguments[Int(n.doubleValue), default: ""] += d["function"]?["arguments"]?.stringValue ?? ""
+            }
+            if let f = ch["finish_reason"]?.stringValue { finish.append(f) }
+        }
+        XCTAssertEqual(finish, ["tool_calls"])
+        XCTAssertEqual(arguments.keys.sorted().map { arguments[$0]! }, calls.map { $0["function"]?["arguments"]?.stringValue ?? "" })
     }
 
     func testFalcon3sFormatIsRefusedWithA400NamingTheTemplate() async throws {
