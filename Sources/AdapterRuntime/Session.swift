@@ -7,8 +7,8 @@
 // ChatFormat.toolCallFormat; Schema.md's `<tool_call>` for templates that read no tools) and the
 // tool's argument schema — several calls in one reply where the format joins calls — the session
 // runs each Swift handler in order, appends the calls and their results to the transcript and
-// generates again, as Foundation Models does. A format whose model writes ids (Mistral's) keeps them. Leaves out the @Generable macro
-// (a Decodable type and its JSON schema stand in).
+// generates again, as Foundation Models does; the ids a format's model writes (Mistral's) are
+// kept. Leaves out the @Generable macro (a Decodable type and its JSON schema stand in).
 import DataSchema
 import Foundation
 import Guidance
@@ -265,7 +265,7 @@ public final class LanguageModelSession: @unchecked Sendable {
     }
 
     /// How the model writes a tool call (its chat template's format); throws when the template's
-    /// format is refused (calls with ids the model would invent: Mistral's).
+    /// format is refused (a call that is not one JSON object beginning with the name: Falcon 3's).
     private func callFormat() throws(RuntimeError) -> ToolCallFormat {
         do throws(DataSchemaError) { return try model.model.chatFormat.toolCallFormat() } catch {
             throw RuntimeError.unsupportedGuide(error.errorDescription ?? "\(error)")

@@ -136,7 +136,7 @@ public final class OpenAIService: @unchecked Sendable {
     var chatFormat: ChatFormat? { encoder.renderer as? ChatFormat }
 
     /// The format the model writes tool calls in; a 400 naming the template when guided tool
-    /// calls are refused for it (a call with an id the model would invent: Mistral's).
+    /// calls are refused for it (a call that is not one JSON object beginning with the name: Falcon 3's).
     func toolCallFormat(model: String) throws(ServerError) -> ToolCallFormat {
         guard let chatFormat else { return .documented }
         do throws(DataSchemaError) { return try chatFormat.toolCallFormat() } catch {
