@@ -68,6 +68,52 @@ final class SessionToolFormatTests: XCTestCase {
         for id in callIDs { XCTAssertTrue(prompt.contains(#""call_id": "\#(id)"}"#), prompt) }
     }
 
+    /// One reply with several calls (Mistral's list): the calls are recorded first, then each
+    /// handler runs in the calls' order and its output is recorded, so the next prompt has one
+    /// assistant turn with every call and then the results, as the template writes them. The
+    /// tiny random model writes two calls for some seeds; the first seed of 1...16 that does is
+    /// checked (with parallelToolCalls false, no seed gives two).
+    func testSeveralCallsOfOneReplyRunInOrder() async throws {
+        let lm = try model("mistral_v03.jinja")
+        let parameters = try JSONSchema(try JSONValue.parse(Self.parameters))
+        final class Seen: @unchecked Sendable { var args: [JSONValue] = []; let lock = NSLock() }
+        var checked = false
+        for parallel in [true, false] {
+            for seed in UInt64(1)...16 {
+                let seen = Seen()
+                let add = Tool(name: "add", description: "adds", parameters: parameters) { args in
+                    seen.lock.withLock { seen.args.append(args) }
+                    return "r\(seen.lock.withLock { seen.args.count })"
+                }
+                let session = LanguageModelSession(model: lm.plain, tools: [add])
+                session.maximumToolRounds = 1
+                session.parallelToolCalls = parallel
+                _ = try await session.respond(to: "1+2 and 3+4", options: GenerationOptions(temperature: 1, seed: seed, maximumResponseTokens: 200), toolChoice: .required)
+                let entries = session.transcript.entries
+                // the first round: its calls, then their outputs
+                let calls = entries.prefix { if case .toolCall = $0 { return true }; if case .prompt = $0 { return true }; return false }
+                    .compactMap { if case let .toolCall(id, _, arguments) = $0 { return (id, arguments) } else { return nil } }
+                guard calls.count >= 2 else { continue }
+                XCTAssertTrue(parallel, "seed \(seed): several calls with parallelToolCalls false")
+                let outputs = entries.dropFirst(1 + calls.count).prefix(calls.count).compactMap { if case let .toolOutput(id, _, content) = $0 { return (id, content) } else { return nil } }
+                XCTAssertEqual(outputs.map(\.0), calls.map(\.0), "each call's output, in the calls' order")
+                XCTAssertEqual(outputs.map(\.1), (1...calls.count).map { "r\($0)" }, "the handlers ran in the calls' order")
+                XCTAssertEqual(try calls.map { try JSONValue.parse($0.1) }, Array(seen.args.prefix(calls.count)))
+                let prompt = try lm.chatFormat.promptText(try session.transcript.messages())
+                XCTAssertEqual(prompt.components(separatedBy: "[TOOL_CALLS]").count, 2, "one assistant turn holds the calls: \(prompt)")
+                let results = try XCTUnwrap(prompt.range(of: "[TOOL_RESULTS]"))
+                for (id, _) in calls {
+                    let call = try XCTUnwrap(prompt.range(of: #""id": "\#(id)"}"#), prompt)
+                    XCTAssertLessThan(call.lowerBound, results.lowerBound, "the calls come before the results")
+                    XCTAssertTrue(prompt.contains(#""call_id": "\#(id)"}[/TOOL_RESULTS]"#), prompt)
+                }
+                checked = true
+                break
+            }
+        }
+        XCTAssertTrue(checked, "no seed of 1...16 gave a reply with two calls")
+    }
+
     func testASessionWithToolsOnFalcon3sTemplateIsRefused() async throws {
         let lm = try model("falcon3.jinja")
         let tool = Tool(name: "add", description: "adds", parameters: try JSONSchema(try JSONValue.parse(Self.parameters))) { _ in "3" }
