@@ -149,7 +149,7 @@ let package = Package(
                            .product(name: "Crypto", package: "swift-crypto")],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "ModelDefinitionTests", dependencies: ["TestSupport", "ModelDefinition", "Inference", "Training", "ModelAssets", "Autograd"]),
-        .testTarget(name: "GuidanceTests", dependencies: ["Guidance", "DataSchema", "ModelAssets"]),
+        .testTarget(name: "GuidanceTests", dependencies: ["Guidance", "DataSchema", "ModelAssets", "TestSupport"]),
         // The OpenAI-compatible server: per-row adapters in one batch, continuous batching, HTTP.
         .target(
             name: "Server",

@@ -5,9 +5,10 @@
 // The cache is kept between turns: each turn prefills only what the cache does not hold yet.
 // Tools: a call is constrained to the model's own call format (its chat template's:
 // ChatFormat.toolCallFormat; Schema.md's `<tool_call>` for templates that read no tools) and the
-// tool's argument schema, the session runs the Swift handler, appends the call and its result to the
-// transcript and generates again, as Foundation Models does. Leaves out the @Generable macro
-// (a Decodable type and its JSON schema stand in).
+// tool's argument schema — several calls in one reply where the format joins calls — the session
+// runs each Swift handler in order, appends the calls and their results to the transcript and
+// generates again, as Foundation Models does; the ids a format's model writes (Mistral's) are
+// kept. Leaves out the @Generable macro (a Decodable type and its JSON schema stand in).
 import DataSchema
 import Foundation
 import Guidance
@@ -109,6 +110,9 @@ public final class LanguageModelSession: @unchecked Sendable {
     public let tools: [Tool]
     /// Tool rounds per prompt before the model must answer in text.
     public var maximumToolRounds = 4
+    /// Whether one reply may call several tools (where the model's call format joins calls;
+    /// Llama 3's takes one); the handlers run in the order of the calls.
+    public var parallelToolCalls = true
     public let model: AdaptedModel
     private let lock = NSLock()
     private var _transcript: Transcript
@@ -252,7 +256,8 @@ public final class LanguageModelSession: @unchecked Sendable {
             switch toolChoice {
             case .none: return try model.model.constraints.regex(format.textPattern)
             case .auto, .required:
-                return try model.model.constraints.toolCall(tools.map { ($0.name, $0.parameters) }, allowText: toolChoice == .auto, format: format)
+                return try model.model.constraints.toolCall(tools.map { ($0.name, $0.parameters) }, allowText: toolChoice == .auto, format: format,
+                                                            severalCalls: parallelToolCalls)
             }
         } catch {
             throw RuntimeError.unsupportedGuide(error.localizedDescription)
@@ -260,7 +265,7 @@ public final class LanguageModelSession: @unchecked Sendable {
     }
 
     /// How the model writes a tool call (its chat template's format); throws when the template's
-    /// format is refused (calls with ids the model would invent: Mistral's).
+    /// format is refused (a call that is not one JSON object beginning with the name: Falcon 3's).
     private func callFormat() throws(RuntimeError) -> ToolCallFormat {
         do throws(DataSchemaError) { return try model.model.chatFormat.toolCallFormat() } catch {
             throw RuntimeError.unsupportedGuide(error.errorDescription ?? "\(error)")
@@ -279,10 +284,11 @@ public final class LanguageModelSession: @unchecked Sendable {
         while true {
             let last = round >= maximumToolRounds
             let guide = try constraint(schema: schema, toolChoice: last ? .none : choice)
-            let (text, r, stats) = try generate(entries: entries, constraint: guide, options: options, onText: choice == .none || tools.isEmpty ? onText : nil)
             // a cut guided value or call is an error; cut plain text is a reply, as without tools
             var format = ToolCallFormat.documented
             if schema == nil && !tools.isEmpty { format = try callFormat() }
+            let (text, r, stats) = try generate(entries: entries, constraint: guide, options: options, onText: choice == .none || tools.isEmpty ? onText : nil,
+                                                keeping: guide == nil ? [] : format.specialTokens(in: model.model.base.tokenizer))
             if guide != nil && stats.incomplete && (schema != nil || text.first == format.lead) {
                 throw RuntimeError.incomplete(partial: text, maximumResponseTokens: options.maximumResponseTokens)
             }
@@ -292,23 +298,26 @@ public final class LanguageModelSession: @unchecked Sendable {
                 _transcript.entries = entries
                 return r
             }
-            // a call: run the handler, record both, continue from the result
-            guard let read = format.readCall(text), let tool = tools.first(where: { $0.name == read.name }) else {
+            // calls: record them, run each handler in order, record the results, continue from them
+            guard let read = format.readCalls(text), read.allSatisfy({ call in tools.contains { $0.name == call.name } }) else {
                 throw RuntimeError.decoding("tool call \(text.prefix(200))")
             }
-            let (name, arguments) = (read.name, read.arguments)
-            let id = "call\(entries.count)"
-            entries.append(.toolCall(id: id, name: name, arguments: arguments.compactText))
-            let output = try await tool.call(arguments)
-            entries.append(.toolOutput(id: id, name: name, content: output))
+            let first = entries.count
+            let ids = read.enumerated().map { i, call in call.id ?? "call\(first + i)" }
+            for (call, id) in zip(read, ids) { entries.append(.toolCall(id: id, name: call.name, arguments: call.arguments.compactText)) }
+            for (call, id) in zip(read, ids) {
+                let output = try await tools.first { $0.name == call.name }!.call(call.arguments)
+                entries.append(.toolOutput(id: id, name: call.name, content: output))
+            }
             if choice == .required { choice = .auto }
             round += 1
         }
     }
 
     /// One reply to the conversation `entries`, reusing what the cache holds of its prompt.
+    /// `keeping`: special tokens decoded as text (a tool-call format's markers), others skipped.
     private func generate(entries: [Transcript.Entry], constraint: TokenConstraint?, options: GenerationOptions,
-                          onText: ((String) -> Void)?) throws -> (String, Response<String>, GenerationStats) {
+                          onText: ((String) -> Void)?, keeping: Set<Int> = []) throws -> (String, Response<String>, GenerationStats) {
         let ids = try encoder.encodePrompt(try Transcript(entries: entries).messages(tools: toolDefinitions))
         let limit = model.engine.config.maxPositionEmbeddings
         if ids.count + options.maximumResponseTokens > limit {
@@ -323,6 +332,7 @@ public final class LanguageModelSession: @unchecked Sendable {
         let request = GenerationRequest(prompt: ids, maxNewTokens: options.maximumResponseTokens, stopTokens: base.stopTokenIds,
                                         sampling: options.sampling, seed: options.seed, constraint: constraint)
         var decoder = StreamingDecoder(tokenizer: base.tokenizer, skipSpecialTokens: true)
+        decoder.keptTokens = keeping
         let onToken: (Int) -> Bool = { id in
             let piece = decoder.feed(id)
             if !piece.isEmpty { onText?(piece) }
@@ -335,7 +345,7 @@ public final class LanguageModelSession: @unchecked Sendable {
         let tail = decoder.finish()
         if !tail.isEmpty { onText?(tail) }
         cachedTokens = Array((ids + tokens).prefix(cache.count))
-        let text = base.tokenizer.decode(tokens, skipSpecialTokens: true)
+        let text = base.tokenizer.decode(tokens.filter { keeping.contains($0) || !base.tokenizer.isSpecial($0) })
         return (text, Response(content: text, rawContent: text, promptTokens: ids.count, reusedPromptTokens: reused,
                                generatedTokens: stats.generatedTokens, forcedTokens: stats.forcedTokens, tokensPerSecond: stats.tokensPerSecond,
                                draftTokensProposed: stats.draftTokensProposed, draftTokensAccepted: stats.draftTokensAccepted), stats)

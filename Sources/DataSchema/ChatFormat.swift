@@ -158,10 +158,13 @@ public struct ChatFormat: ConversationRenderer {
     ]))
 
     /// The format of a call, read from how the template writes an assistant turn that calls
-    /// the probe tool once (and twice, for the separator): the text before the name, between
-    /// the name and the arguments and after them. Refused when the call carries its id (the
-    /// model would have to invent one: Mistral's `[TOOL_CALLS]`, Falcon 3's OpenAI objects), or
-    /// when the call is not one JSON object with the name and the arguments in it.
+    /// the probe tool once (and twice, for what joins two calls): the text before the name,
+    /// between the name and the arguments, the call's id where the template writes one after the
+    /// arguments (Mistral's `, "id": "..."`, which the model writes too), and the text after. Of
+    /// the text around the calls, what the two-call turn repeats around each call is the call's
+    /// own (`<tool_call>\n`), the rest is the list's (`[TOOL_CALLS] [` ... `]`). Refused when
+    /// the call is not one JSON object with the name and the arguments first in it (Falcon 3's
+    /// OpenAI objects, which hold the id before a nested function).
     func deriveToolCallFormat() -> ToolCallSupport {
         let fix = "give --chat-template a template whose calls are a JSON object with \"name\" and \"arguments\" (or \"parameters\"), such as Hermes' <tool_call> format, or use the model without tools"
         let one: JSONValue = .object([JSONMember(key: "probe_argument", value: .number(JSONNumber(1)))])
@@ -169,32 +172,61 @@ public struct ChatFormat: ConversationRenderer {
         guard let written = probeToolCall([one]) else {
             return .refused("the template writes no call for a probe assistant turn that calls a tool (or refuses it), so how its model calls tools is not known; " + fix)
         }
-        if written.contains(Self.probeID) {
-            let mistral = written.contains("[TOOL_CALLS]") ? " (Mistral's [TOOL_CALLS] takes 9-character ids)" : ""
-            return .refused("it writes each call with its id (\(String(written.prefix(100)).debugDescription) for a call with id \"\(Self.probeID)\"), which the model would have to invent and the toolkit does not generate\(mistral); " + fix)
-        }
         let quotedName = JSONValue.string(Self.probeName).compactText
         guard let nameRange = written.range(of: quotedName),
               let argKey = written.range(of: "\"probe_argument\"", range: nameRange.upperBound..<written.endIndex),
               let argOpen = written[nameRange.upperBound..<argKey.lowerBound].lastIndex(of: "{"),
               let argEnd = ToolCallFormat.jsonValueEnd(written[argOpen...]),
-              (try? JSONValue.parse(String(written[argOpen..<argEnd]), context: "probe")) == one,
-              let format = ToolCallFormat(opening: String(written[..<nameRange.lowerBound]),
-                                          argumentsLead: String(written[nameRange.upperBound..<argOpen]),
-                                          closing: String(written[argEnd...]), separator: nil) else {
+              (try? JSONValue.parse(String(written[argOpen..<argEnd]), context: "probe")) == one else {
             return .refused("it writes a call as \(String(written.prefix(120)).debugDescription), not as one JSON object holding the name as a JSON string and the arguments under one key; " + fix)
         }
-        // Two calls: the first as above, then the separator, then the second.
-        var separator: String?
-        if let both = probeToolCall([one, two]) {
-            let first = format.opening + quotedName + format.argumentsLead, tail = format.closing
-            let firstCall = String(written)
-            if both.hasPrefix(firstCall), let second = both.range(of: first, range: both.index(both.startIndex, offsetBy: firstCall.count)..<both.endIndex),
-               both.hasSuffix(tail) {
-                separator = String(both[both.index(both.startIndex, offsetBy: firstCall.count)..<second.lowerBound])
+        // the id, where the template writes it: right after the arguments as `, "KEY": "ID"`
+        var idLead: String?
+        var closing = written[argEnd...]
+        if let idAt = written.range(of: Self.probeID) {
+            let quotedID = JSONValue.string(Self.probeID).compactText
+            guard idAt.lowerBound > argEnd, let q = written.range(of: quotedID, range: argEnd..<written.endIndex),
+                  ToolCallFormat.leadKey(String(written[argEnd..<q.lowerBound])) != nil else {
+                return .refused("it writes each call with its id (\(String(written.prefix(140)).debugDescription) for a call with id \"\(Self.probeID)\") elsewhere than right after the arguments, so the call is not one JSON object that begins with the name and the arguments (as Falcon 3's template does: it writes OpenAI's tool_calls objects, while its system prompt asks the model for another shape); " + fix)
             }
+            idLead = String(written[argEnd..<q.lowerBound])
+            closing = written[q.upperBound...]
         }
-        return .format(ToolCallFormat(opening: format.opening, argumentsLead: format.argumentsLead, closing: format.closing, separator: separator)!)
+        guard let single = ToolCallFormat(opening: String(written[..<nameRange.lowerBound]),
+                                          argumentsLead: String(written[nameRange.upperBound..<argOpen]),
+                                          closing: String(closing), separator: nil, idLead: idLead) else {
+            return .refused("it writes a call as \(String(written.prefix(120)).debugDescription), not as one JSON object holding the name as a JSON string and the arguments under one key; " + fix)
+        }
+        return .format(Self.withSecondCall(single, one: written, both: probeToolCall([one, two]), quotedName: quotedName))
+    }
+
+    /// `single` (read off a one-call turn, `one`) with what joins two calls, read off the two-call
+    /// turn `both`: `both` is the text up to the first call's closing `}`, then MID, then the
+    /// second call's object, then the one-call turn's tail (what follows its `}`). What MID and
+    /// the text before the first object end with is each call's opening text; what MID and the
+    /// tail begin with is each call's closing text; the rest of MID joins two calls, and the rest
+    /// of the text before and after is the list's. Without a two-call turn in that shape (Llama
+    /// 3's template refuses two calls), one call a turn.
+    static func withSecondCall(_ single: ToolCallFormat, one: String, both: String?, quotedName: String) -> ToolCallFormat {
+        let tail = single.wrapperClose, before = single.wrapperOpen
+        let objectOpening = String(single.opening.dropFirst(before.count))
+        let head = String(one.dropLast(tail.count))
+        guard let both, both.hasPrefix(head) else { return single }
+        let rest = both.dropFirst(head.count)
+        guard let second = rest.range(of: objectOpening + quotedName), let secondEnd = ToolCallFormat.jsonValueEnd(rest[second.lowerBound...]),
+              rest[secondEnd...] == Substring(tail) else { return single }
+        let mid = String(rest[..<second.lowerBound])
+        var callClose = String(zip(tail, mid).prefix { $0 == $1 }.map(\.0))
+        var callOpen = String(String(zip(before.reversed(), mid.reversed()).prefix { $0 == $1 }.map(\.0)).reversed())
+        if callClose.count + callOpen.count > mid.count {
+            callOpen = String(callOpen.suffix(max(0, mid.count - callClose.count)))
+            if callClose.count > mid.count { callClose = String(callClose.prefix(mid.count)) }
+        }
+        let separator = String(mid.dropFirst(callClose.count).dropLast(callOpen.count))
+        let closingHead = String(single.closing.dropLast(tail.count))
+        return ToolCallFormat(opening: callOpen + objectOpening, argumentsLead: single.argumentsLead, closing: closingHead + callClose,
+                              separator: separator, listOpen: String(before.dropLast(callOpen.count)),
+                              listClose: String(tail.dropFirst(callClose.count)), idLead: single.idLead) ?? single
     }
 
     /// How the template writes an assistant turn that calls the probe tool with each of

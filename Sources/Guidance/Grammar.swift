@@ -87,19 +87,31 @@ extension Grammar {
     /// against that tool's parameters (any JSON object when it has none) in compact JSON, or,
     /// with `allowText`, plain text that does not begin with the call's first character.
     public static func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], allowText: Bool, format: ToolCallFormat = .documented,
+                                severalCalls: Bool = false, specialMarkers: [String] = [],
                                 stateLimit: Int = defaultStateLimit) throws(GuidanceError) -> Grammar {
-        try toolCall(tools, otherwise: allowText ? .text : .none, format: format, stateLimit: stateLimit)
+        try toolCall(tools, otherwise: allowText ? .text : .none, format: format, severalCalls: severalCalls,
+                     specialMarkers: specialMarkers, stateLimit: stateLimit)
     }
 
-    /// A call of one of `tools` (as above) or `otherwise`, one automaton. Each tool's parameters
-    /// and the alternative's schema are compiled as documents of their own into one builder, so
-    /// each resolves its own `$ref`s (`#/$defs/...` of a nested `@Generable` type) and orders its
+    /// Calls of `tools` (as above) or `otherwise`, one automaton. Each tool's parameters and the
+    /// alternative's schema are compiled as documents of their own into one builder, so each
+    /// resolves its own `$ref`s (`#/$defs/...` of a nested `@Generable` type) and orders its
     /// properties by its own `x-order`. Errors in a tool's parameters name the tool in their path
     /// (`tool get_weather $.properties.unit`); the alternative's keep the schema's `$` path.
+    ///
+    /// The reply is the format's list opening, a call, and with `severalCalls` (where the format
+    /// joins calls: not Llama 3's) further calls each after the separator, then the list's end.
+    /// A format whose calls carry an id (Mistral's) writes it as `idLength` ASCII letters and
+    /// digits. `specialMarkers` are texts of the framing the tokenizer has as special tokens
+    /// (`<|tool_call|>`, `[TOOL_CALLS]`): they are spelled as TokenVocabulary.markerSpelling, which
+    /// only that special token spells (a vocabulary that includes it: TokenVocabulary(tokenizer:
+    /// stopTokens:markers:)), so the model writes the marker as the token it was trained on.
     public static func toolCall(_ tools: [(name: String, parameters: JSONSchema?)], otherwise: ToolCallAlternative,
-                                format: ToolCallFormat = .documented, stateLimit: Int = defaultStateLimit) throws(GuidanceError) -> Grammar {
+                                format: ToolCallFormat = .documented, severalCalls: Bool = false, specialMarkers: [String] = [],
+                                stateLimit: Int = defaultStateLimit) throws(GuidanceError) -> Grammar {
         guard !tools.isEmpty else { throw GuidanceError.noValue(path: "tools", reason: "no tool is declared") }
         let b = NFABuilder(stateLimit: stateLimit)
+        func framing(_ text: String) -> Fragment { b.literal(TokenVocabulary.spelling(of: text, markers: specialMarkers)) }
         var calls: [Fragment] = []
         for tool in tools {
             let parameters = tool.parameters ?? anyObject
@@ -112,26 +124,42 @@ extension Grammar {
             } catch {
                 throw error.inTool(tool.name)
             }
-            calls.append(b.concat([b.literal(format.opening + JSONValue.string(tool.name).compactText + format.argumentsLead),
-                                   arguments, b.literal(format.closing)]))
+            var parts = [framing(format.opening + JSONValue.string(tool.name).compactText + format.argumentsLead), arguments]
+            if let idLead = format.idLead {
+                // `"` + idLength of [0-9A-Za-z] + `"`
+                let alnum: ByteRanges = [48...57, 65...90, 97...122]
+                parts.append(framing(idLead + "\""))
+                parts.append(try b.repeated(min: ToolCallFormat.idLength, max: ToolCallFormat.idLength) { b.byteSet(alnum) })
+                parts.append(b.literal("\""))
+            }
+            parts.append(framing(format.closing))
+            calls.append(b.concat(parts))
             if b.isOverLimit { throw GuidanceError.tooLarge(path: "tool \(tool.name)", limit: stateLimit) }
         }
-        var summary = "tool call (\(tools.map(\.name).joined(separator: ", ")))"
+        let call = b.union(calls)
+        if severalCalls, let separator = format.separator {
+            // after a call, the separator leads back to another (one copy of the calls, a loop)
+            let join = framing(separator)
+            b.connect(call.end, join.start)
+            b.connect(join.end, call.start)
+        }
+        var replies = [b.concat([framing(format.listOpen), call, framing(format.listClose)])]
+        var summary = "tool call\(severalCalls && format.separator != nil ? "s" : "") (\(tools.map(\.name).joined(separator: ", ")))"
         switch otherwise {
         case .none: break
         case .text:
             let text = try ScalarNFA.compile(format.textPattern, reading: .raw, path: "text", stateLimit: stateLimit)
-            calls.append(try b.scalarStrings(text, minLength: 0, maxLength: nil, encoding: .raw, path: "text"))
+            replies.append(try b.scalarStrings(text, minLength: 0, maxLength: nil, encoding: .raw, path: "text"))
             summary += " or text"
         case let .value(schema):
             switch try SchemaCompiler(schema: schema, builder: b).compile(schema.root, at: SchemaLocation()) {
-            case let .value(f): calls.append(f)
+            case let .value(f): replies.append(f)
             case let .empty(path, reason): throw GuidanceError.noValue(path: path, reason: reason)
             }
             summary += " or JSON schema"
         }
         if b.isOverLimit { throw GuidanceError.tooLarge(path: "tools", limit: stateLimit) }
-        guard let nfa = b.finish(b.union(calls)) else {
+        guard let nfa = b.finish(b.union(replies)) else {
             throw GuidanceError.noValue(path: "tools", reason: "no tool call can be generated")
         }
         return Grammar(nfa: nfa, summary: summary)

@@ -1,5 +1,6 @@
 // OpenAI request bodies read into what the decoder needs: `/v1/chat/completions` (messages,
-// sampling, `response_format`, `tools` + `tool_choice`, `stop`, `stream`) and `/v1/completions`.
+// sampling, `response_format`, `tools` + `tool_choice` + `parallel_tool_calls`, `stop`, `stream`)
+// and `/v1/completions`.
 // Every field is checked, and a wrong one is answered 400 naming it (`param`) and what it must
 // be. Fields the API has but this server cannot honour (n > 1, logprobs, penalties) are refused,
 // never ignored; fields that change nothing here (user, metadata, store, ...) are accepted.
@@ -174,6 +175,9 @@ struct ChatRequest {
     var guide: Guide
     /// Tools declared in the request (rendered on the system turn).
     var tools: [ToolDefinition]
+    /// `parallel_tool_calls` (OpenAI's default true): a reply may hold several calls, where the
+    /// model's call format joins calls.
+    var parallelToolCalls = true
     /// Where the first reasoning given back is (`messages[N].reasoning_content`), for the error
     /// when the model's template has no thinking block to render it in.
     var reasoningParam: String?
@@ -193,6 +197,7 @@ struct ChatRequest {
         }
         tools = try Self.tools(f)
         let choice = try Self.toolChoice(f, tools: tools)
+        parallelToolCalls = try f.bool("parallel_tool_calls") ?? true
         if !tools.isEmpty {
             if let i = messages.firstIndex(where: { $0.role == .system }) {
                 messages[i].tools = tools

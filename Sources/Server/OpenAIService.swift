@@ -5,8 +5,10 @@
 // trained on. Replies: `finish_reason` stop / length / tool_calls as OpenAI gives them; a
 // guided reply cut by max_tokens is answered `length` (never as a whole value); a tool call is
 // the model's own call (its chat template's format: Hermes' `<tool_call>` block, Llama 3's bare
-// JSON, ...; ChatFormat.toolCallFormat) read back into `tool_calls`, streamed as OpenAI
-// streams one (a delta with its index, id and name, then its arguments in pieces as decoded);
+// JSON, Mistral's `[TOOL_CALLS]` list with the ids its model writes, ...; ChatFormat.toolCallFormat)
+// read back into `tool_calls` — several in one reply where the format joins calls and the request
+// allows it (`parallel_tool_calls`) — streamed as OpenAI streams them (per call a delta with its
+// index, id and name, then its arguments in pieces as decoded);
 // usage counts the prompt positions the prompt cache supplied (`prompt_tokens_details.cached_tokens`);
 // a thinking model's thinking (between its template's `<think>` markers) is `reasoning_content`.
 // Reference: OpenAI's API reference (chat completion object, chunk object, completions), and
@@ -123,7 +125,9 @@ public final class OpenAIService: @unchecked Sendable {
         case .none, .schema: break
         }
         var constraint = forcing
-        if forcing == nil { constraint = try self.constraint(request.guide, tools: request.tools, format: callFormat) }
+        if forcing == nil {
+            constraint = try self.constraint(request.guide, tools: request.tools, format: callFormat, severalCalls: request.parallelToolCalls)
+        }
         return try await run(prompt: prompt, model: model, sampling: request.sampling, constraint: constraint, kind: .chat, mode: mode,
                              thinking: thinking, callFormat: callFormat)
     }
@@ -132,7 +136,7 @@ public final class OpenAIService: @unchecked Sendable {
     var chatFormat: ChatFormat? { encoder.renderer as? ChatFormat }
 
     /// The format the model writes tool calls in; a 400 naming the template when guided tool
-    /// calls are refused for it (a call with an id the model would invent: Mistral's).
+    /// calls are refused for it (a call that is not one JSON object beginning with the name: Falcon 3's).
     func toolCallFormat(model: String) throws(ServerError) -> ToolCallFormat {
         guard let chatFormat else { return .documented }
         do throws(DataSchemaError) { return try chatFormat.toolCallFormat() } catch {
@@ -149,13 +153,17 @@ public final class OpenAIService: @unchecked Sendable {
         return try await run(prompt: prompt, model: model, sampling: request.sampling, constraint: nil, kind: .completion, mode: .text)
     }
 
-    func constraint(_ guide: Guide, tools: [ToolDefinition], format: ToolCallFormat = .documented) throws(ServerError) -> TokenConstraint? {
+    /// The constraint of a guide; with tools, several calls in one reply where `severalCalls`
+    /// (`parallel_tool_calls`, default true) and the model's format joins calls.
+    func constraint(_ guide: Guide, tools: [ToolDefinition], format: ToolCallFormat = .documented, severalCalls: Bool = false) throws(ServerError) -> TokenConstraint? {
         do throws(GuidanceError) {
             switch guide {
             case .none: return nil
             case .schema(let schema, _): return try constraints.jsonSchema(schema)
-            case .tools(let tools, let allowText): return try constraints.toolCall(tools.map { ($0.name, $0.parameters) }, allowText: allowText, format: format)
-            case .toolsOrValue(let tools, let schema, _): return try constraints.toolCall(tools.map { ($0.name, $0.parameters) }, otherwise: .value(schema), format: format)
+            case .tools(let tools, let allowText):
+                return try constraints.toolCall(tools.map { ($0.name, $0.parameters) }, allowText: allowText, format: format, severalCalls: severalCalls)
+            case .toolsOrValue(let tools, let schema, _):
+                return try constraints.toolCall(tools.map { ($0.name, $0.parameters) }, otherwise: .value(schema), format: format, severalCalls: severalCalls)
             case .textOnly: return try constraints.regex(format.textPattern)
             }
         } catch {
@@ -187,10 +195,12 @@ public final class OpenAIService: @unchecked Sendable {
         let format = ReplyFormat(kind: kind, id: ReplyFormat.newID(kind), created: Int(Date().timeIntervalSince1970), model: model.id,
                                  promptTokens: prompt.count, includeUsage: p.includeUsage)
         var decoder = StreamingDecoder(tokenizer: tokenizer, skipSpecialTokens: true)
+        // a tool reply's special tokens the call format writes (Phi-4-mini's <|tool_call|>, Mistral's [TOOL_CALLS]) are decoded, never skipped
+        if mode != .text { decoder.keptTokens = callFormat.specialTokens(in: tokenizer) }
         var splitter: ThinkingSplitter?
         if let thinking {
             // the markers' own tokens (Qwen3's `<think>` is one) are decoded, never skipped
-            decoder.keptTokens = Set([thinking.open, thinking.close].compactMap { tokenizer.tokenId($0) })
+            decoder.keptTokens.formUnion([thinking.open, thinking.close].compactMap { tokenizer.tokenId($0) })
             splitter = ThinkingSplitter(open: thinking.open, close: thinking.close, prompt: tokenizer.decode(prompt))
         }
         let assembler = ReplyAssembler(decoder: decoder, stop: p.stop, mode: mode, thinking: splitter, callFormat: callFormat)
@@ -214,11 +224,13 @@ public final class OpenAIService: @unchecked Sendable {
 
 /// What a reply hands its client as it is decoded: text, a thinking model's thinking (streamed
 /// as `reasoning_content`), the start of a tool call (its name, known once the call's head is
-/// decoded), or more of that call's arguments.
+/// decoded; its id too in a format whose model writes one), or more of that call's arguments.
 enum ReplyPiece: Equatable {
     case text(String)
     case reasoning(String)
-    case callStart(name: String)
+    /// A call begins (the next index): its name, and its id where the model writes one (Mistral's).
+    case callStart(name: String, id: String?)
+    /// More of the last begun call's arguments.
     case arguments(String)
 }
 
@@ -402,48 +414,180 @@ struct ReplyAssembler {
     }
 }
 
-/// A reply that is one call in the model's format (ToolCallFormat: `opening` NAME `argumentsLead`
-/// ARGS `closing`, e.g. `<tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>` or Llama
-/// 3's `{"name": "NAME", "parameters": ARGS}`), which the tool grammar generates, read as it is
-/// decoded: the name once its string and the arguments' lead are whole, then the arguments'
-/// JSON text as it comes, up to where the value ends (its depth of brackets back to zero outside
-/// strings; a scalar ends at the call's closing `}`). Pieces end at a decoded piece's end or at
-/// an ASCII byte, so each is UTF-8 text.
+/// A reply that is calls in the model's format (ToolCallFormat: `listOpen`, then each call
+/// `opening` NAME `argumentsLead` ARGS [`idLead` "ID"] `closing`, joined by `separator`, then
+/// `listClose`; e.g. `<tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>`, Llama 3's
+/// `{"name": "NAME", "parameters": ARGS}`, Mistral's `[TOOL_CALLS] [{"name": "NAME", "arguments":
+/// ARGS, "id": "ID"}, ...]`), which the tool grammar generates, read as it is decoded: each call's
+/// name once its string and the arguments' lead are whole, then the arguments' JSON text as it
+/// comes, up to where the value ends (its depth of brackets back to zero outside strings; a
+/// scalar ends at the call's closing `}`). A call whose id the model writes after the arguments
+/// (Mistral's) starts once its id is read, its arguments then in one piece: a client takes a
+/// call's id from its first delta. Pieces end at a decoded piece's end or at an ASCII byte, so
+/// each is UTF-8 text.
 struct ToolCallReader {
     let format: ToolCallFormat
-    let head: [UInt8], argumentsKey: [UInt8], tail: [UInt8]
+    let listOpen: [UInt8], head: [UInt8], argumentsKey: [UInt8], idLead: [UInt8]?, tail: [UInt8], listClose: [UInt8]
+    /// The separator and the next call's opening: what follows a call when another comes.
+    let nextCall: [UInt8]?
     private static let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
 
+    enum Stage { case listOpen, head, arguments, id, tail, between, done }
+    /// One call as read: its id (formats whose model writes one), name, arguments' text, and
+    /// whether its closing text came.
+    struct Call: Equatable {
+        var id: String?
+        var name: String
+        var arguments: String
+        var closed = false
+    }
+
     private(set) var bytes: [UInt8] = []
-    /// The tool's name, once its head is decoded.
-    private(set) var name: String?
-    /// The text is not a call in the expected shape (never with the tool grammar in force).
+    private(set) var calls: [Call] = []
+    /// The text is not calls in the expected shape (never with the tool grammar in force).
     private(set) var broken = false
-    private var argumentsStart: Int?
-    /// Where the arguments end (exclusive), once their value is whole.
-    private var argumentsEnd: Int?
-    private var scanned = 0, depth = 0
+    private var stage = Stage.listOpen
+    /// Where the current stage's text begins.
+    private var pos = 0
+    private var argumentsStart = 0, scanned = 0, emitted = 0, depth = 0
     private var inString = false, escaped = false
+    /// The call being read, before it is handed out (a format with ids hands it out at its id).
+    private var pending: Call?
 
     init(format: ToolCallFormat = .documented) {
         self.format = format
+        listOpen = Array(format.listOpen.utf8)
         head = Array(format.opening.utf8)
         argumentsKey = Array(format.argumentsLead.utf8)
+        idLead = format.idLead.map { Array($0.utf8) }
         tail = Array(format.closing.utf8)
+        listClose = Array(format.listClose.utf8)
+        nextCall = format.separator.map { Array($0.utf8) + Array(format.opening.utf8) }
+    }
+
+    /// The name of the first call, once its head is decoded.
+    var name: String? { calls.first?.name ?? pending?.name }
+
+    /// How `literal` stands at `pos`: whole (the index after it), a prefix of it so far, or not it.
+    private enum Match { case whole(Int), partial, no }
+    private func match(_ literal: [UInt8], at i: Int) -> Match {
+        let n = min(bytes.count - i, literal.count)
+        guard bytes[i..<(i + n)].elementsEqual(literal[..<n]) else { return .no }
+        return n == literal.count ? .whole(i + n) : .partial
     }
 
     mutating func feed(_ text: String) -> [ReplyPiece] {
         bytes += text.utf8
-        guard !broken else { return [] }
         var out: [ReplyPiece] = []
-        if argumentsStart == nil {
-            guard let name = readHead() else { return [] }
-            self.name = name
-            out.append(.callStart(name: name))
+        loop: while !broken {
+            switch stage {
+            case .listOpen:
+                switch match(listOpen, at: pos) {
+                case .whole(let end): pos = end; stage = .head
+                case .partial: break loop
+                case .no: broken = true
+                }
+            case .head:
+                guard let name = readHead() else { break loop }
+                pending = Call(id: nil, name: name, arguments: "")
+                if idLead == nil {
+                    calls.append(pending!)
+                    out.append(.callStart(name: name, id: nil))
+                }
+                stage = .arguments
+                scanned = argumentsStart
+                emitted = argumentsStart
+                depth = 0
+                inString = false
+                escaped = false
+            case .arguments:
+                let end = scanArguments()
+                if idLead == nil, scanned > emitted {
+                    let piece = String(decoding: bytes[emitted..<scanned], as: UTF8.self)
+                    calls[calls.count - 1].arguments += piece
+                    out.append(.arguments(piece))
+                    emitted = scanned
+                }
+                guard let end else { break loop }
+                pending?.arguments = String(decoding: bytes[argumentsStart..<end], as: UTF8.self)
+                pos = end
+                stage = idLead == nil ? .tail : .id
+            case .id:
+                guard let id = readID() else { break loop }
+                var call = pending!
+                call.id = id
+                calls.append(call)
+                out.append(.callStart(name: call.name, id: id))
+                out.append(.arguments(call.arguments))
+            case .tail:
+                switch match(tail, at: pos) {
+                case .whole(let end):
+                    pos = end
+                    calls[calls.count - 1].closed = true
+                    pending = nil
+                    stage = .between
+                case .partial: break loop
+                case .no: broken = true
+                }
+            case .between:
+                guard pos < bytes.count else { break loop }
+                if !listClose.isEmpty {
+                    switch match(listClose, at: pos) {
+                    case .whole(let end): pos = end; stage = .done; continue loop
+                    case .partial: break loop
+                    case .no: break
+                    }
+                }
+                guard let next = nextCall else { broken = true; break loop }
+                switch match(next, at: pos) {
+                case .whole, .partial where bytes.count - pos > next.count - head.count:
+                    // the separator is whole and the next call's opening has begun
+                    pos += next.count - head.count
+                    stage = .head
+                case .partial: break loop
+                default: broken = true
+                }
+            case .done:
+                if pos < bytes.count { broken = true }  // text after the list's end
+                break loop
+            }
         }
-        guard let start = argumentsStart, argumentsEnd == nil else { return out }
-        let from = max(scanned, start)
-        scanned = from
+        return out
+    }
+
+    /// The name, once the opening, the name's string and the arguments' lead are whole; marks
+    /// the text broken as soon as it cannot be that.
+    private mutating func readHead() -> String? {
+        switch match(head, at: pos) {
+        case .no: broken = true; return nil
+        case .partial: return nil
+        case .whole: break
+        }
+        let h = pos + head.count
+        guard bytes.count > h else { return nil }
+        guard bytes[h] == Self.quote else { broken = true; return nil }
+        var i = h + 1, escape = false
+        while i < bytes.count {
+            if escape { escape = false } else if bytes[i] == Self.backslash { escape = true } else if bytes[i] == Self.quote { break }
+            i += 1
+        }
+        guard i < bytes.count else { return nil }
+        let nameEnd = i + 1
+        switch match(argumentsKey, at: nameEnd) {
+        case .no: broken = true; return nil
+        case .partial: return nil
+        case .whole: break
+        }
+        guard let name = (try? JSONValue.parse(String(decoding: bytes[h..<nameEnd], as: UTF8.self), context: "tool call name"))?.stringValue else {
+            broken = true
+            return nil
+        }
+        argumentsStart = nameEnd + argumentsKey.count
+        return name
+    }
+
+    /// Scans the arguments from where it stopped; where they end (exclusive) once their value is whole.
+    private mutating func scanArguments() -> Int? {
         while scanned < bytes.count {
             let c = bytes[scanned]
             if inString {
@@ -453,70 +597,54 @@ struct ToolCallReader {
                     escaped = true
                 } else if c == Self.quote {
                     inString = false
-                    if depth == 0 { argumentsEnd = scanned + 1 }
+                    if depth == 0 { scanned += 1; return scanned }
                 }
             } else {
                 switch c {
                 case Self.quote: inString = true
                 case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
                 case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                    if depth == 0 {
-                        argumentsEnd = scanned  // a scalar value, ended by the call's `}`
-                    } else {
-                        depth -= 1
-                        if depth == 0 { argumentsEnd = scanned + 1 }
-                    }
+                    if depth == 0 { return scanned }  // a scalar value, ended by the call's `}`
+                    depth -= 1
+                    if depth == 0 { scanned += 1; return scanned }
                 default: break
                 }
             }
-            if let end = argumentsEnd {
-                scanned = end
-                break
-            }
             scanned += 1
         }
-        if scanned > from { out.append(.arguments(String(decoding: bytes[from..<scanned], as: UTF8.self))) }
-        return out
+        return nil
     }
 
-    /// The name, once the opening, the name's string and the arguments' lead are whole; marks
-    /// the text broken as soon as it cannot be that.
-    private mutating func readHead() -> String? {
-        let h = head
-        let n = min(bytes.count, h.count)
-        guard bytes[..<n].elementsEqual(h[..<n]) else { broken = true; return nil }
-        guard bytes.count > h.count else { return nil }
-        guard bytes[h.count] == Self.quote else { broken = true; return nil }
-        var i = h.count + 1, escape = false
-        while i < bytes.count {
-            if escape { escape = false } else if bytes[i] == Self.backslash { escape = true } else if bytes[i] == Self.quote { break }
-            i += 1
+    /// The id after the arguments (`idLead` then a JSON string of letters and digits), once whole.
+    private mutating func readID() -> String? {
+        guard let lead = idLead else { return nil }
+        switch match(lead, at: pos) {
+        case .no: broken = true; return nil
+        case .partial: return nil
+        case .whole(let end):
+            guard end < bytes.count else { return nil }
+            guard bytes[end] == Self.quote else { broken = true; return nil }
+            guard let close = bytes[(end + 1)...].firstIndex(of: Self.quote) else {
+                if bytes.count - end > ToolCallFormat.idLength + 1 { broken = true }
+                return nil
+            }
+            let id = String(decoding: bytes[(end + 1)..<close], as: UTF8.self)
+            guard ToolCallFormat.isValidID(id) else { broken = true; return nil }
+            pos = close + 1
+            stage = .tail
+            return id
         }
-        guard i < bytes.count else { return nil }
-        let nameEnd = i + 1, k = argumentsKey
-        let m = min(bytes.count - nameEnd, k.count)
-        guard bytes[nameEnd..<(nameEnd + m)].elementsEqual(k[..<m]) else { broken = true; return nil }
-        guard m == k.count else { return nil }
-        guard let name = (try? JSONValue.parse(String(decoding: bytes[h.count..<nameEnd], as: UTF8.self), context: "tool call name"))?.stringValue else {
-            broken = true
-            return nil
-        }
-        argumentsStart = nameEnd + k.count
-        return name
     }
 
-    /// The arguments' text decoded so far.
-    var arguments: String {
-        guard let start = argumentsStart else { return "" }
-        return String(decoding: bytes[start..<max(start, argumentsEnd ?? scanned)], as: UTF8.self)
-    }
+    /// The arguments' text of the last call decoded so far.
+    var arguments: String { calls.last?.arguments ?? "" }
 
-    /// The call, when the text is a whole call: the head, arguments that parse as JSON, the tail.
-    var whole: (name: String, arguments: String)? {
-        guard !broken, let name, let start = argumentsStart, let end = argumentsEnd,
-              bytes[end...].elementsEqual(tail),
-              (try? JSONValue.parse(String(decoding: bytes[start..<end], as: UTF8.self), context: "tool call arguments")) != nil else { return nil }
-        return (name, arguments)
+    /// The calls, when the text is whole calls: each closed, its arguments JSON, the list ended.
+    var whole: [Call]? {
+        guard !broken, !calls.isEmpty, calls.allSatisfy(\.closed),
+              stage == .done || (stage == .between && listClose.isEmpty && pos == bytes.count),
+              calls.allSatisfy({ (try? JSONValue.parse($0.arguments, context: "tool call arguments")) != nil }) else { return nil }
+        return calls
     }
 }
 
@@ -545,10 +673,12 @@ struct ReplyFormat {
         [("id", .string(id)), ("object", .string(objectName)), ("created", number(created)), ("model", .string(model))]
     }
 
-    /// One streamed tool-call delta (OpenAI's shape): the first gives the call's id, type and
-    /// name with empty arguments, the next ones more of the arguments only (a client joins the
-    /// deltas of one index; Apple's concatenates id and name across them, so they come once).
+    /// One streamed tool-call delta (OpenAI's shape): the first of each call (its `index`, from
+    /// 0 in the reply's order) gives the call's id, type and name with empty arguments, the next
+    /// ones more of the arguments only (a client joins the deltas of one index; Apple's
+    /// concatenates id and name across them, so they come once).
     struct ToolCallDelta {
+        var index: Int
         var id: String?
         var name: String?
         var arguments: String
@@ -567,7 +697,7 @@ struct ReplyFormat {
             if let content { delta.append(("content", .string(content))) }
             if let reasoning { delta.append(("reasoning_content", .string(reasoning))) }
             if let call = toolCall {
-                var entry: [(String, JSONValue)] = [("index", number(0))]
+                var entry: [(String, JSONValue)] = [("index", number(call.index))]
                 if let id = call.id { entry += [("id", .string(id)), ("type", .string("function"))] }
                 var function: [(String, JSONValue)] = []
                 if let name = call.name { function.append(("name", .string(name))) }
@@ -587,7 +717,7 @@ struct ReplyFormat {
     }
 
     /// The whole (non-streamed) reply.
-    func whole(content: String?, reasoning: String? = nil, toolCall: (id: String, name: String, arguments: String)?, finishReason: String,
+    func whole(content: String?, reasoning: String? = nil, toolCalls: [(id: String, name: String, arguments: String)], finishReason: String,
                completionTokens: Int, cachedTokens: Int) -> JSONValue {
         let usage = usage(completionTokens, cachedTokens: cachedTokens)
         switch kind {
@@ -597,11 +727,11 @@ struct ReplyFormat {
         case .chat:
             var message: [(String, JSONValue)] = [("role", .string("assistant")), ("content", content.map { .string($0) } ?? .null)]
             if let reasoning { message.append(("reasoning_content", .string(reasoning))) }
-            if let call = toolCall {
-                message.append(("tool_calls", .array([object([
+            if !toolCalls.isEmpty {
+                message.append(("tool_calls", .array(toolCalls.map { call in object([
                     ("id", .string(call.id)), ("type", .string("function")),
                     ("function", object([("name", .string(call.name)), ("arguments", .string(call.arguments))])),
-                ])])))
+                ]) })))
             }
             let choice = object([("index", number(0)), ("message", object(message)), ("logprobs", .null), ("finish_reason", .string(finishReason))])
             return object(head("chat.completion") + [("choices", .array([choice])), ("usage", usage)])
@@ -619,12 +749,12 @@ public final class ReplyStream: @unchecked Sendable {
     private var out: [String] = []
     private var started = false, done = false
     private var generated = 0
-    /// The whole reply's parts, for `whole()`: its text, or its call (id, name, arguments as streamed).
+    /// The whole reply's parts, for `whole()`: its text, or its calls (id, name, arguments as streamed).
     private var text = ""
     /// A thinking model's thinking (nil when the reply has none).
     private var reasoning: String?
     private var finishReason = "stop"
-    private var call: (id: String, name: String, arguments: String)?
+    private var calls: [(id: String, name: String, arguments: String)] = []
 
     init(events: AsyncStream<DecodeEvent>, ticket: DecodeTicket, format: ReplyFormat, assembler: ReplyAssembler) {
         iterator = events.makeAsyncIterator()
@@ -671,7 +801,7 @@ public final class ReplyStream: @unchecked Sendable {
     func whole() async throws(ServerError) -> JSONValue {
         while await next() != nil {}
         if finishReason == "error" { throw .unavailable }
-        return format.whole(content: call == nil ? text : nil, reasoning: reasoning, toolCall: call, finishReason: finishReason, completionTokens: generated,
+        return format.whole(content: calls.isEmpty ? text : nil, reasoning: reasoning, toolCalls: calls, finishReason: finishReason, completionTokens: generated,
                             cachedTokens: ticket.cachedPromptTokens)
     }
 
@@ -686,13 +816,15 @@ public final class ReplyStream: @unchecked Sendable {
             case .reasoning(let r):
                 reasoning = (reasoning ?? "") + r
                 emit(format.chunk(reasoning: r))
-            case .callStart(let name):
-                let id = ReplyFormat.newID(.chat).replacingOccurrences(of: "chatcmpl-", with: "call_")
-                call = (id, name, "")
-                emit(format.chunk(toolCall: .init(id: id, name: name, arguments: "")))
+            case let .callStart(name, given):
+                // the model's own id where its format has one (Mistral's, which its template checks), else ours
+                let id = given ?? ReplyFormat.newID(.chat).replacingOccurrences(of: "chatcmpl-", with: "call_")
+                calls.append((id, name, ""))
+                emit(format.chunk(toolCall: .init(index: calls.count - 1, id: id, name: name, arguments: "")))
             case .arguments(let a):
-                call?.arguments += a
-                emit(format.chunk(toolCall: .init(arguments: a)))
+                guard !calls.isEmpty else { continue }
+                calls[calls.count - 1].arguments += a
+                emit(format.chunk(toolCall: .init(index: calls.count - 1, arguments: a)))
             }
         }
     }
@@ -715,11 +847,11 @@ public final class ReplyStream: @unchecked Sendable {
             finishReason = "length"  // cut: a guided reply is not a whole value
         }
         if assembler.isCall == true {
-            if call != nil {
-                // streamed as far as it came; whole only when it ended at a stop and reads back whole
+            if !calls.isEmpty {
+                // streamed as far as they came; whole only when the reply ended at a stop and reads back whole
                 finishReason = reason == .stop && complete && assembler.call.whole != nil ? "tool_calls" : "length"
             } else {
-                // cut before its name (or not a call's shape): its text, reported as it ended
+                // cut before a call began (or not a call's shape): its text, reported as it ended
                 text = assembler.raw
                 emit(format.chunk(content: assembler.raw))
             }

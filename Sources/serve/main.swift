@@ -16,8 +16,9 @@ struct Serve: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Serve the base model and the adapters of a folder over the OpenAI HTTP API.",
         discussion: """
-            Routes: POST /v1/chat/completions (stream, response_format json_schema / json_object, tools \
-            and tool_choice), POST /v1/completions, GET /v1/models, GET /v1/models/{id}, GET /health; \
+            Routes: POST /v1/chat/completions (stream, response_format json_schema / json_object, tools, \
+            tool_choice and parallel_tool_calls: calls generated and read in the model's own format, its chat \
+            template's, several in one reply where the format joins them; docs/chat-templates.md), POST /v1/completions, GET /v1/models, GET /v1/models/{id}, GET /health; \
             docs/openapi.yaml describes them. The request's "model" picks the base (--model-name) or an \
             adapter of --adapters by its file name without extension (checkpoints *.safetensors, \
             .fmadapter packages, PEFT folders); the folder is read again when a request needs it, so \

@@ -690,20 +690,20 @@ final class FoundationModelsClientTests: XCTestCase {
                 pieces += reader.feed(String(rest.prefix(size)))
                 rest = rest.dropFirst(size)
             }
-            XCTAssertEqual(pieces.first, .callStart(name: "plan_route"), "size \(size)")
+            XCTAssertEqual(pieces.first, .callStart(name: "plan_route", id: nil), "size \(size)")
             XCTAssertEqual(pieces.filter { if case .callStart = $0 { return true } else { return false } }.count, 1, "the name once")
             let joined = pieces.map { if case .arguments(let a) = $0 { return a } else { return "" } }.joined()
             XCTAssertEqual(joined, arguments, "size \(size)")
-            XCTAssertEqual(reader.whole?.name, "plan_route")
-            XCTAssertEqual(reader.whole?.arguments, arguments)
+            XCTAssertEqual(reader.whole?.first?.name, "plan_route")
+            XCTAssertEqual(reader.whole?.first?.arguments, arguments)
             if size == 1 { XCTAssertGreaterThan(pieces.count, 10, "arguments stream as they come") }
         }
         // scalar arguments end at the call's brace; a cut call is not whole; another shape is broken
         var scalar = ToolCallReader()
         _ = scalar.feed("<tool_call>\n{\"name\":\"n\",\"arguments\":12}\n</tool_call>")
-        XCTAssertEqual(scalar.whole?.arguments, "12")
+        XCTAssertEqual(scalar.whole?.first?.arguments, "12")
         var cut = ToolCallReader()
-        XCTAssertEqual(cut.feed("<tool_call>\n{\"name\":\"n\",\"arguments\":{\"a\":"), [.callStart(name: "n"), .arguments("{\"a\":")])
+        XCTAssertEqual(cut.feed("<tool_call>\n{\"name\":\"n\",\"arguments\":{\"a\":"), [.callStart(name: "n", id: nil), .arguments("{\"a\":")])
         XCTAssertNil(cut.whole)
         var other = ToolCallReader()
         XCTAssertEqual(other.feed("<tool_call>\n{\"arguments\":{},\"name\":\"n\"}\n</tool_call>"), [])

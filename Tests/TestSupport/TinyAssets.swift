@@ -49,10 +49,16 @@ public enum TinyAssets {
     /// Writes tiny.gguf into `dir` and returns its path. `seed` changes every weight; the same seed
     /// gives the same file.
     /// `addBOS` sets `tokenizer.ggml.add_bos_token` (absent by default: no BOS before raw text).
+    /// `extraSpecials`: special tokens added after the vocabulary (a chat format's markers).
     public static func writeModel(in dir: String, seed: UInt64 = 1, name: String = "tiny", layers: Int = 2,
-                           extraMerges: [String] = [], context: Int = 512, addBOS: Bool? = nil) throws -> String {
+                           extraMerges: [String] = [], extraSpecials: [String] = [], context: Int = 512,
+                           addBOS: Bool? = nil) throws -> String {
         var tok = tokenizer(extraMerges: extraMerges)
         tok.addBOS = addBOS
+        for t in extraSpecials {
+            tok.tokens.append(t)
+            tok.tokenTypes?.append(3)
+        }
         let cfg = try config(vocab: tok.tokens.count, layers: layers, context: context)
         var rng = SeededRNG(seed: seed)
         var tensors: [String: HostTensor] = [:]
