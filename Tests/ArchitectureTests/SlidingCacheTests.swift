@@ -5,7 +5,9 @@
 // prompt cache, speculative decoding — gives the bits the unbounded cache gives (the same
 // arithmetic on the same keys) and the training pass's logits. Also the bytes of the gemma-3-1b
 // shape's cache at a 4,096-token context.
+import AdapterRuntime
 import Autograd
+import Export
 import Foundation
 @testable import Inference
 import ModelAssets
@@ -298,6 +300,30 @@ final class SlidingCacheTests: XCTestCase {
             XCTAssertEqual(tokens, plain.tokens, name)
             XCTAssertGreaterThan(stats.generation.draftTokensProposed, 0, "\(name): the lookup proposed tokens")
         }
+    }
+
+    /// A session over Gemma 3 whose turns run past the window + margin (its cache compacted):
+    /// the second turn reuses the cached conversation and answers what a new session given the
+    /// same transcript answers from a whole prefill.
+    func testSessionTurnsPastTheWindow() async throws {
+        let f = try ArchitectureFixture("gemma3")
+        let dir = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        var config = f.config
+        config.maxPositionEmbeddings = 512
+        try ModelExport.writeGGUF(config: config, tensors: f.weights(), tokenizer: ArchitectureFixture.tokenizerData(), to: dir + "/base.gguf")
+        let model = try LanguageModel(path: dir + "/base.gguf", activations: .float32)
+        let options = GenerationOptions(maximumResponseTokens: 90)
+        let session = LanguageModelSession(model: model.plain)
+        let first = try await session.respond(to: "say fox", options: options)
+        XCTAssertGreaterThan(first.promptTokens + first.generatedTokens, 4 + KVCache.defaultSlidingMargin, "past the window + margin")
+        let after = session.transcript
+        let second = try await session.respond(to: "say dog", options: options)
+        XCTAssertGreaterThan(second.reusedPromptTokens, 0, "the cached turn is reused")
+        let fresh = LanguageModelSession(model: model.plain, transcript: after)
+        let again = try await fresh.respond(to: "say dog", options: options)
+        XCTAssertEqual(again.reusedPromptTokens, 0)
+        XCTAssertEqual(second.content, again.content)
     }
 
     /// The figure: the gemma-3-1b shape (26 layers, 22 sliding with window 512, one kv head
