@@ -52,8 +52,8 @@ public final class KVCache {
     private var scratch: UnsafeMutableRawPointer?
     private var scratchRows = 0
 
-    /// The default `slidingMargin`: a verify pass of a few drafted tokens, or 64 rows of a prompt,
-    /// run without compacting; rollback of up to 65 positions at any time.
+    /// The default `slidingMargin`: a pass of up to 65 rows (a verify pass of a few drafted tokens,
+    /// a decoding step, a short prompt chunk) needs no scratch and can be undone whole.
     public static let defaultSlidingMargin = 64
 
     init(layers: Int, width: Int, capacity: Int, precision: KVCachePrecision = .float32, windows: [Int?] = [],
