@@ -325,7 +325,7 @@ public final class LanguageModelSession: @unchecked Sendable {
         }
         // keep what the cache already holds of this prompt
         let shared = PromptPrefix.common(cachedTokens, ids)
-        cache.truncate(to: min(shared, ids.count - 1))
+        cache.truncate(toAtMost: min(shared, ids.count - 1))  // 0 when sliding layers dropped what that needs
         cachedTokens = Array(ids[..<cache.count])
         let reused = cache.count
         let base = model.model.base
@@ -354,9 +354,9 @@ public final class LanguageModelSession: @unchecked Sendable {
     /// Runs `ids` into the cache after what it already holds of them.
     private func advanceCache(to ids: [Int]) throws {
         let shared = PromptPrefix.common(cachedTokens, ids)
-        cache.truncate(to: shared)
-        if ids.count > shared {
-            _ = model.engine.forward(Array(ids[shared...]), cache: cache)
+        let kept = cache.truncate(toAtMost: shared)  // 0 when sliding layers dropped what `shared` needs
+        if ids.count > kept {
+            _ = model.engine.forward(Array(ids[kept...]), cache: cache)
         }
         cachedTokens = ids
     }

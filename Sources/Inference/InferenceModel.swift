@@ -94,6 +94,9 @@ public final class InferenceModel: @unchecked Sendable {
     public let activations: ActivationPrecision
     /// How the caches `makeCache` makes store keys and values.
     public let kvCache: KVCachePrecision
+    /// Positions beyond its window a sliding layer of `makeCache`'s caches keeps (nil: every
+    /// position, as a global layer: the unbounded reference the tests compare with).
+    public let slidingMargin: Int?
     let layers: [Layer]
     let embed: FrozenMatrix  // [V, D]
     let head: Weights  // [V, D]
@@ -107,12 +110,14 @@ public final class InferenceModel: @unchecked Sendable {
     /// The base weights with `adapter` (when given): merged into the projections it targets
     /// when they are float32, added per row as its low-rank term when they are stored.
     public init(base: BaseWeights, adapter: Adapter? = nil, precision: WeightPrecision = .float32,
-                activations: ActivationPrecision = .float32, kvCache: KVCachePrecision = .float32) {
+                activations: ActivationPrecision = .float32, kvCache: KVCachePrecision = .float32,
+                slidingMargin: Int? = KVCache.defaultSlidingMargin) {
         let c = base.config
         config = c
         self.precision = precision
         self.activations = activations
         self.kvCache = kvCache
+        self.slidingMargin = slidingMargin
         embed = base.embedding
         head = Weights(base.head, precision)
         // Gemma's (1 + w) norms: the offset added once here (the weights stay Hugging Face's w)
@@ -164,13 +169,16 @@ public final class InferenceModel: @unchecked Sendable {
 
     /// A loaded model (base and optional adapter) on the KV-cache path.
     public convenience init(_ model: LoadedModel, precision: WeightPrecision = .float32, activations: ActivationPrecision = .float32,
-                            kvCache: KVCachePrecision = .float32) {
-        self.init(base: model.base.weights, adapter: model.adapter, precision: precision, activations: activations, kvCache: kvCache)
+                            kvCache: KVCachePrecision = .float32, slidingMargin: Int? = KVCache.defaultSlidingMargin) {
+        self.init(base: model.base.weights, adapter: model.adapter, precision: precision, activations: activations, kvCache: kvCache,
+                  slidingMargin: slidingMargin)
     }
 
+    /// A cache with room for `capacity` positions (default: the model's context) whose sliding
+    /// layers keep at most their window + `slidingMargin` positions.
     public func makeCache(capacity: Int? = nil) -> KVCache {
         KVCache(layers: config.numLayers, width: config.numKVHeads * config.headDim,
-                capacity: capacity ?? config.maxPositionEmbeddings, precision: kvCache)
+                capacity: capacity ?? config.maxPositionEmbeddings, precision: kvCache, windows: windows, slidingMargin: slidingMargin)
     }
 
     /// Runs `tokens` (appended after what the cache holds) and returns logits [n, V] for every
@@ -197,7 +205,7 @@ public final class InferenceModel: @unchecked Sendable {
         precondition(!tokens.isEmpty && !rows.isEmpty && zip(rows, rows.dropFirst()).allSatisfy { $0 < $1 }
                      && rows.first! >= 0 && rows.last! < tokens.count, "[InferenceModel.forward] rows \(rows) of \(tokens.count) tokens")
         let ws = cache.workspace, D = config.hiddenSize
-        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count)], ws)  // [n, D]
+        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count, undoable: true)], ws)  // [n, D]
         // gather in place: rows[k] >= k, and every later source row lies past destination k
         for (k, r) in rows.enumerated() where k != r { (x + k * D).update(from: x + r * D, count: D) }  // [rows, D]
         outputHead(x, rows: rows.count, ws: ws, into: &logits)  // [rows, V]
@@ -236,7 +244,7 @@ public final class InferenceModel: @unchecked Sendable {
         while first < B {
             let g = min(Self.streamingRows, B - first)
             let ws = caches[first].workspace
-            let segments = (0..<g).map { Segment(cache: caches[first + $0], firstRow: $0, rows: 1) }
+            let segments = (0..<g).map { Segment(cache: caches[first + $0], firstRow: $0, rows: 1, undoable: true) }
             let x = runBlocks(Array(tokens[first..<(first + g)]), segments, ws, rowAdapters: adapters.map { Array($0[first..<(first + g)]) })  // [g, D]
             let hn = ws.hn.ensure(g * config.hiddenSize)
             finalNormRows(x, rows: g, into: hn)  // [g, D]
@@ -299,6 +307,9 @@ public final class InferenceModel: @unchecked Sendable {
         let cache: KVCache
         let firstRow: Int
         let rows: Int
+        /// The pass may be rolled back whole (a verify pass): its sliding layers keep its first
+        /// row's window even when it is longer than their margin (KVCache.begin).
+        var undoable = false
     }
 
     /// Runs the new rows of every segment through all blocks, appending their keys and values
@@ -315,7 +326,7 @@ public final class InferenceModel: @unchecked Sendable {
         var rowPosition = [Int](repeating: 0, count: n)
         var maxLength = 0
         for (si, s) in segments.enumerated() {
-            s.cache.reserve(s.cache.count + s.rows)
+            s.cache.begin(adding: s.rows, undoable: s.undoable)
             for r in s.firstRow..<(s.firstRow + s.rows) {
                 rowSegment[r] = si
                 rowPosition[r] = s.cache.count + r - s.firstRow
@@ -393,6 +404,7 @@ public final class InferenceModel: @unchecked Sendable {
             // rotate q and k (Hugging Face "rotate half": pairs (d, d + rd/2) of the first rd = rotaryDim
             // dims by position·invFreq[d], the rest untouched; not on NoPE layers), then append k and v to the row's cache
             let (cosR, sinR) = layer.localRope ? (cosL, sinL) : (cosT, sinT)
+            for s in segments { s.cache.enter(layer: li) }
             for r in 0..<n {
                 let row = qkv + r * Q
                 for hh in 0..<(layer.rotates ? H + K : 0) {
@@ -407,6 +419,7 @@ public final class InferenceModel: @unchecked Sendable {
                 segments[rowSegment[r]].cache.store(layer: li, position: rowPosition[r], keys: row + H * hd, values: row + (H + K) * hd)
             }
             attention.run(layer: li, qkv: qkv, into: att, ws: ws)  // [n, H*hd]
+            for s in segments { s.cache.leave(layer: li) }
             layer.wo.matmulNT(att, m: n, n: D, k: H * hd, o, activations)  // [n, D]
             addLowRank(layer, input: 1, att, rows: n, into: o, width: D)
             if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 1, att, rows: n, into: o, width: D) }
@@ -431,7 +444,7 @@ public final class InferenceModel: @unchecked Sendable {
             if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 3, act, rows: n, into: o, width: D) }
             addResidual(o, layer.norms[NormSlot.feedForwardOutput.index], rows: n, scale: residual, into: x)
         }
-        for s in segments { s.cache.count += s.rows }
+        for s in segments { s.cache.finish() }
         return x
     }
 
@@ -557,7 +570,9 @@ public final class InferenceModel: @unchecked Sendable {
             let chunks = Swift.min(items, cores == 1 ? 1 : 4 * cores)
             let most = pieces.map(\.count).max()!
             let scores = ws.scores.ensure(chunks * most * G * maxLength)
-            let keys = caches.map { UnsafeRawPointer($0.keys[li]) }, values = caches.map { UnsafeRawPointer($0.values[li]) }
+            // each cache's rows of this layer, slot 0 holding position `first` (a sliding layer's oldest kept)
+            let views = caches.map { $0.view(layer: li) }
+            let keys = views.map { UnsafeRawPointer($0.keys) }, values = views.map { UnsafeRawPointer($0.values) }
             let half: Int32 = caches.first?.precision == .float16 ? 1 : 0, size = half == 1 ? 2 : 4
             precondition(caches.allSatisfy { ($0.precision == .float16) == (half == 1) }, "[Attention] caches of mixed precision")
             WorkerPool.forEach(chunks) { ci in
@@ -571,7 +586,8 @@ public final class InferenceModel: @unchecked Sendable {
                         // a sliding layer's one row reads the keys of its window only
                         let first = window.map { Swift.max(0, rowPosition[r0] + 1 - $0) } ?? 0
                         lengths[0] -= first
-                        let at = (first * width + kvh * hd) * size
+                        precondition(first >= views[s].first, "[Attention] layer \(li) reads position \(first); the cache holds from \(views[s].first)")
+                        let at = ((first - views[s].first) * width + kvh * hd) * size
                         bk_attend_rows(qkv + r0 * Q + kvh * G * hd, Q, piece.count, G, lengths.baseAddress!,
                                        keys[s] + at, values[s] + at, half, width, hd, scale, sc,
                                        att + r0 * H * hd + kvh * G * hd, H * hd)
@@ -586,45 +602,57 @@ public final class InferenceModel: @unchecked Sendable {
         /// rows) tasks, the longest first; each writes its own rows of `att`.
         func runBlocked(_ rows: Range<Int>, layer li: Int, qkv: UnsafeMutablePointer<Float>, into att: UnsafeMutablePointer<Float>) {
             let cache = caches[rowSegment[rows.lowerBound]]
+            let view = cache.view(layer: li)
             let length = rowPosition[rows.upperBound - 1] + 1  // keys the last row sees
+            /// The first key a row at `position` sees (a sliding layer's window; 0 on a global layer).
+            func firstKey(_ position: Int) -> Int { windows[li].map { Swift.max(0, position + 1 - $0) } ?? 0 }
+            let oldest = firstKey(rowPosition[rows.lowerBound])  // keys the first row sees, from here on
+            precondition(oldest >= view.first, "[Attention] layer \(li) reads position \(oldest); the cache holds from \(view.first)")
             let G = H / K
-            // float32 keys and values [length, width]: the cache's own, or widened from float16 once per layer
+            // float32 keys and values of positions base ..< length [length - base, width]: the cache's
+            // own rows, or widened from float16 once per layer
             var widened: UnsafeMutablePointer<Float>? = nil
             defer { widened?.deallocate() }
-            let keys: UnsafePointer<Float>, values: UnsafePointer<Float>
+            let keys: UnsafePointer<Float>, values: UnsafePointer<Float>, base: Int
             if cache.precision == .float32 {
-                keys = UnsafePointer(cache.keys[li].assumingMemoryBound(to: Float.self))
-                values = UnsafePointer(cache.values[li].assumingMemoryBound(to: Float.self))
+                keys = UnsafePointer(view.keys.assumingMemoryBound(to: Float.self))
+                values = UnsafePointer(view.values.assumingMemoryBound(to: Float.self))
+                base = view.first
             } else {
-                let w = UnsafeMutablePointer<Float>.allocate(capacity: 2 * length * width)
+                let n = (length - oldest) * width, from = (oldest - view.first) * width
+                let w = UnsafeMutablePointer<Float>.allocate(capacity: 2 * n)
                 widened = w
-                let k16 = cache.keys[li].assumingMemoryBound(to: Float16.self), v16 = cache.values[li].assumingMemoryBound(to: Float16.self)
+                let k16 = view.keys.assumingMemoryBound(to: Float16.self) + from, v16 = view.values.assumingMemoryBound(to: Float16.self) + from
                 WorkerPool.forEach(2) { half in
-                    let src = half == 0 ? k16 : v16, dst = w + half * length * width
-                    for i in 0..<(length * width) { dst[i] = Float(src[i]) }
+                    let src = half == 0 ? k16 : v16, dst = w + half * n
+                    for i in 0..<n { dst[i] = Float(src[i]) }
                 }
                 keys = UnsafePointer(w)
-                values = UnsafePointer(w + length * width)
+                values = UnsafePointer(w + n)
+                base = oldest
             }
             let blocks = (rows.count + Self.blockRows - 1) / Self.blockRows
             WorkerPool.forEach(H * blocks) { task in
                 let b = blocks - 1 - task % blocks, h = task / blocks, kvh = h / G  // later blocks see more keys: first
                 let r0 = rows.lowerBound + b * Self.blockRows, bq = Swift.min(Self.blockRows, rows.upperBound - r0)
-                let seen = rowPosition[r0 + bq - 1] + 1
+                // the block's keys: from its first row's first key to its last row (a sliding
+                // layer's block reads its window, not every position before it)
+                let k0 = firstKey(rowPosition[r0]), seen = rowPosition[r0 + bq - 1] + 1 - k0
+                let at = (k0 - base) * width + kvh * hd
                 withUnsafeTemporaryAllocation(of: Float.self, capacity: bq * seen) { buffer in
                     let p = buffer.baseAddress!
                     Float.gemmOnThisThread(transA: false, transB: true, m: bq, n: seen, k: hd, alpha: scale,
-                                           a: qkv + r0 * Q + h * hd, lda: Q, b: keys + kvh * hd, ldb: width,
+                                           a: qkv + r0 * Q + h * hd, lda: Q, b: keys + at, ldb: width,
                                            beta: 0, c: p, ldc: seen)  // [bq, seen]
                     for i in 0..<bq {
-                        let row = p + i * seen, visible = rowPosition[r0 + i] + 1
-                        let first = windows[li].map { Swift.max(0, visible - $0) } ?? 0  // out of a sliding layer's window: 0
+                        let row = p + i * seen, position = rowPosition[r0 + i]
+                        let first = firstKey(position) - k0, visible = position + 1 - k0  // out of a sliding layer's window: 0
                         _ = Kernels.softmaxRow(row + first, row + first, count: visible - first)
                         row.update(repeating: 0, count: first)
                         (row + visible).update(repeating: 0, count: seen - visible)
                     }
                     Float.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: seen, alpha: 1,
-                                           a: p, lda: seen, b: values + kvh * hd, ldb: width,
+                                           a: p, lda: seen, b: values + at, ldb: width,
                                            beta: 0, c: att + r0 * H * hd + h * hd, ldc: H * hd)  // [bq, hd]
                 }
             }
@@ -807,92 +835,4 @@ final class Workspace {
     let cos = ScratchBuffer(), sin = ScratchBuffer(), scores = ScratchBuffer()
     /// The sliding layers' RoPE table (Gemma 3's local base).
     let cosLocal = ScratchBuffer(), sinLocal = ScratchBuffer()
-}
-
-/// Keys and values of every layer for the tokens seen so far. `count` tokens are valid;
-/// `truncate(to:)` rolls back (speculative decoding rejects a draft's tail). Storage is reserved
-/// uninitialized, so an unused capacity costs address space, not memory.
-public final class KVCache {
-    public let precision: KVCachePrecision
-    private(set) var keys: [UnsafeMutableRawPointer]  // per layer [capacity, K*hd] values of `precision`
-    private(set) var values: [UnsafeMutableRawPointer]
-    let width: Int
-    public private(set) var capacity: Int
-    public internal(set) var count = 0
-    let workspace = Workspace()
-    /// Every layer's keys and values in one allocation: a server makes and drops a cache per
-    /// request, and 2 x layers blocks of ~100 KB each (60 for SmolLM2) fragmented the heap (a
-    /// 10-minute load run's RSS still rose 1.5 MB/min).
-    private var storage: UnsafeMutableRawPointer
-
-    init(layers: Int, width: Int, capacity: Int, precision: KVCachePrecision = .float32) {
-        self.width = width
-        self.precision = precision
-        self.capacity = max(capacity, 1)
-        (storage, keys, values) = Self.allocate(layers: layers, bytes: width * precision.size, capacity: max(capacity, 1))
-    }
-
-    /// One allocation of 2 x layers blocks of `capacity` rows of `bytes`.
-    private static func allocate(layers: Int, bytes: Int, capacity: Int)
-        -> (UnsafeMutableRawPointer, [UnsafeMutableRawPointer], [UnsafeMutableRawPointer]) {
-        let block = capacity * bytes
-        // malloc's own alignment: 64 went through posix_memalign, and serve's RSS after a minute
-        // of 8 clients rose to 638 MB instead of 500 (freed blocks reused less well)
-        let storage = UnsafeMutableRawPointer.allocate(byteCount: max(1, 2 * layers * block), alignment: 16)
-        return (storage, (0..<layers).map { storage + 2 * $0 * block }, (0..<layers).map { storage + (2 * $0 + 1) * block })
-    }
-
-    deinit { storage.deallocate() }
-
-    /// Bytes of one position's keys (or values) in one layer.
-    var rowBytes: Int { width * precision.size }
-
-    func reserve(_ tokens: Int) {
-        guard tokens > capacity else { return }
-        var newCap = capacity
-        while newCap < tokens { newCap *= 2 }
-        let (s, k, v) = Self.allocate(layers: keys.count, bytes: rowBytes, capacity: newCap)
-        for l in keys.indices {
-            k[l].copyMemory(from: keys[l], byteCount: count * rowBytes)
-            v[l].copyMemory(from: values[l], byteCount: count * rowBytes)
-        }
-        storage.deallocate()
-        (storage, keys, values) = (s, k, v)
-        capacity = newCap
-    }
-
-    /// Stores one position's keys and values (`width` floats each) of layer `layer`, rounded to
-    /// the cache's precision.
-    func store(layer: Int, position: Int, keys k: UnsafePointer<Float>, values v: UnsafePointer<Float>) {
-        let at = position * rowBytes
-        switch precision {
-        case .float32:
-            (keys[layer] + at).copyMemory(from: k, byteCount: rowBytes)
-            (values[layer] + at).copyMemory(from: v, byteCount: rowBytes)
-        case .float16:
-            bk_to_half(k, (keys[layer] + at).assumingMemoryBound(to: UInt16.self), width)
-            bk_to_half(v, (values[layer] + at).assumingMemoryBound(to: UInt16.self), width)
-        }
-    }
-
-    public func truncate(to length: Int) {
-        precondition(length <= count, "[KVCache.truncate] \(length) > \(count)")
-        count = length
-    }
-
-    /// Bytes one position holds (keys and values of every layer).
-    public var bytesPerPosition: Int { keys.count * rowBytes * 2 }
-
-    /// Replaces the contents with the first `length` positions of `other` (a prompt prefix
-    /// computed once and shared by several conversations).
-    public func copyPrefix(of other: KVCache, length: Int) {
-        precondition(other.keys.count == keys.count && other.width == width && other.precision == precision && length <= other.count,
-                     "[KVCache.copyPrefix] \(length) positions of a cache holding \(other.count)")
-        reserve(length)
-        for l in keys.indices {
-            keys[l].copyMemory(from: other.keys[l], byteCount: length * rowBytes)
-            values[l].copyMemory(from: other.values[l], byteCount: length * rowBytes)
-        }
-        count = length
-    }
 }

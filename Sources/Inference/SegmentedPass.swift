@@ -48,7 +48,7 @@ extension InferenceModel {
             var tokens: [Int] = [], parts: [Segment] = [], adapters: [RowAdapter?] = [], wanted: [Int] = []
             for s in group {
                 wanted += s.logitRows.map { tokens.count + $0 }
-                parts.append(Segment(cache: s.cache, firstRow: tokens.count, rows: s.tokens.count))
+                parts.append(Segment(cache: s.cache, firstRow: tokens.count, rows: s.tokens.count, undoable: true))
                 adapters += [RowAdapter?](repeating: s.adapter, count: s.tokens.count)
                 tokens += s.tokens
             }

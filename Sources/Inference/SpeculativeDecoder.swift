@@ -251,7 +251,8 @@ public struct SpeculativeReply {
         }
         stats.generation.draftTokensAccepted += proposal.forced.prefix(accepted).filter { !$0 }.count
         let keep = base + pending + accepted
-        if let draftCache { draftCache.truncate(to: min(draftCache.count, context.count + accepted)) }
+        // (a draft whose sliding layers dropped what that needs runs the context again from 0)
+        if let draftCache { draftCache.truncate(toAtMost: context.count + accepted) }
         committed = guided
         /// Hands on one token (chosen or forced); false when the reply ends with it.
         func emit(_ token: Int) -> Bool {

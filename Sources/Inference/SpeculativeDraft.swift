@@ -131,7 +131,7 @@ public enum SpeculativeCost {
             for (k, n) in rows.enumerated() {
                 let t0 = monotonicSeconds()
                 for i in 0..<steps {
-                    target.forward((0..<n).map { prompt[(i + $0) % context] }, cache: cache, allLogits: true, into: &logits)
+                    target.forward((0..<n).map { prompt[(i + $0) % context] }, cache: cache, logitsAt: Array(0..<n), into: &logits)
                     cache.truncate(to: context)
                 }
                 best[k] = min(best[k], (monotonicSeconds() - t0) / Double(steps))

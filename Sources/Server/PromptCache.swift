@@ -4,7 +4,9 @@
 // llama.cpp's server prompt caching. Bounded by bytes, least recently used out first. A copied
 // prefix gives the logits of a whole-prompt prefill to float rounding (the rows after it are
 // computed in a shorter pass; batched generation's shared prefixes do the same). Used only by
-// the scheduler's decoding thread.
+// the scheduler's decoding thread. A model with sliding-window layers keeps only a window + margin
+// of a prompt's last positions there (KVCache), so an entry serves a common prefix that ends within
+// its last margin + 1 positions (the rows after it need only the window before them), or none.
 import Inference
 
 final class PromptCache {
@@ -38,7 +40,8 @@ final class PromptCache {
         var best = -1, length = 0
         for (i, e) in entries.enumerated() where e.adapter === adapter {
             let n = min(CachedPrefix.commonLength(e.tokens, prompt), prompt.count - 1)
-            if n > length { (best, length) = (i, n) }
+            // a prefix shorter than what the entry's sliding layers hold cannot be served from it
+            if n > length && e.cache.holds(prefix: n) { (best, length) = (i, n) }
         }
         guard best >= 0, length >= minimumLength else { return prompt[...] }
         clock += 1
@@ -50,18 +53,27 @@ final class PromptCache {
     }
 
     /// Keeps the first `prompt.count` positions of `cache` (just prefilled with `prompt`) for
-    /// later prompts; an entry `prompt` extends is replaced, one that extends `prompt` is kept instead.
+    /// later prompts; an entry `prompt` extends is replaced, one that extends `prompt` is kept
+    /// instead (for a model with sliding layers: when it serves every prefix the other would).
     func keep(_ prompt: [Int], adapter: RowAdapter?, from cache: KVCache, model: InferenceModel) {
-        guard budget > 0, prompt.count >= minimumLength else { return }
+        guard budget > 0, prompt.count >= minimumLength, cache.holds(prefix: prompt.count) else { return }
         clock += 1
-        if let i = entries.firstIndex(where: { $0.adapter === adapter && $0.tokens.count >= prompt.count && CachedPrefix.commonLength($0.tokens, prompt) == prompt.count }) {
+        let covering = entries.firstIndex { $0.adapter === adapter && $0.tokens.count >= prompt.count && CachedPrefix.commonLength($0.tokens, prompt) == prompt.count }
+        if let i = covering, entries[i].cache.shortestHeldPrefix == 0 {  // it serves every prefix of `prompt`
             entries[i].lastUse = clock
             return
         }
-        let size = prompt.count * cache.bytesPerPosition
+        let size = KVCache.bytes(model.config, positions: prompt.count, precision: model.kvCache, slidingMargin: model.slidingMargin)
         guard size <= budget else { return }
+        let copy = model.makeCache(capacity: prompt.count)
+        copy.copyPrefix(of: cache, length: prompt.count)
+        if let i = covering, entries[i].cache.shortestHeldPrefix <= copy.shortestHeldPrefix {  // and every one the copy would
+            entries[i].lastUse = clock
+            return
+        }
         entries.removeAll { e in
             let extended = e.adapter === adapter && CachedPrefix.commonLength(e.tokens, prompt) == e.tokens.count
+                && copy.shortestHeldPrefix <= e.cache.shortestHeldPrefix
             if extended { bytes -= e.bytes }
             return extended
         }
@@ -69,8 +81,6 @@ final class PromptCache {
             bytes -= entries[oldest].bytes
             entries.remove(at: oldest)
         }
-        let copy = model.makeCache(capacity: prompt.count)
-        copy.copyPrefix(of: cache, length: prompt.count)
         entries.append(Entry(adapter: adapter, tokens: prompt, cache: copy, bytes: size, lastUse: clock))
         bytes += size
     }

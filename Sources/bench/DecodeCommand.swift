@@ -88,12 +88,15 @@ struct DecodeCommand: ParsableCommand {
         // warm-up: pages of a mapped file come in on first touch
         _ = engine.forward(Array(prompt.prefix(8)), cache: engine.makeCache(capacity: 16))
         var prefill: [Double] = [], decode: [Double] = []
+        var cacheBytes = 0  // the prompt's KV cache (sliding layers: window + margin positions)
         for _ in 0..<repeats {
             let cache = engine.makeCache(capacity: promptTokens + 1)
             let s = monotonicSeconds()
             engine.forward(prompt, cache: cache, into: &logits)
             prefill.append(Double(promptTokens) / (monotonicSeconds() - s))
+            cacheBytes = cache.bytes
         }
+        let unboundedCacheBytes = KVCache.bytes(base.config, positions: promptTokens + 1, precision: engine.kvCache, slidingMargin: nil)
         for _ in 0..<repeats {
             let cache = engine.makeCache(capacity: genTokens + 1)
             var token = 1
@@ -118,6 +121,7 @@ struct DecodeCommand: ParsableCommand {
             "prefill_tokens_per_s": prefill.reduce(0, +) / Double(prefill.count), "prefill_tokens_per_s_best": prefill.max()!,
             "decode_tokens_per_s": meanDecode, "decode_tokens_per_s_best": decode.max()!,
             "peak_rss_mb": rss, "load_seconds": loadSeconds, "bytes_per_token": bytes, "weight_bytes": engine.weightBytes,
+            "kv_cache_bytes": cacheBytes, "kv_cache_bytes_every_position": unboundedCacheBytes,
             "bandwidth_gb_s": bandwidth, "streamed_gb_s": streamed, "fraction_of_bandwidth": streamed / bandwidth,
             "batched": batched.map { ["rows": $0.rows, "adapters": batchAdapters, "adapter_precision": batchAdapterPrecision.rawValue, "context": batchContext, "tokens_per_s": $0.tokensPerSecond, "ms_per_pass": $0.msPerPass] },
             "verify": verify.map { ["adapter_rank": $0.adapterRank, "context": verifyContext, "rows": $0.rows, "ms_per_pass": $0.ms, "one_row_passes": $0.ratio] },
@@ -125,6 +129,8 @@ struct DecodeCommand: ParsableCommand {
         FileHandle.standardError.write(Data(String(format: "%@ (%@ weights, %d threads, CPU level %@): prefill %.1f tokens/s (best %.1f), decode %.1f tokens/s (best %.1f); load %.2fs; peak RSS %.0f MB; %.1f MB read per token = %.1f GB/s, %.0f%% of the measured %.1f GB/s\n",
                                                    base.path, model.baseWeights.rawValue, threads, CPULevel.summary, result["prefill_tokens_per_s"] as! Double, prefill.max()!,
                                                    meanDecode, decode.max()!, loadSeconds, rss, Double(bytes) / 1e6, streamed, 100 * streamed / bandwidth, bandwidth).utf8))
+        FileHandle.standardError.write(Data(String(format: "KV cache after the %d-token prompt: %.1f MB (%d bytes; every position on every layer: %.1f MB)\n",
+                                                   promptTokens, Double(cacheBytes) / 1e6, cacheBytes, Double(unboundedCacheBytes) / 1e6).utf8))
         if let out {
             let data = try JSONSerialization.data(withJSONObject: result, options: [.prettyPrinted, .sortedKeys])
             try data.write(to: URL(fileURLWithPath: out))
