@@ -8,10 +8,12 @@
 # replaced), SFT_SAMPLES (200: the supervised adapter's share of train.jsonl), PROMPTS (400: the
 # training notes after them that it rewrites), SFT_EPOCHS (1), LR (1e-3: supervised and ORPO),
 # DPO_LR (1e-4; README.md also shows 2e-5 and 5e-5: at 1e-3 DPO's first step cut the chosen
-# replies' log-probability tenfold), PAIR_EPOCHS (1), PAIR_LIMIT (96: train on the first N pairs;
-# empty: all), BETA (0.1), BATCH (8), EVAL_SAMPLES (60 of eval.jsonl's 150), INCLUDE_BASE (empty;
+# replies' log-probability tenfold), RPO_ALPHA (5: DPO's --rpo-alpha, the weight of the chosen
+# replies' cross-entropy beside the pair loss; 0 is plain DPO, README.md shows what it did),
+# PAIR_EPOCHS (1), PAIR_LIMIT (empty: all pairs; N trains on the first N), BETA (0.1), BATCH (8),
+# ORPO (1; 0 skips ORPO), EVAL_SAMPLES (60 of eval.jsonl's 150), INCLUDE_BASE (empty;
 # 1 adds the base model's row), FROM_STAGE (1; 3 keeps $RUN's supervised adapter and pairs and
-# trains DPO and ORPO anew). The defaults took 52 minutes on a busy 2-core machine (README.md).
+# trains DPO and ORPO anew). The defaults took 17 minutes on a shared 2-core Zen 5 (README.md).
 # Needs python3 (standard library) for make_pairs.py.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,9 +26,11 @@ PAIR_EPOCHS=${PAIR_EPOCHS:-1}
 BETA=${BETA:-0.1}
 LR=${LR:-1e-3}
 DPO_LR=${DPO_LR:-1e-4}
+RPO_ALPHA=${RPO_ALPHA:-5}
+ORPO=${ORPO:-1}
 BATCH=${BATCH:-8}
 EVAL_SAMPLES=${EVAL_SAMPLES:-60}
-PAIR_LIMIT=${PAIR_LIMIT-96}
+PAIR_LIMIT=${PAIR_LIMIT-}
 INCLUDE_BASE=${INCLUDE_BASE:-}
 FROM_STAGE=${FROM_STAGE:-1}
 DATA=examples/house-style
@@ -54,14 +58,18 @@ fi
 "$BIN/adapter-data" validate "$PAIRS"
 "$BIN/adapter-data" stats "$PAIRS"
 # 3. DPO from the supervised adapter (which is also the reference), and ORPO from scratch
-"$BIN/train-adapter" --objective dpo --beta "$BETA" --init-checkpoint "$RUN/sft/adapter-final.safetensors" \
+"$BIN/train-adapter" --objective dpo --beta "$BETA" --rpo-alpha "$RPO_ALPHA" --init-checkpoint "$RUN/sft/adapter-final.safetensors" \
   --train-data "$PAIRS" --eval-data "$RUN/pairs-eval.jsonl" --epochs "$PAIR_EPOCHS" --warmup-steps 2 \
   --learning-rate "$DPO_LR" --batch-size "$BATCH" --max-sequence-length 256 --checkpoint-dir "$RUN/dpo"
-"$BIN/train-adapter" --objective orpo --beta "$BETA" \
-  --train-data "$PAIRS" --eval-data "$RUN/pairs-eval.jsonl" --epochs "$PAIR_EPOCHS" --warmup-steps 2 \
-  --learning-rate "$LR" --batch-size "$BATCH" --max-sequence-length 256 --checkpoint-dir "$RUN/orpo"
+ORPO_CHECKPOINT=()
+if [ "$ORPO" = 1 ]; then
+  "$BIN/train-adapter" --objective orpo --beta "$BETA" \
+    --train-data "$PAIRS" --eval-data "$RUN/pairs-eval.jsonl" --epochs "$PAIR_EPOCHS" --warmup-steps 2 \
+    --learning-rate "$LR" --batch-size "$BATCH" --max-sequence-length 256 --checkpoint-dir "$RUN/orpo"
+  ORPO_CHECKPOINT=(--checkpoint "$RUN/orpo/adapter-final.safetensors")
+fi
 # 4. everything on the eval notes (exact match) and the held-out pairs
 "$BIN/evaluate-adapter" --eval-data "$DATA/eval.jsonl" --max-samples "$EVAL_SAMPLES" ${INCLUDE_BASE:+--include-base} \
   --checkpoint "$RUN/sft/adapter-final.safetensors" --checkpoint "$RUN/dpo/adapter-final.safetensors" \
-  --checkpoint "$RUN/orpo/adapter-final.safetensors" --preference-data "$RUN/pairs-eval.jsonl" \
+  "${ORPO_CHECKPOINT[@]}" --preference-data "$RUN/pairs-eval.jsonl" \
   --output "$RUN/eval-results.jsonl" | tee "$RUN/eval-table.txt"
