@@ -71,8 +71,8 @@ public struct SpeculativeDecoder {
 
     /// Generates like `Generator.generate` (same request, same stop rules, same constraint, same
     /// token callback, same use of a given cache), with the draft's help. Greedy requests give
-    /// exactly Generator's tokens (up to float rounding between a batched and a single-row pass);
-    /// sampled ones the same distribution.
+    /// exactly Generator's tokens (the prompt runs as Generator runs it, and a verify row has the
+    /// bits of a one-row step); sampled ones the same distribution.
     @discardableResult
     public func generate(_ request: GenerationRequest, cache given: KVCache? = nil,
                          onToken: (Int) -> Bool = { _ in true }) -> (tokens: [Int], stats: SpeculativeStats) {
@@ -86,12 +86,19 @@ public struct SpeculativeDecoder {
         precondition(cache.count < request.prompt.count, "[SpeculativeDecoder.generate] the cache holds \(cache.count) positions of a \(request.prompt.count)-token prompt; leave one to run")
         let t0 = monotonicSeconds()
         let prefill = request.prompt.count - cache.count > 1
-        if prefill {  // all but the last prompt token, which opens the first pass
-            _ = target.forward(Array(request.prompt[cache.count..<(request.prompt.count - 1)]), cache: cache)
-        }
         var reply = SpeculativeReply(request, drafter: drafter, draftTokens: draftTokens)
-        let t1 = monotonicSeconds()
         var logits: [Float] = []
+        if prefill {
+            // The whole prompt in one pass and the first token chosen from its last row, as
+            // Generator does: a prompt pass may attend in blocks, whose rounding a verify row's
+            // one-row attention does not share, and with q8 activations that difference can
+            // change a later greedy choice. So the cache and the first choice are Generator's.
+            target.forward(Array(request.prompt[cache.count...]), cache: cache, into: &logits)  // the last row's logits
+            _ = reply.prepare(cached: request.prompt.count - 1, speculate: false)
+            let keep = logits.withUnsafeMutableBufferPointer { reply.accept($0, onToken: onToken) }
+            cache.truncate(to: keep)
+        }
+        let t1 = monotonicSeconds()
         while !reply.isFinished {
             let (tokens, rows) = reply.prepare(cached: cache.count)
             let tVerify = monotonicSeconds()
@@ -100,8 +107,7 @@ public struct SpeculativeDecoder {
             let keep = logits.withUnsafeMutableBufferPointer { reply.accept($0, onToken: onToken) }
             cache.truncate(to: keep)
         }
-        var stats = reply.stats
-        if prefill { stats.generation.targetForwardCalls += 1 }
+        var stats = reply.stats  // (the prefill pass counted as the first round's)
         stats.generation.prefillSeconds = t1 - t0
         stats.generation.decodeSeconds = monotonicSeconds() - t1
         return (reply.out, stats)

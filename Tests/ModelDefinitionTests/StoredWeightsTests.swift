@@ -241,6 +241,39 @@ final class StoredWeightsTests: XCTestCase {
         XCTAssertLessThan(rq, 0.1, "measured 0.051 (2026-11-25)")
     }
 
+    /// q8 activations: a verify pass (several rows, logits at each) gives each row the bits of
+    /// one-token steps, as float32 activations do, so speculative decoding is lossless in q8 too.
+    func testRealModelQ8VerifyRowsAreOneRowSteps() throws {
+        guard let path = ProcessInfo.processInfo.environment["ADAPTER_BASE_MODEL"], FileManager.default.fileExists(atPath: path) else {
+            throw XCTSkip("needs the real base model: set ADAPTER_BASE_MODEL (scripts/fetch-model.sh prints its path)")
+        }
+        let stored = try BaseModel.load(path: path, storage: .stored)
+        let ids = stored.tokenizer.encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
+        let more = stored.tokenizer.encode("The capital of France is Paris, a city")
+        let lora = LoRAConfig(rank: 8, alpha: 16)
+        var rng = SeededRNG(seed: 3)
+        let tensors = TensorTable.loraTensors(config: stored.config, lora: lora).map { name, shape in
+            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.05 * Float.random(in: -1...1, using: &rng) }))
+        }
+        let adapter = Adapter(source: "random", lora: lora, baseConfig: stored.config, baseSignature: stored.signature, tensors: tensors)
+        for (activations, adapter) in [(ActivationPrecision.float32, nil), (.q8, nil), (.float32, adapter), (.q8, adapter)] as [(ActivationPrecision, Adapter?)] {
+            let q = InferenceModel(base: stored.weights, adapter: adapter, activations: activations)
+            for rows in [2, 3, 4, 5, 8] {
+                let c1 = q.makeCache(), c2 = q.makeCache()
+                _ = q.forward(ids, cache: c1)
+                _ = q.forward(ids, cache: c2)
+                var verify: [Float] = []
+                q.forward(Array(more.prefix(rows)), cache: c1, logitsAt: Array(0..<rows), into: &verify)
+                let V = stored.config.vocabSize
+                for r in 0..<rows {
+                    let step = q.forward([more[r]], cache: c2)
+                    let differ = (0..<V).filter { step[$0].bitPattern != verify[r * V + $0].bitPattern }.count
+                    XCTAssertEqual(differ, 0, "\(activations) adapter \(adapter != nil) \(rows) rows: row \(r) differs from its one-token step in \(differ) logits (max |d| \((0..<V).map { abs(step[$0] - verify[r * V + $0]) }.max()!))")
+                }
+            }
+        }
+    }
+
     /// Llama 3 RoPE scaling: both executors turn each frequency by its divisor (they agree, and
     /// differ from the unscaled model), and a GGUF's rope_freqs.weight (as make-model and
     /// llama.cpp's converter write it) reads back as the config's own divisors.
