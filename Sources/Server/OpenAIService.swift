@@ -540,7 +540,10 @@ struct ToolCallReader {
                 }
                 guard let next = nextCall else { broken = true; break loop }
                 switch match(next, at: pos) {
-                case .whole, .partial where bytes.count - pos > next.count - head.count:
+                case .whole:  // the separator and the next call's opening are whole
+                    pos += next.count - head.count
+                    stage = .head
+                case .partial where bytes.count - pos > next.count - head.count:
                     // the separator is whole and the next call's opening has begun
                     pos += next.count - head.count
                     stage = .head
