@@ -125,8 +125,12 @@ for chunk in stream:
                     repeated.append(delta)
                 joined[delta.index].function.arguments += delta.function.arguments
 check(not repeated, f"a call's id and name come once, in its first delta: {repeated}")
-check(finish == "tool_calls" and list(joined) == [0] and joined[0].function.name == "get_weather" and joined[0].id and deltas > 1,
-      f"a streamed tool call in {deltas} deltas, joined: {joined}")
+# (parallel_tool_calls is true by default: the greedy reply may hold several calls, as the
+# non-streamed one above does; streamed, each arrives under its own index)
+check(finish == "tool_calls" and list(joined) == list(range(len(calls))) and deltas > len(joined)
+      and all(joined[i].id and joined[i].function.name == calls[i].function.name
+              and json.loads(joined[i].function.arguments) == json.loads(calls[i].function.arguments) for i in joined),
+      f"the streamed tool calls in {deltas} deltas, joined per index, are the non-streamed ones ({len(calls)}): {joined}")
 jsonschema.validate(json.loads(joined[0].function.arguments), weather)
 check(True, f"its joined arguments validate against the tool's parameters: {joined[0].function.arguments}")
 check(usage and usage.prompt_tokens_details and isinstance(usage.prompt_tokens_details.cached_tokens, int), f"the stream's usage: {usage}")
@@ -136,6 +140,10 @@ helper_calls = final.choices[0].message.tool_calls
 check(final.choices[0].finish_reason == "tool_calls" and helper_calls and helper_calls[0].function.name == "get_weather",
       f"chat.completions.stream assembles the call: {helper_calls}")
 jsonschema.validate(json.loads(helper_calls[0].function.arguments), weather)
+one = client.chat.completions.create(model=adapter_id, messages=ask, tools=tools, tool_choice="required", max_tokens=120,
+                                     temperature=0, parallel_tool_calls=False, stream=True)
+indexes = {d.index for chunk in one for choice in chunk.choices for d in (choice.delta.tool_calls or [])}
+check(indexes == {0}, f"parallel_tool_calls false: one call, streamed under index 0 ({sorted(indexes)})")
 
 # a text completion
 completion = client.completions.create(model=base_id, prompt="The capital of France is", max_tokens=8, temperature=0)
