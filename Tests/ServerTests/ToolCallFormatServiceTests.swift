@@ -264,23 +264,7 @@ final class ToolCallFormatServiceTests: XCTestCase {
         var streamed = request
         streamed.sampling.stream = true
         guard case .stream(let s) = try await service.chat(streamed, forcing: forced) else { return XCTFail("expected a stream") }
-        var byIndex: [Int: (id: String, name: String, arguments: String)] = [:], finish: [String] = [], firsts: [Int] = []
-        while let event = await s.next() {
-            let data = String(event.dropFirst(6).dropLast(2))
-            if data == "[DONE]" { break }
-            let ch = try XCTUnwrap(try JSONValue.parse(data)["choices"]?.arrayValue?.first)
-            for d in ch["delta"]?["tool_calls"]?.arrayValue ?? [] {
-                guard case let .number(n)? = d["index"] else { return XCTFail("no index in \(d)") }
-                let i = Int(n.doubleValue)
-                if let id = d["id"]?.stringValue {
-                    firsts.append(i)
-                    XCTAssertEqual(d["type"]?.stringValue, "function")
-                    byIndex[i] = (id, d["function"]?["name"]?.stringValue ?? "", "")
-                }
-                byIndex[i]?.arguments += d["function"]?["arguments"]?.stringValue ?? ""
-            }
-            if let f = ch["finish_reason"]?.stringValue { finish.append(f) }
-        }
+        let (byIndex, finish, firsts) = try await Self.streamedCalls(s)
         XCTAssertEqual(finish, ["tool_calls"])
         XCTAssertEqual(firsts, [0, 1], "each call's first delta once, in order")
         XCTAssertEqual(byIndex[0]?.id, "a1b2c3d4e")
@@ -336,19 +320,35 @@ final class ToolCallFormatServiceTests: XCTestCase {
         }
         // streamed (same seed): the same calls by index
         guard case .stream(let s) = try await service.chatCompletions(request(stream: true)) else { return XCTFail("expected a stream") }
-        var arguments: [Int: String] = [:], finish: [String] = []
+        let (streamedCalls, finish, _) = try await Self.streamedCalls(s)
+        XCTAssertEqual(finish, ["tool_calls"])
+        XCTAssertEqual(streamedCalls.keys.sorted().map { streamedCalls[$0]!.arguments }, calls.map { $0["function"]?["arguments"]?.stringValue ?? "" })
+    }
+
+    struct StreamError: Error { let message: String }
+
+    /// A streamed reply's tool calls joined per index (id and name from each call's first delta,
+    /// whose type must be "function"), its finish reasons, and the index of each first delta in order.
+    static func streamedCalls(_ s: ReplyStream) async throws
+        -> (calls: [Int: (id: String, name: String, arguments: String)], finish: [String], firsts: [Int]) {
+        var byIndex: [Int: (id: String, name: String, arguments: String)] = [:], finish: [String] = [], firsts: [Int] = []
         while let event = await s.next() {
             let data = String(event.dropFirst(6).dropLast(2))
             if data == "[DONE]" { break }
             let ch = try XCTUnwrap(try JSONValue.parse(data)["choices"]?.arrayValue?.first)
             for d in ch["delta"]?["tool_calls"]?.arrayValue ?? [] {
-                guard case let .number(n)? = d["index"] else { return XCTFail("no index in \(d)") }
-                arguments[Int(n.doubleValue), default: ""] += d["function"]?["arguments"]?.stringValue ?? ""
+                guard case let .number(n)? = d["index"] else { throw StreamError(message: "no index in \(d)") }
+                let i = Int(n.doubleValue)
+                if let id = d["id"]?.stringValue {
+                    firsts.append(i)
+                    XCTAssertEqual(d["type"]?.stringValue, "function")
+                    byIndex[i] = (id, d["function"]?["name"]?.stringValue ?? "", "")
+                }
+                byIndex[i]?.arguments += d["function"]?["arguments"]?.stringValue ?? ""
             }
             if let f = ch["finish_reason"]?.stringValue { finish.append(f) }
         }
-        XCTAssertEqual(finish, ["tool_calls"])
-        XCTAssertEqual(arguments.keys.sorted().map { arguments[$0]! }, calls.map { $0["function"]?["arguments"]?.stringValue ?? "" })
+        return (byIndex, finish, firsts)
     }
 
     func testFalcon3sFormatIsRefusedWithA400NamingTheTemplate() async throws {
