@@ -306,7 +306,13 @@ static const uint8_t Q6_PICK[4][32] __attribute__((aligned(32))) = {
 #undef P
 };
 // Q4_K/Q5_K's sub-block s: its scale in all 16 words.
-INLINE __m256i k4_sub_words(__m256i words, int s) { return _mm256_shuffle_epi8(words, _mm256_load_si256((const __m256i *)K4_PICK[s])); }
+// The table's address is hidden from the optimizer: once the sub-block loop is unrolled it
+// would otherwise turn each constant vpshufb into vpshuflw/vpshufhw + vpshufd, two operations.
+INLINE const uint8_t *opaque(const uint8_t *p) {
+    __asm__("" : "+r"(p));
+    return p;
+}
+INLINE __m256i k4_sub_words(__m256i words, int s) { return _mm256_shuffle_epi8(words, _mm256_load_si256((const __m256i *)(opaque(K4_PICK[0]) + 32 * s))); }
 INLINE void q6_scale_words(const int8_t *sc, __m256i *lo, __m256i *hi) {
     const __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
     *lo = _mm256_permute2x128_si256(w, w, 0x00);
@@ -314,7 +320,7 @@ INLINE void q6_scale_words(const int8_t *sc, __m256i *lo, __m256i *hi) {
 }
 // Q6_K's 32 values 32s...: [scale 2s x 8 words | scale 2s+1 x 8 words].
 INLINE __m256i q6_pair_words(__m256i lo, __m256i hi, int s) {
-    return _mm256_shuffle_epi8(s < 4 ? lo : hi, _mm256_load_si256((const __m256i *)Q6_PICK[s % 4]));
+    return _mm256_shuffle_epi8(s < 4 ? lo : hi, _mm256_load_si256((const __m256i *)(opaque(Q6_PICK[0]) + 32 * (s % 4))));
 }
 
 // MR (4 or 1) rows r0.. of type T (Q4_K, Q5_K or Q6_K) against one weight row.
@@ -331,6 +337,7 @@ INLINE void avx2_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
         const int8_t *sc6 = (const int8_t *)(p + 192);
         __m256i a[4];
         for (int r = 0; r < MR; r++) a[r] = _mm256_setzero_si256();
+        #pragma clang loop unroll(full)  // s a constant: no branch or jump table per sub-block, loads shared
         for (int s = 0; s < 8; s++) {  // values 32s ...: a Q4_K/Q5_K sub-block, or Q6_K's sub-blocks 2s, 2s + 1
             const __m256i u = type == BK_Q6_K ? avx2_q6_quarter(p, s / 4, s % 4) : avx2_sub_bytes(type, p, s);
             const __m256i s16 = type == BK_Q6_K
@@ -392,11 +399,54 @@ INLINE __m128 halves4(const uint8_t *p0, size_t rowBytes, size_t off) {
     return _mm_cvtph_ps(h);
 }
 
+// The heads (bytes 0-15: d, dmin, the 12 packed 6-bit scales and mins) of one Q4_K/Q5_K
+// super-block in four weight rows, unpacked in vector registers two rows per register, as
+// bk_k4_scales does one row in scalar code (that took ~20 scalar operations and a store and
+// reload per row and super-block, a fifth of the one-row product's work): sm01 holds row 0's
+// eight scales, then its eight mins, in the low 128 bits and row 1's in the high; sm23 rows 2
+// and 3; d and dmin the four rows' fp16 scales as floats.
+typedef struct {
+    __m256i sm01, sm23;
+    __m128 d, dmin;
+} k4_heads;
+INLINE __m256i k4_unpack2(__m256i v) {  // per 128 bits [d|dmin, a, b, c] -> [s03, s47, m03, m47]
+    const __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(3, 3, 2, 1)), _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4));
+    const __m256i top = _mm256_setr_epi32(0, 0, 0x03030303, 0x03030303, 0, 0, 0x03030303, 0x03030303);
+    const __m256i y = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 0, 0)), 6), top), 4);
+    const __m256i low = _mm256_setr_epi32(0x3f3f3f3f, 0x3f3f3f3f, 0x0f0f0f0f, 0x0f0f0f0f, 0x3f3f3f3f, 0x3f3f3f3f, 0x0f0f0f0f, 0x0f0f0f0f);
+    // [a, b, c, c >> 4] & low | [-, -, (a >> 6 & 3) << 4, (b >> 6 & 3) << 4] = [s03, m03, s47, m47]
+    return _mm256_shuffle_epi32(_mm256_or_si256(_mm256_and_si256(x, low), y), _MM_SHUFFLE(3, 1, 2, 0));
+}
+INLINE k4_heads k4_heads4(const uint8_t *p0, size_t rowBytes) {
+    const __m256i v01 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
+                                                _mm_loadu_si128((const __m128i *)(p0 + rowBytes)), 1);
+    const __m256i v23 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p0 + 2 * rowBytes))),
+                                                _mm_loadu_si128((const __m128i *)(p0 + 3 * rowBytes)), 1);
+    const __m256i u = _mm256_unpacklo_epi32(v01, v23);  // [dd0, dd2, ., . | dd1, dd3, ., .]
+    const __m256 f = _mm256_cvtph_ps(_mm_unpacklo_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)));
+    const __m256 g = _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));  // [d0..d3 | dmin0..dmin3]
+    k4_heads h = {k4_unpack2(v01), k4_unpack2(v23), _mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1)};
+    return h;
+}
+// Row j's eight scales as 16-bit words in the low 128 bits of both halves (j in 0..3).
+INLINE __m256i k4_row_words(const k4_heads *h, int j) {
+    const __m256i z = _mm256_unpacklo_epi8(j < 2 ? h->sm01 : h->sm23, _mm256_setzero_si256());  // [words of row 2i | row 2i + 1]
+    return j % 2 == 0 ? _mm256_permute2x128_si256(z, z, 0x00) : _mm256_permute2x128_si256(z, z, 0x11);
+}
+// summ = Σ_s mn_s·bsum_s of activation row r0 for the four weight rows (exact integers).
+INLINE __m128i k4_mins4(const k4_heads *h, __m128i bsum) {
+    const __m256i bs = _mm256_broadcastsi128_si256(bsum);
+    const __m256i t01 = _mm256_madd_epi16(_mm256_unpackhi_epi8(h->sm01, _mm256_setzero_si256()), bs);
+    const __m256i t23 = _mm256_madd_epi16(_mm256_unpackhi_epi8(h->sm23, _mm256_setzero_si256()), bs);
+    const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(t01, t23), _mm256_setzero_si256());  // [r0, r2, 0, 0 | r1, r3, 0, 0]
+    return _mm_unpacklo_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
 // The float steps of super-block b for one activation row r0 and four weight rows (at p0, p0 +
-// rowBytes, ...; mn their Q4_K/Q5_K mins), given the four exact integer sums: lane j does weight
+// rowBytes, ...; h their Q4_K/Q5_K heads), given the four exact integer sums: lane j does weight
 // row j's steps1 / steps6_1 (the same operations, so the same bits).
 INLINE void steps_w4(const uint32_t type, q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p0, size_t rowBytes,
-                     const uint8_t mn[4][8], __m128i sums, __m128 *acc, __m128 *macc) {
+                     const k4_heads *h, __m128i sums, __m128 *acc, __m128 *macc) {
     const __m128 dx = _mm_set1_ps(x.d[b * m + r0]);
     if (type == BK_Q6_K) {  // sumi = sums - 32·Σ_s sc_s·bsum16_s per weight row
         const __m256i bs = row_bsum16(x, m, r0, b);
@@ -407,12 +457,9 @@ INLINE void steps_w4(const uint32_t type, q8k_view x, size_t m, size_t r0, size_
         *acc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 208), dx), _mm_cvtepi32_ps(sumi), *acc);
         return;
     }
-    const __m128i bs = row_bsum(x, m, r0, b);  // summ = Σ_s mn_s·bsum_s per weight row
-    __m128i t[4];
-    for (int j = 0; j < 4; j++) t[j] = _mm_madd_epi16(bs, _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn[j])));
-    const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(t[0], t[1]), _mm_hadd_epi32(t[2], t[3]));
-    *acc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 0), dx), _mm_cvtepi32_ps(sums), *acc);
-    *macc = _mm_fmadd_ps(_mm_mul_ps(halves4(p0, rowBytes, 2), dx), _mm_cvtepi32_ps(summ), *macc);
+    const __m128i summ = k4_mins4(h, row_bsum(x, m, r0, b));
+    *acc = _mm_fmadd_ps(_mm_mul_ps(h->d, dx), _mm_cvtepi32_ps(sums), *acc);
+    *macc = _mm_fmadd_ps(_mm_mul_ps(h->dmin, dx), _mm_cvtepi32_ps(summ), *macc);
 }
 
 // One activation row r0 against four weight rows (w, w + rowBytes, ...; decoding's shape): the
@@ -426,28 +473,31 @@ INLINE void avx2_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
     const int8_t *xr = x.q + r0 * k;
     for (size_t b = 0; b < B; b++) {
         const uint8_t *p0 = w + b * bytes;
-        uint8_t sc[8], mn[4][8];
+        k4_heads h;
         __m256i words[4], lo[4], hi[4];
+        if (type != BK_Q6_K) h = k4_heads4(p0, rowBytes);
         for (int j = 0; j < 4; j++) {
             prefetch_ahead(p0 + j * rowBytes, rowBytes, bytes);
-            if (type == BK_Q6_K) {
-                q6_scale_words((const int8_t *)(p0 + j * rowBytes + 192), &lo[j], &hi[j]);
-            } else {
-                bk_k4_scales(p0 + j * rowBytes + 4, sc, mn[j]);
-                words[j] = k4_scale_words(sc);
-            }
+            if (type == BK_Q6_K) q6_scale_words((const int8_t *)(p0 + j * rowBytes + 192), &lo[j], &hi[j]);
+            else words[j] = k4_row_words(&h, j);
         }
+        // Two weight rows at a time share each activation piece: four at a time outgrew the 16
+        // registers (a third of the loop was spills).
         __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int s = 0; s < 8; s++) {
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xr + 256 * b + 32 * s));
-            for (int j = 0; j < 4; j++) {
-                const uint8_t *p = p0 + j * rowBytes;
-                const __m256i u = type == BK_Q6_K ? avx2_q6_quarter(p, s / 4, s % 4) : avx2_sub_bytes(type, p, s);
-                const __m256i s16 = type == BK_Q6_K ? q6_pair_words(lo[j], hi[j], s) : k4_sub_words(words[j], s);
-                a[j] = _mm256_add_epi32(a[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
+        #pragma clang loop unroll(full)
+        for (int j0 = 0; j0 < 4; j0 += 2) {
+            #pragma clang loop unroll(full)
+            for (int s = 0; s < 8; s++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xr + 256 * b + 32 * s));
+                for (int j = j0; j < j0 + 2; j++) {
+                    const uint8_t *p = p0 + j * rowBytes;
+                    const __m256i u = type == BK_Q6_K ? avx2_q6_quarter(p, s / 4, s % 4) : avx2_sub_bytes(type, p, s);
+                    const __m256i s16 = type == BK_Q6_K ? q6_pair_words(lo[j], hi[j], s) : k4_sub_words(words[j], s);
+                    a[j] = _mm256_add_epi32(a[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
+                }
             }
         }
-        steps_w4(type, x, m, r0, b, p0, rowBytes, mn, reduce4x8(a), &acc, &macc);
+        steps_w4(type, x, m, r0, b, p0, rowBytes, &h, reduce4x8(a), &acc, &macc);
     }
     _mm_storeu_ps(y, _mm_sub_ps(acc, macc));
 }
@@ -488,9 +538,10 @@ INLINE __m512i pair_scales(__m512i sc16, int g) {
 }
 
 // a[r] = the 16-lane integer sums of super-block b at p against rows r0 + r, r < MR.
-INLINE void superblock_sums(const uint32_t type, q8k_view x, size_t k, size_t r0, size_t b, const uint8_t *p, const uint8_t sc[8],
-                            __m512i *a, const int MR) {
-    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+// a[r] = the 16-lane integer sums of super-block b at p against rows r0 + r, r < MR; sc16 its
+// eight scales as 16-bit words (low 128 bits).
+INLINE void superblock_sums16(const uint32_t type, q8k_view x, size_t k, size_t r0, size_t b, const uint8_t *p, __m512i sc16,
+                              __m512i *a, const int MR) {
     for (int r = 0; r < MR; r++) a[r] = _mm512_setzero_si512();
     for (int g = 0; g < 4; g++) {
         const __m512i u = pair_bytes(type, p, g), s16 = pair_scales(sc16, g);
@@ -499,6 +550,11 @@ INLINE void superblock_sums(const uint32_t type, q8k_view x, size_t k, size_t r0
             a[r] = _mm512_dpwssd_epi32(a[r], _mm512_maddubs_epi16(u, xv), s16);
         }
     }
+}
+
+INLINE void superblock_sums(const uint32_t type, q8k_view x, size_t k, size_t r0, size_t b, const uint8_t *p, const uint8_t sc[8],
+                            __m512i *a, const int MR) {
+    superblock_sums16(type, x, k, r0, b, p, _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc))), a, MR);
 }
 
 // The sums of the 16 lanes of a[0..7], as 8 lanes (exact: integers).
@@ -623,19 +679,16 @@ INLINE void vnni_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
     __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
     for (size_t b = 0; b < B; b++) {
         const uint8_t *p0 = w + b * bytes;
-        uint8_t sc[8], mn[4][8];
+        k4_heads h;
         __m512i a[4];
+        if (type != BK_Q6_K) h = k4_heads4(p0, rowBytes);
         for (int j = 0; j < 4; j++) {
             const uint8_t *p = p0 + j * rowBytes;
             prefetch_ahead(p, rowBytes, bytes);
-            if (type == BK_Q6_K) {
-                superblock_sums6(x, k, r0, b, p, &a[j], 1);
-            } else {
-                bk_k4_scales(p + 4, sc, mn[j]);
-                superblock_sums(type, x, k, r0, b, p, sc, &a[j], 1);
-            }
+            if (type == BK_Q6_K) superblock_sums6(x, k, r0, b, p, &a[j], 1);
+            else superblock_sums16(type, x, k, r0, b, p, _mm512_castsi256_si512(k4_row_words(&h, j)), &a[j], 1);
         }
-        steps_w4(type, x, m, r0, b, p0, rowBytes, mn, reduce4(a), &acc, &macc);
+        steps_w4(type, x, m, r0, b, p0, rowBytes, &h, reduce4(a), &acc, &macc);
     }
     _mm_storeu_ps(y, _mm_sub_ps(acc, macc));
 }
