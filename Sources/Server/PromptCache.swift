@@ -23,7 +23,7 @@ final class PromptCache {
     let budget: Int
     /// Shorter common prefixes are computed again (a copy has a cost too).
     let minimumLength: Int
-    private var entries: [Entry] = []
+    private(set) var entries: [Entry] = []
     private var bytes = 0, clock = 0
     /// Prompts that reused a kept prefix, and the positions they copied instead of computing.
     private(set) var hits = 0, reusedTokens = 0

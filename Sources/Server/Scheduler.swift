@@ -10,7 +10,8 @@
 // stored weights again: on SmolLM2 a 1,300-token prompt took ~1.3x as long in 128-token chunks). A row ends at a stop token, at its token budget, or when its consumer goes
 // away (a client that disconnects, also during its prefill), and frees its slot at once. A prompt
 // that begins like a recent one with the same adapter copies those positions' keys and values
-// (PromptCache). A row carries every token it has to feed into one pass: the tokens a grammar forced
+// (PromptCache). A prompt's first token is chosen from the last row of its prefill, as the
+// generation loop chooses it. A row carries every token it has to feed into one pass: the tokens a grammar forced
 // after its choice, and, when the request has a draft (a package's own, or prompt lookup) and few
 // rows are decoding, the draft's proposals, which the pass verifies (speculative decoding; each row a
 // `SpeculativeReply`, so a reply is the one the generation loop gives it alone).
@@ -129,7 +130,7 @@ public final class Scheduler: @unchecked Sendable {
     private var cancelled = 0
 
     /// Prompts' keys and values kept for later prompts that begin alike (decoding thread only).
-    private let promptCache: PromptCache
+    let promptCache: PromptCache
     /// What the decoding thread did, in order (set before `start()`; the tests' view of the interleaving).
     enum Step: Equatable {
         /// A chunk of a prompt prefilled, while `decoding` rows had replies in flight.
@@ -265,14 +266,12 @@ public final class Scheduler: @unchecked Sendable {
     struct Row {
         let ticket: DecodeTicket
         let cache: KVCache
-        /// Prompt tokens still to prefill (after a kept prefix; the last prompt token opens the
-        /// first pass); the row decodes once none are left.
+        /// Prompt tokens still to prefill (after a kept prefix); once none are left, the first token
+        /// has been chosen from the prompt's last row and the row decodes.
         var pending: ArraySlice<Int>
         /// The reply, round by round: what the next pass feeds (the last chosen token, the tokens
         /// forced after it, a draft's proposals) and what its logits decide.
         var reply: SpeculativeReply
-        /// The prompt's keys and values were offered to the prompt cache (after the first pass).
-        var kept = false
         var generated: Int { reply.out.count }
     }
 
@@ -312,17 +311,9 @@ public final class Scheduler: @unchecked Sendable {
                 let cache = model.makeCache(capacity: r.prompt.count + r.maxTokens + (r.draft?.tokens ?? 0) + 2)
                 let rest = promptCache.seed(cache, for: r.prompt, adapter: r.adapter)
                 t.cachedPromptTokens = r.prompt.count - rest.count
-                rows.append(Row(ticket: t, cache: cache, pending: rest.dropLast(),
+                rows.append(Row(ticket: t, cache: cache, pending: rest,
                                 reply: SpeculativeReply(r.generation, drafter: r.draft?.drafter, draftTokens: r.draft?.tokens ?? 1)))
                 addPrefillSeconds(monotonicSeconds() - t0)
-                if rest.count <= 1 {  // nothing to prefill: the kept prefix held all but the last token
-                    condition.lock()
-                    prefills += 1
-                    prefillTokens += r.prompt.count
-                    promptCacheHits = promptCache.hits
-                    reusedTokens = promptCache.reusedTokens
-                    condition.unlock()
-                }
             }
             rows.removeAll { r in
                 if r.ticket.isCancelled { finish(r.ticket, .cancelled, generated: r.generated, complete: false, leavesActive: true) }
@@ -332,6 +323,7 @@ public final class Scheduler: @unchecked Sendable {
             // tokens (`prefillChunk` at the measured rate) before their next pass; with none, the whole prompt
             var used = 0
             let budget = prefillChunk.tokens(rate: prefillRate)
+            var ended: Set<Int> = []  // rows whose reply ended at its first token
             for b in rows.indices where !rows[b].pending.isEmpty {
                 let decoding = rows.indices.count(where: { rows[$0].pending.isEmpty })
                 let take = decoding == 0 ? rows[b].pending.count : min(rows[b].pending.count, budget - used)
@@ -339,7 +331,7 @@ public final class Scheduler: @unchecked Sendable {
                 let t0 = monotonicSeconds()
                 let r = rows[b].ticket.request
                 let chunk = rows[b].pending.prefix(take)
-                model.forward(Array(chunk), cache: rows[b].cache, adapter: r.adapter, into: &logits)  // [1, V], unused
+                model.forward(Array(chunk), cache: rows[b].cache, adapter: r.adapter, into: &logits)  // [1, V]: the chunk's last row
                 observer?(.prefill(tokens: take, decoding: decoding))
                 rows[b].pending.removeFirst(take)
                 used += take
@@ -347,8 +339,24 @@ public final class Scheduler: @unchecked Sendable {
                 let seconds = monotonicSeconds() - t0
                 let rate = seconds / Double(take)
                 prefillRate = prefillRate.map { 0.5 * $0 + 0.5 * rate } ?? rate
+                var choosing = 0.0
+                if done {
+                    // The prompt's positions, all in the cache now, offered to the prompt cache;
+                    // then the first token chosen from the prompt's last row, as the generation
+                    // loop and speculative decoding choose it. (Fed to the first pass instead, the
+                    // last prompt token's keys and values came from a one-row pass, whose rounding
+                    // differs from a prompt pass's: with q8 activations a reply could differ from
+                    // `generate`'s; ServerTests' RealModelSchedulerTests.)
+                    promptCache.keep(r.prompt, adapter: r.adapter, from: rows[b].cache, model: model)
+                    let t1 = monotonicSeconds()
+                    _ = rows[b].reply.prepare(cached: rows[b].cache.count - 1, speculate: false)
+                    let going = logits.withUnsafeMutableBufferPointer { advance(&rows[b], logits: $0) }
+                    if !going { ended.insert(b) }
+                    choosing = monotonicSeconds() - t1
+                }
                 condition.lock()
                 prefillSeconds += seconds
+                chooseSeconds += choosing
                 if done {
                     prefills += 1
                     prefillTokens += r.prompt.count
@@ -357,6 +365,7 @@ public final class Scheduler: @unchecked Sendable {
                 }
                 condition.unlock()
             }
+            if !ended.isEmpty { rows = rows.indices.filter { !ended.contains($0) }.map { rows[$0] } }
             // one pass for every row whose prompt is done: each feeds its pending tokens (the last
             // prompt token or chosen token, the tokens forced after it) and, while few rows decode,
             // its draft's proposals; its logit rows decide its next tokens
@@ -389,11 +398,6 @@ public final class Scheduler: @unchecked Sendable {
                         }
                     }
                 }
-                for b in decoding where !rows[b].kept {  // the prompt's positions, now all in the cache
-                    let r = rows[b].ticket.request
-                    promptCache.keep(r.prompt, adapter: r.adapter, from: rows[b].cache, model: model)
-                    rows[b].kept = true
-                }
                 let t2 = monotonicSeconds()
                 condition.lock()
                 passes += 1
@@ -424,7 +428,7 @@ public final class Scheduler: @unchecked Sendable {
             taken.append(token)
             return true
         }
-        r.cache.truncate(to: keep)  // never below the prompt: the prompt cache copies it after this pass
+        r.cache.truncate(to: keep)  // never below the prompt
         if !taken.isEmpty { ticket.continuation.yield(.tokens(taken)) }
         guard r.reply.isFinished else { return true }
         let g = r.reply.stats.generation

@@ -156,15 +156,16 @@ final class SchedulerTests: XCTestCase {
         let short = DecodeRequest(prompt: [5, 6, 7], adapter: nil, maxTokens: 20, stopTokens: [])
         let long = DecodeRequest(prompt: (0..<60).map { (11 * $0 + 4) % V }, adapter: nil, maxTokens: 5, stopTokens: [])
         typealias Step = Scheduler.Step
-        // A prompt's last token opens its first pass (which gives its first token). Round 1: the
-        // short prompt's 2 (nothing is decoded yet), 2 of the long one's 59 (the chunk's rest), a
-        // pass; then 4 tokens and a pass a round; the long prompt's last 1 in round 16, then both rows
-        let chunked: [Step] = [.prefill(tokens: 2, decoding: 0), .prefill(tokens: 2, decoding: 1), .pass(rows: 1, prefilling: 1)]
+        // A prompt's first token comes from the last row of its prefill. Round 1: the short
+        // prompt's 3 (nothing is decoded yet), 1 of the long one's 60 (the chunk's rest), a pass;
+        // then 4 tokens and a pass a round; the long prompt's last 3 in round 16, then both rows
+        // (the long reply's 4 tokens after its first)
+        let chunked: [Step] = [.prefill(tokens: 3, decoding: 0), .prefill(tokens: 1, decoding: 1), .pass(rows: 1, prefilling: 1)]
             + (0..<14).flatMap { _ in [Step.prefill(tokens: 4, decoding: 1), .pass(rows: 1, prefilling: 1)] }
-            + [.prefill(tokens: 1, decoding: 1)] + Array(repeating: .pass(rows: 2, prefilling: 0), count: 5)
-        let whole: [Step] = [.prefill(tokens: 2, decoding: 0), .prefill(tokens: 59, decoding: 1)]
-            + Array(repeating: .pass(rows: 2, prefilling: 0), count: 5) + Array(repeating: .pass(rows: 1, prefilling: 0), count: 15)
-        let alone: [Step] = [.prefill(tokens: 59, decoding: 0)] + Array(repeating: .pass(rows: 1, prefilling: 0), count: 5)
+            + [.prefill(tokens: 3, decoding: 1)] + Array(repeating: .pass(rows: 2, prefilling: 0), count: 4)
+        let whole: [Step] = [.prefill(tokens: 3, decoding: 0), .prefill(tokens: 60, decoding: 1)]
+            + Array(repeating: .pass(rows: 2, prefilling: 0), count: 4) + Array(repeating: .pass(rows: 1, prefilling: 0), count: 15)
+        let alone: [Step] = [.prefill(tokens: 60, decoding: 0)] + Array(repeating: .pass(rows: 1, prefilling: 0), count: 4)
         for (chunk, requests, expected) in [(Scheduler.PrefillChunk.tokens(4), [short, long], chunked), (.whole, [short, long], whole), (.tokens(4), [long], alone)] {
             let scheduler = Scheduler(model: InferenceModel(base: base.weights), maxActive: 2, queueCapacity: 0, prefillChunk: chunk)
             let log = NSLock()
