@@ -1,8 +1,10 @@
 // The q8 activation mode in plain C: activation quantization and integer block dot products
 // for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K. It fixes the arithmetic the SIMD levels (q8_simd.h)
-// reproduce bit for bit: 8 integer lanes of 4 products each per 32 values, then per lane
-// t = lane * d_x and acc = fma(t, d_w, acc), summed as hsum256 sums. Follows the structure of
-// llama.cpp's ggml_vec_dot_q*_q8_* with per-32 activation scales (q8_1-like) for every type.
+// reproduce bit for bit. The 32-value types: blocks in groups of four, each block's exact integer
+// sums over its values 0..15 and 16..31 in float lanes i and 4 + i (see product32); the K-quants:
+// 8 integer lanes of 4 products each per 32 values, then per lane t = lane * d_x and
+// acc = fma(t, d_w, acc); both summed as hsum256 sums. Follows the structure of llama.cpp's
+// ggml_vec_dot_q*_q8_* with per-32 activation scales (q8_1-like) for every type.
 #include "internal.h"
 
 #include <math.h>
@@ -97,22 +99,44 @@ static void lanes(const int16_t *u, const int8_t *x, const int *laneScale, float
     }
 }
 
-static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) {
-    float acc[8] = {0}, macc[8] = {0}, add = 0;
+// The 32-value types. Blocks go in groups of four (the last group padded with empty blocks:
+// sums, scales and mins 0); block i of a group puts into float lane i its integer sum over
+// values 0..15 and into lane 4 + i its sum over values 16..31 (both exact), each times d_x
+// (rounded) and fused-multiply-added with d_w; then, for the types with a min term (Q4_1 and
+// Q5_1's m, Q4_0's -8 d_w, Q5_0's -16 d_w), lane i adds fma(min, s_x) and lane 4 + i fma(0, s_x),
+// where s_x is d_x times the block's activation sum. The 8 lanes are summed as hsum8. Per block
+// and row that is two integer sums, one multiply and two or three fmas in lanes, where a lane per
+// 4 products cost a conversion, a multiply and an fma each (the SIMD tile of several rows spent
+// most of its time there); a 4-block group is one 8-lane vector in q8_simd.h.
+static float product32(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) {
+    const size_t blocks = k / 32, bytes = bk_bytes32(type);
+    const int hasMin = !(type == BK_Q8_0 || type == BK_IQ4_NL);
+    float acc[8] = {0};
     int16_t u[32];
-    if (bk_is32(type)) {
-        size_t bytes = bk_bytes32(type);
-        for (size_t b = 0; b < k / 32; b++) {
+    for (size_t g = 0; g < blocks; g += 4) {
+        int sums[8] = {0};
+        float dx[4] = {0}, dw[4] = {0}, mw[4] = {0}, s[4] = {0};
+        for (size_t i = 0; i < 4 && g + i < blocks; i++) {
+            const size_t b = g + i;
             const uint8_t *p = row + b * bytes;
-            float dw = bk_half_to_float(bk_u16(p));
             block_bytes(type, p, 0, u);
-            lanes(u, x.q + 32 * b, NULL, x.d[b], dw, acc);
-            if (type == BK_Q4_0) add = fmaf(-8.0f * dw, x.s32[b], add);
-            if (type == BK_Q5_0) add = fmaf(-16.0f * dw, x.s32[b], add);
-            if (bk_has_min32(type)) add = fmaf(bk_half_to_float(bk_u16(p + 2)), x.s32[b], add);
+            for (int v = 0; v < 32; v++) sums[i + 4 * (v / 16)] += u[v] * x.q[32 * b + v];
+            dx[i] = x.d[b];
+            dw[i] = bk_half_to_float(bk_u16(p));
+            mw[i] = type == BK_Q4_0 ? -8.0f * dw[i] : type == BK_Q5_0 ? -16.0f * dw[i] : bk_has_min32(type) ? bk_half_to_float(bk_u16(p + 2)) : 0;
+            s[i] = x.s32[b];
         }
-        return hsum8(acc) + add;
+        for (int l = 0; l < 8; l++) acc[l] = fmaf((float)sums[l] * dx[l % 4], dw[l % 4], acc[l]);
+        if (hasMin)
+            for (int l = 0; l < 8; l++) acc[l] = fmaf(l < 4 ? mw[l] : 0.0f, s[l % 4], acc[l]);
     }
+    return hsum8(acc);
+}
+
+static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) {
+    float acc[8] = {0}, macc[8] = {0};
+    int16_t u[32];
+    if (bk_is32(type)) return product32(type, x, k, row);
     if (type == BK_Q4_K || type == BK_Q5_K) {
         size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
         for (size_t b = 0; b < k / 256; b++) {

@@ -296,7 +296,7 @@ final class BlockKernelTests: XCTestCase {
     func testQ8WithinActivationRoundingOfReference() {
         var worst = 0.0, meanRelative = 0.0, count = 0
         for type in Self.q8Types {
-            for k in [256, 768] {
+            for k in [256, 768, 96] where k % 256 == 0 || ![.q3_K, .q4_K, .q5_K, .q6_K].contains(type) {
                 let n = 11, n0 = 2
                 let (w, rowBytes) = Self.weights(type, rows: n, k: k, seed: UInt64(k) &* 13 &+ UInt64(type.rawValue))
                 let ref = Self.reference(type, w, rowBytes: rowBytes, rows: 0..<n, k: k)
@@ -335,28 +335,32 @@ final class BlockKernelTests: XCTestCase {
     }
 
     func testQ8SameBitsOnEveryLevelAndForEveryRowCount() {
+        // k = 768, 576 (SmolLM2's width) and 96: the 32-value types go in groups of four blocks,
+        // and 576 and 96 end in a short group (two blocks, three blocks); the K-quants take 768 only
         for type in Self.q8Types {
-            let k = 768, n = 13
-            let (w, rowBytes) = Self.weights(type, rows: n, k: k, seed: 41 &+ UInt64(type.rawValue))
-            for m in Self.rowCounts {
-                let x = Self.activations(rows: m, k: k, seed: UInt64(m) &+ 500)
-                let portableQ = quantizeQ8(level: 0, x, m: m, k: k)
-                var portable = [Float](repeating: .nan, count: m * n)
-                _ = matmulQ8(level: 0, type, xq: portableQ, m: m, k: k, w: w, rowBytes: rowBytes, n0: 1, n1: n, into: &portable, ldy: n)
-                for level in Self.levels {
-                    let xq = quantizeQ8(level: level, x, m: m, k: k)
-                    XCTAssertEqual(xq, portableQ, "\(Self.levelName(level)) quantizes m=\(m) differently from portable")
-                    var y = [Float](repeating: .nan, count: m * n)
-                    _ = matmulQ8(level: level, type, xq: xq, m: m, k: k, w: w, rowBytes: rowBytes, n0: 1, n1: n, into: &y, ldy: n)
-                    let differ = (0..<(m * n)).filter { $0 % n != 0 && y[$0].bitPattern != portable[$0].bitPattern }.count
-                    XCTAssertEqual(differ, 0, "\(type) m=\(m): \(Self.levelName(level)) differs from portable in \(differ) outputs")
-                    for r in 0..<m {  // one row at a time, output range in two pieces
-                        let rowQ = quantizeQ8(level: level, Array(x[(r * k)..<((r + 1) * k)]), m: 1, k: k)
-                        var single = [Float](repeating: .nan, count: n)
-                        _ = matmulQ8(level: level, type, xq: rowQ, m: 1, k: k, w: w, rowBytes: rowBytes, n0: 1, n1: 8, into: &single, ldy: n)
-                        _ = matmulQ8(level: level, type, xq: rowQ, m: 1, k: k, w: w, rowBytes: rowBytes, n0: 8, n1: n, into: &single, ldy: n)
-                        let rowDiffer = (1..<n).filter { single[$0].bitPattern != y[r * n + $0].bitPattern }.count
-                        XCTAssertEqual(rowDiffer, 0, "\(type) m=\(m) row \(r) at \(Self.levelName(level)): one-row pass differs")
+            for k in [768, 576, 96] where k % 256 == 0 || [.q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL].contains(type) {
+                let n = 13
+                let (w, rowBytes) = Self.weights(type, rows: n, k: k, seed: 41 &+ UInt64(type.rawValue) &+ UInt64(k))
+                for m in Self.rowCounts {
+                    let x = Self.activations(rows: m, k: k, seed: UInt64(m) &+ 500)
+                    let portableQ = quantizeQ8(level: 0, x, m: m, k: k)
+                    var portable = [Float](repeating: .nan, count: m * n)
+                    _ = matmulQ8(level: 0, type, xq: portableQ, m: m, k: k, w: w, rowBytes: rowBytes, n0: 1, n1: n, into: &portable, ldy: n)
+                    for level in Self.levels {
+                        let xq = quantizeQ8(level: level, x, m: m, k: k)
+                        XCTAssertEqual(xq, portableQ, "\(Self.levelName(level)) quantizes m=\(m) differently from portable")
+                        var y = [Float](repeating: .nan, count: m * n)
+                        _ = matmulQ8(level: level, type, xq: xq, m: m, k: k, w: w, rowBytes: rowBytes, n0: 1, n1: n, into: &y, ldy: n)
+                        let differ = (0..<(m * n)).filter { $0 % n != 0 && y[$0].bitPattern != portable[$0].bitPattern }.count
+                        XCTAssertEqual(differ, 0, "\(type) k=\(k) m=\(m): \(Self.levelName(level)) differs from portable in \(differ) outputs")
+                        for r in 0..<m {  // one row at a time, output range in two pieces
+                            let rowQ = quantizeQ8(level: level, Array(x[(r * k)..<((r + 1) * k)]), m: 1, k: k)
+                            var single = [Float](repeating: .nan, count: n)
+                            _ = matmulQ8(level: level, type, xq: rowQ, m: 1, k: k, w: w, rowBytes: rowBytes, n0: 1, n1: 8, into: &single, ldy: n)
+                            _ = matmulQ8(level: level, type, xq: rowQ, m: 1, k: k, w: w, rowBytes: rowBytes, n0: 8, n1: n, into: &single, ldy: n)
+                            let rowDiffer = (1..<n).filter { single[$0].bitPattern != y[r * n + $0].bitPattern }.count
+                            XCTAssertEqual(rowDiffer, 0, "\(type) k=\(k) m=\(m) row \(r) at \(Self.levelName(level)): one-row pass differs")
+                        }
                     }
                 }
             }
