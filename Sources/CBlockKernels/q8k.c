@@ -282,14 +282,11 @@ INLINE __m256i avx2_q6_quarter(const uint8_t *p, int hf, int e) {
 }
 
 // The sub-block scales as vpmaddwd's 16-bit words, kept in registers: Q4_K/Q5_K's eight unsigned
-// scales as words in both 128-bit lanes, Q6_K's sixteen signed ones as two vectors whose lanes
+// scales as words in both 128-bit lanes (k4_row_words, below), Q6_K's sixteen signed ones as two vectors whose lanes
 // both hold scales 0-7 (lo) or 8-15 (hi); one vpshufb then spreads the scale(s) of 32 values.
 // Broadcasting a scale byte took three operations (movzx, vmovd, vpbroadcastw) per sub-block and
 // weight row; a store of the words and vpbroadcastd loads of them made Q6_K slower still (its
 // 32-bit loads from a fresh 256-bit store; 612 -> 690 us on 2048x8192, Zen 5 at the avx2 level).
-INLINE __m256i k4_scale_words(const uint8_t sc[8]) {
-    return _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
-}
 // vpshufb's byte picks: K4_PICK[s] puts word s of each lane in all its words (Q4_K/Q5_K's sub-block
 // s); Q6_PICK[i] puts word 2i in the low lane's words and word 2i + 1 in the high lane's. Tables
 // in memory, so that each spread is one instruction whatever the compiler unrolls.
