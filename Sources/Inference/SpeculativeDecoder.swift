@@ -89,12 +89,9 @@ public struct SpeculativeDecoder {
         var reply = SpeculativeReply(request, drafter: drafter, draftTokens: draftTokens)
         var logits: [Float] = []
         if prefill {
-            // The whole prompt in one pass and the first token chosen from its last row, as
-            // Generator does: a prompt pass may attend in blocks, whose rounding a verify row's
-            // one-row attention does not share, and with q8 activations that difference can
-            // change a later greedy choice. So the cache and the first choice are Generator's.
+            // the whole prompt in one pass, the first token from its last row: Generator's cache and choice
             target.forward(Array(request.prompt[cache.count...]), cache: cache, into: &logits)  // the last row's logits
-            _ = reply.prepare(cached: request.prompt.count - 1, speculate: false)
+            reply.preparePromptRow()
             let keep = logits.withUnsafeMutableBufferPointer { reply.accept($0, onToken: onToken) }
             cache.truncate(to: keep)
         }
@@ -180,6 +177,16 @@ public struct SpeculativeReply {
         stats.generation.targetForwardCalls += 1
         stats.rowsFed += pending + proposal.tokens.count
         return (Array(context[cached...]) + proposal.tokens, rows)
+    }
+
+    /// The first round when the driver's prefill pass ran the whole prompt: its one logit row is
+    /// the prompt's last, from which the first token is chosen as the generation loop chooses it
+    /// (no draft). A prompt pass may attend in blocks, whose rounding a verify row's one-row
+    /// attention does not share, so feeding the last prompt token to the first pass instead gave
+    /// its position other keys and values, and with q8 activations a greedy reply could change.
+    public mutating func preparePromptRow() {
+        precondition(out.isEmpty, "[SpeculativeReply.preparePromptRow] the reply has begun")
+        _ = prepare(cached: context.count - 1, speculate: false)
     }
 
     /// Decides this round from the target's logits at `prepare`'s rows ([rows, V], masked in

@@ -341,15 +341,12 @@ public final class Scheduler: @unchecked Sendable {
                 prefillRate = prefillRate.map { 0.5 * $0 + 0.5 * rate } ?? rate
                 var choosing = 0.0
                 if done {
-                    // The prompt's positions, all in the cache now, offered to the prompt cache;
-                    // then the first token chosen from the prompt's last row, as the generation
-                    // loop and speculative decoding choose it. (Fed to the first pass instead, the
-                    // last prompt token's keys and values came from a one-row pass, whose rounding
-                    // differs from a prompt pass's: with q8 activations a reply could differ from
-                    // `generate`'s; ServerTests' RealModelSchedulerTests.)
+                    // the prompt's positions, all in the cache now, offered to the prompt cache;
+                    // then the first token chosen from the prompt's last row, as `generate` chooses
+                    // it (SpeculativeReply.preparePromptRow; RealModelSchedulerTests)
                     promptCache.keep(r.prompt, adapter: r.adapter, from: rows[b].cache, model: model)
                     let t1 = monotonicSeconds()
-                    _ = rows[b].reply.prepare(cached: rows[b].cache.count - 1, speculate: false)
+                    rows[b].reply.preparePromptRow()
                     let going = logits.withUnsafeMutableBufferPointer { advance(&rows[b], logits: $0) }
                     if !going { ended.insert(b) }
                     choosing = monotonicSeconds() - t1
