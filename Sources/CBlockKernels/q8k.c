@@ -534,7 +534,6 @@ INLINE __m512i pair_scales(__m512i sc16, int g) {
     return _mm512_permutexvar_epi16(pick, sc16);
 }
 
-// a[r] = the 16-lane integer sums of super-block b at p against rows r0 + r, r < MR.
 // a[r] = the 16-lane integer sums of super-block b at p against rows r0 + r, r < MR; sc16 its
 // eight scales as 16-bit words (low 128 bits).
 INLINE void superblock_sums16(const uint32_t type, q8k_view x, size_t k, size_t r0, size_t b, const uint8_t *p, __m512i sc16,
@@ -549,6 +548,7 @@ INLINE void superblock_sums16(const uint32_t type, q8k_view x, size_t k, size_t 
     }
 }
 
+// The same, the scales given as the eight bytes bk_k4_scales unpacks.
 INLINE void superblock_sums(const uint32_t type, q8k_view x, size_t k, size_t r0, size_t b, const uint8_t *p, const uint8_t sc[8],
                             __m512i *a, const int MR) {
     superblock_sums16(type, x, k, r0, b, p, _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc))), a, MR);

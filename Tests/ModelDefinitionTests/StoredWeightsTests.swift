@@ -40,12 +40,12 @@ final class StoredWeightsTests: XCTestCase {
 
     static let matrixTypes: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
 
-    /// A random adapter on all seven targets with B ≠ 0.
-    func randomAdapter(_ base: BaseModel) throws -> Adapter {
-        let lora = LoRAConfig(rank: 4, alpha: 8)
-        var rng = SeededRNG(seed: 11)
+    /// A random adapter on all seven targets with B ≠ 0 (alpha 2 × rank, values uniform in ±scale).
+    func randomAdapter(_ base: BaseModel, rank: Int = 4, scale: Float = 0.1, seed: UInt64 = 11) throws -> Adapter {
+        let lora = LoRAConfig(rank: rank, alpha: Float(2 * rank))
+        var rng = SeededRNG(seed: seed)
         let tensors = TensorTable.loraTensors(config: base.config, lora: lora).map { name, shape in
-            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.1 * Float.random(in: -1...1, using: &rng) }))
+            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in scale * Float.random(in: -1...1, using: &rng) }))
         }
         return Adapter(source: "random", lora: lora, baseConfig: base.config, baseSignature: base.signature, tensors: tensors)
     }
@@ -250,12 +250,7 @@ final class StoredWeightsTests: XCTestCase {
         let stored = try BaseModel.load(path: path, storage: .stored)
         let ids = stored.tokenizer.encode("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
         let more = stored.tokenizer.encode("The capital of France is Paris, a city")
-        let lora = LoRAConfig(rank: 8, alpha: 16)
-        var rng = SeededRNG(seed: 3)
-        let tensors = TensorTable.loraTensors(config: stored.config, lora: lora).map { name, shape in
-            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.05 * Float.random(in: -1...1, using: &rng) }))
-        }
-        let adapter = Adapter(source: "random", lora: lora, baseConfig: stored.config, baseSignature: stored.signature, tensors: tensors)
+        let adapter = try randomAdapter(stored, rank: 8, scale: 0.05, seed: 3)
         for (activations, adapter) in [(ActivationPrecision.float32, nil), (.q8, nil), (.float32, adapter), (.q8, adapter)] as [(ActivationPrecision, Adapter?)] {
             let q = InferenceModel(base: stored.weights, adapter: adapter, activations: activations)
             for rows in [2, 3, 4, 5, 8] {
