@@ -12,7 +12,12 @@ cd "$root"
 BIN=${BIN:-.build/release}
 export ADAPTER_BASE_MODEL=${ADAPTER_BASE_MODEL:-$(scripts/fetch-model.sh)}
 tb=$(scripts/tensorboard-env.sh)
-RUN=${1:-$(mktemp -d)/run}
+if [ -n "${1:-}" ]; then
+  RUN=$1
+else
+  # A temporary folder of our own (~600 MB) is removed when the check passes; a failure keeps it to read.
+  own=$(mktemp -d); RUN=$own/run
+fi
 DATA=examples/extraction
 rm -rf "$RUN"
 mkdir -p "$RUN"
@@ -51,3 +56,4 @@ for kind in adapter draft; do
     || { echo "check-run-logs: rsvg-convert could not render $RUN/$kind/loss-curve.svg" >&2; exit 1; }
 done
 echo "check-run-logs: logs, TensorBoard events and curves agree ($RUN)"
+[ -z "${own:-}" ] || rm -rf "$own"

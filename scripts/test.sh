@@ -9,6 +9,12 @@ scripts/setup.sh
 # docs/architecture.md matches Package.swift, and nothing points outside the repository.
 python3 scripts/check-architecture.py
 export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
+# Everything the tests and the scripts below write to temporary folders (several GB: test models,
+# checkpoints, the small main run, Foundation's own leftovers) goes into one folder, removed when
+# the command passes and kept, with its path printed, when it fails.
+test_tmp=$(mktemp -d "${TMPDIR:-/tmp}/adapter-test.XXXXXX")
+export TMPDIR=$test_tmp
+trap 'status=$?; if [ "$status" = 0 ]; then rm -rf "$test_tmp"; else echo "test: temporary files kept in $test_tmp" >&2; fi' EXIT
 swift test -c release -Xswiftc -enable-testing "$@"
 # The numerics tests once more at each CPU level below this machine's best (ADAPTER_CPU_LEVEL runs
 # that level's block kernels and OpenBLAS's kernels for it; docs/architecture.md), so a result that

@@ -3,6 +3,7 @@
 // dropped), invalid lines refused or, with skipInvalid, left out and reported.
 // Leaves out stratification by length or tools.
 import Foundation
+import ModelAssets
 
 public struct SplitResult: Sendable {
     public var trainPath: String
@@ -60,7 +61,11 @@ public enum DataSplitter {
         let evalURL = directory.appendingPathComponent("eval.jsonl")
         for (url, bytes) in [(trainURL, train), (evalURL, eval)] {
             do {
-                try Data(bytes).write(to: url, options: .atomic)
+                // AtomicFile, not Data.write(options: .atomic): on Linux the latter leaves an empty
+                // TemporaryDirectory.* folder in /tmp on every call.
+                try AtomicFile.write(Data(bytes), to: url.path)
+            } catch let ModelAssetsError.io(_, reason) {
+                throw DataSchemaError.unwritableFile(path: url.path, reason: reason)
             } catch {
                 throw DataSchemaError.unwritableFile(path: url.path, reason: error.localizedDescription)
             }
