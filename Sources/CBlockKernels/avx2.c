@@ -222,6 +222,26 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
             _mm256_storeu_ps(scales, scale);
             for (int r = 0; r < MR; r++)
                 macc[r][j] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs + r * sums + b * 8), macc[r][j]);
+            if (type == BK_Q4_K && MR <= 4) {
+                // Sub-blocks 2g and 2g+1 are the low and high nibbles of the same 32 bytes: widened
+                // once for both (k45_sub widens them per sub-block). The same operations per accumulator.
+                const __m256i low = _mm256_set1_epi32(15);
+                for (int g = 0; g < 4; g++) {
+                    __m256 lo[4], hi[4];
+                    for (int c4 = 0; c4 < 4; c4++) {
+                        const __m256i v = u8x8(p + 16 + 32 * g + 8 * c4);
+                        lo[c4] = f32(_mm256_and_si256(v, low));
+                        hi[c4] = f32(_mm256_srli_epi32(v, 4));
+                    }
+                    const __m256 d0 = _mm256_set1_ps(scales[2 * g]), d1 = _mm256_set1_ps(scales[2 * g + 1]);
+                    for (int r = 0; r < MR; r++) {
+                        const float *xr = x + r * k + b * 256 + 64 * g;
+                        acc[r][j] = _mm256_fmadd_ps(d0, dot32(lo, xr), acc[r][j]);
+                        acc[r][j] = _mm256_fmadd_ps(d1, dot32(hi, xr + 32), acc[r][j]);
+                    }
+                }
+                continue;
+            }
             for (int s = 0; s < 8; s++) {
                 __m256 q[4];
                 k45_sub(type, p, s, q);
