@@ -8,6 +8,7 @@
 # out output quality. Follows llama-bench's measure (pp256, tg128: mean tokens/s of 3 runs after a
 # warmup, from its JSON).
 # Usage: scripts/bench-decode.sh [GGUF ...]   (default: the SmolLM2 file from scripts/fetch-model.sh)
+# Knobs (environment): BENCH_LEVELS (levels to add, see below), BLAS_CORE (OpenBLAS kernels, see below).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 models=()
@@ -17,6 +18,11 @@ for f in "$@"; do
 done
 cd "$root"
 threads=2 prompt=256 gen=128 reps=3
+# OpenBLAS (float32 prefill's sgemm panels) runs its own choice of kernels for this CPU, as on a
+# user's machine: an environment's OPENBLAS_CORETYPE is dropped (this VM image sets Haswell, which
+# on Zen 5 made float32 prefill of Qwen3-0.6B 1.4x slower than OpenBLAS's own Cooperlake).
+# BLAS_CORE=<an OPENBLAS_CORETYPE value> picks one; `bench decode` prints and records the core.
+if [ -n "${BLAS_CORE:-}" ]; then export OPENBLAS_CORETYPE=$BLAS_CORE; else unset OPENBLAS_CORETYPE; fi
 llama_bench=$(scripts/peers/llama_cpp.sh)
 PEERS_DIR=${PEERS:-$HOME/.cache/adapter-peers}
 [ ${#models[@]} -gt 0 ] || models=("$(scripts/fetch-model.sh)")

@@ -8,13 +8,18 @@
 # Knobs (environment): LENGTHS ("17 32 64 128 256"), REPS (3), THREADS (2), BENCH_LEVEL (unset: the
 # CPU's own level; avx2 etc. sets ADAPTER_CPU_LEVEL for ours), LLAMA_BENCH (default: the build of
 # scripts/peers/llama_cpp.sh, $PEERS/llama.cpp/bin/llama-bench; at BENCH_LEVEL=avx2 pass the AVX2-only
-# build, $PEERS/llama.cpp-avx2/bin/llama-bench, to compare like with like).
+# build, $PEERS/llama.cpp-avx2/bin/llama-bench, to compare like with like), BLAS_CORE (below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PEERS=${PEERS:-$HOME/.cache/adapter-peers}
 LENGTHS=${LENGTHS:-17 32 64 128 256}
 REPS=${REPS:-3}
 THREADS=${THREADS:-2}
+# OpenBLAS (float32 prefill's sgemm panels) runs its own choice of kernels for this CPU, as on a
+# user's machine: an environment's OPENBLAS_CORETYPE is dropped (this VM image sets Haswell, which
+# on Zen 5 made float32 prefill of Qwen3-0.6B 1.4x slower than OpenBLAS's own Cooperlake).
+# BLAS_CORE=<an OPENBLAS_CORETYPE value> picks one; `bench decode` prints and records the core.
+if [ -n "${BLAS_CORE:-}" ]; then export OPENBLAS_CORETYPE=$BLAS_CORE; else unset OPENBLAS_CORETYPE; fi
 llama_bench=${LLAMA_BENCH:-$PEERS/llama.cpp/bin/llama-bench}
 ours=.build/release/bench
 models=("$@")
