@@ -12,12 +12,7 @@ import XCTest
 final class RowAdapterTests: XCTestCase {
     /// A random adapter on all seven targets with B ≠ 0.
     func randomAdapter(_ base: BaseModel, seed: UInt64, rank: Int = 4) -> Adapter {
-        let lora = LoRAConfig(rank: rank, alpha: Float(2 * rank))
-        var rng = SeededRNG(seed: seed)
-        let tensors = TensorTable.loraTensors(config: base.config, lora: lora).map { name, shape in
-            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.05 * Float.random(in: -1...1, using: &rng) }))
-        }
-        return Adapter(source: "random \(seed)", lora: lora, baseConfig: base.config, baseSignature: base.signature, tensors: tensors)
+        TestSupport.randomAdapter(base, rank: rank, scale: 0.05, seed: seed)
     }
 
     /// Prompts of different lengths, each with an adapter (or none), prefilled and decoded for

@@ -20,14 +20,7 @@ final class SessionTests: XCTestCase {
     }
 
     /// A random adapter on all seven targets with B ≠ 0.
-    func randomAdapter(_ base: BaseModel, seed: UInt64) -> Adapter {
-        let lora = LoRAConfig(rank: 4, alpha: 8)
-        var rng = SeededRNG(seed: seed)
-        let tensors = TensorTable.loraTensors(config: base.config, lora: lora).map { name, shape in
-            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.2 * Float.random(in: -1...1, using: &rng) }))
-        }
-        return Adapter(source: "random \(seed)", lora: lora, baseConfig: base.config, baseSignature: base.signature, tensors: tensors)
-    }
+    func randomAdapter(_ base: BaseModel, seed: UInt64) -> Adapter { TestSupport.randomAdapter(base, scale: 0.2, seed: seed) }
 
     /// The generation loop's reply to `messages` (the reference a session must equal).
     func reference(_ model: AdaptedModel, _ messages: [Message], _ options: GenerationOptions = .init()) throws -> String {

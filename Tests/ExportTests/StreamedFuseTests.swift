@@ -14,12 +14,7 @@ import XCTest
 
 final class StreamedFuseTests: XCTestCase {
     func randomAdapter(_ base: BaseModel, targets: [LoRATarget]) -> Adapter {
-        let lora = LoRAConfig(rank: 4, alpha: 8, targets: targets)
-        var rng = SeededRNG(seed: 11)
-        let tensors = TensorTable.loraTensors(config: base.config, lora: lora).map { name, shape in
-            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.1 * Float.random(in: -1...1, using: &rng) }))
-        }
-        return Adapter(source: "random", lora: lora, baseConfig: base.config, baseSignature: base.signature, tensors: tensors)
+        TestSupport.randomAdapter(base, targets: targets, scale: 0.1, seed: 11, source: "random")
     }
 
     func testStreamedFuseOfAStoredBaseEqualsTheWholeModelWriters() throws {

@@ -42,12 +42,7 @@ final class StoredWeightsTests: XCTestCase {
 
     /// A random adapter on all seven targets with B ≠ 0 (alpha 2 × rank, values uniform in ±scale).
     func randomAdapter(_ base: BaseModel, rank: Int = 4, scale: Float = 0.1, seed: UInt64 = 11) throws -> Adapter {
-        let lora = LoRAConfig(rank: rank, alpha: Float(2 * rank))
-        var rng = SeededRNG(seed: seed)
-        let tensors = TensorTable.loraTensors(config: base.config, lora: lora).map { name, shape in
-            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in scale * Float.random(in: -1...1, using: &rng) }))
-        }
-        return Adapter(source: "random", lora: lora, baseConfig: base.config, baseSignature: base.signature, tensors: tensors)
+        TestSupport.randomAdapter(base, rank: rank, scale: scale, seed: seed, source: "random")
     }
 
     func testStoredMatchesFloat32ForEveryMatrixType() throws {

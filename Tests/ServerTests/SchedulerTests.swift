@@ -18,12 +18,7 @@ final class SchedulerTests: XCTestCase {
     }
 
     static func randomAdapter(_ base: BaseModel, seed: UInt64, rank: Int = 4) -> Adapter {
-        let lora = LoRAConfig(rank: rank, alpha: Float(2 * rank))
-        var rng = SeededRNG(seed: seed)
-        let tensors = TensorTable.loraTensors(config: base.config, lora: lora).map { name, shape in
-            (name, HostTensor(shape: shape, data: (0..<shape.reduce(1, *)).map { _ in 0.2 * Float.random(in: -1...1, using: &rng) }))
-        }
-        return Adapter(source: "random \(seed)", lora: lora, baseConfig: base.config, baseSignature: base.signature, tensors: tensors)
+        TestSupport.randomAdapter(base, rank: rank, scale: 0.2, seed: seed)
     }
 
     /// Every event of a request until it finishes.
