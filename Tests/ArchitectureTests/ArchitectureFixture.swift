@@ -6,6 +6,7 @@ import Autograd
 import Foundation
 import ModelAssets
 import ModelDefinition
+import TestSupport
 import Training
 import XCTest
 
@@ -146,8 +147,4 @@ func assertClose(_ a: [Float], _ b: [Float], rel: Float = 1e-4, _ what: String, 
     XCTAssert(e <= rel, "\(what): relative error \(e) > \(rel)", file: file, line: line)
 }
 
-func temporaryDirectory(_ name: String = #function) -> String {
-    let dir = NSTemporaryDirectory() + "architecture-tests-\(getpid())-\(name.filter { $0.isLetter || $0.isNumber })-\(UInt32.random(in: 0...UInt32.max))"
-    try! FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    return dir
-}
+func temporaryDirectory(_ name: String = #function) -> String { TinyAssets.tempDir(name) }

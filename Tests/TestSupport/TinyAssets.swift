@@ -104,9 +104,22 @@ public enum TinyAssets {
         try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
     }
 
+    /// A new folder for one test's files, inside this process's folder (`processFolder`).
     public static func tempDir(_ name: String = #function) -> String {
-        let dir = NSTemporaryDirectory() + "adapter-tests-\(getpid())-\(name.filter { $0.isLetter || $0.isNumber })-\(UInt32.random(in: 0...UInt32.max))"
+        let dir = processFolder + "/\(name.filter { $0.isLetter || $0.isNumber })-\(UInt32.random(in: 0...UInt32.max))"
         try! FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         return dir
     }
+
+    /// `$TMPDIR/adapter-tests-<pid>`, removed with everything in it when the test process exits
+    /// (a run writes ~1 GB of models and checkpoints; they used to stay in /tmp). Set
+    /// ADAPTER_KEEP_TEST_FILES=1 to keep them for a look after a failure.
+    public static let processFolder: String = {
+        let root = NSTemporaryDirectory() + "adapter-tests-\(getpid())"
+        try! FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        if ProcessInfo.processInfo.environment["ADAPTER_KEEP_TEST_FILES"] != "1" {
+            atexit { try? FileManager.default.removeItem(atPath: TinyAssets.processFolder) }
+        }
+        return root
+    }()
 }
