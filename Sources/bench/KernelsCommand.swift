@@ -221,6 +221,7 @@ extension KernelsCommand {
     enum Shape: String, CaseIterable, ExpressibleByArgument {
         case attention = "576x576", keyValue = "576x192", gateUp = "576x1536", down = "1536x576", head = "576x49152"
         case large = "2048x8192", largeDown = "8192x2048"
+        case qwen3GateUp = "1024x3072", qwen3Down = "3072x1024"  // Qwen3-0.6B's MLP: four or twelve super-blocks a row
 
         /// (k inputs, n outputs): a weight matrix of n rows of k values.
         var kn: (k: Int, n: Int) {
