@@ -15,10 +15,7 @@ PEERS=${PEERS:-$HOME/.cache/adapter-peers}
 LENGTHS=${LENGTHS:-17 32 64 128 256}
 REPS=${REPS:-3}
 THREADS=${THREADS:-2}
-# OpenBLAS (float32 prefill's sgemm panels) runs its own choice of kernels for this CPU, as on a
-# user's machine: an environment's OPENBLAS_CORETYPE is dropped (this VM image sets Haswell, which
-# on Zen 5 made float32 prefill of Qwen3-0.6B 1.4x slower than OpenBLAS's own Cooperlake).
-# BLAS_CORE=<an OPENBLAS_CORETYPE value> picks one; `bench decode` prints and records the core.
+# OpenBLAS's own kernels for this CPU unless BLAS_CORE names some (why: scripts/bench-decode.sh).
 if [ -n "${BLAS_CORE:-}" ]; then export OPENBLAS_CORETYPE=$BLAS_CORE; else unset OPENBLAS_CORETYPE; fi
 llama_bench=${LLAMA_BENCH:-$PEERS/llama.cpp/bin/llama-bench}
 ours=.build/release/bench

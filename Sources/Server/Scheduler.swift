@@ -364,7 +364,7 @@ public final class Scheduler: @unchecked Sendable {
             }
             if !ended.isEmpty { rows = rows.indices.filter { !ended.contains($0) }.map { rows[$0] } }
             // one pass for every row whose prompt is done: each feeds its pending tokens (the last
-            // prompt token or chosen token, the tokens forced after it) and, while few rows decode,
+            // chosen token, the tokens forced after it) and, while few rows decode,
             // its draft's proposals; its logit rows decide its next tokens
             let decoding = rows.indices.filter { rows[$0].pending.isEmpty }
             if !decoding.isEmpty {
