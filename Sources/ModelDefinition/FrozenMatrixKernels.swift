@@ -34,8 +34,16 @@ extension FrozenMatrix {
     /// Input rows up to which the block kernels stream the weights (beyond, panels + sgemm win).
     public static let streamingRows = 16
 
-    /// Output rows per parallel chunk of a streamed product.
-    static let streamChunk = 128
+    /// Output rows per parallel chunk of a streamed product (before `balancedChunk` evens them
+    /// out). A chunk has fixed costs besides its rows (its claim on an atomic word both cores
+    /// write, the kernel call, its first rows not yet prefetched), and the faster the tiles the
+    /// more they show. 128 (chosen for SmolLM2 when its tiles were slower) against 2048, decode tokens/s,
+    /// 2 threads, Zen 5, two interleaved rounds (`bench decode --prompt-tokens 16 --gen-tokens
+    /// 64`): SmolLM2 Q4_1 q8 317-332 -> 364-388, float32 292-296 -> 301-319; Qwen3-0.6B Q4_K
+    /// q8 89-91 -> 108-109, float32 68 -> 76; Qwen3-1.7B Q4_K_M q8 31.6-31.8 -> 33.0-33.2,
+    /// float32 25.5 -> 27.9-28.6. 1024 was within noise of 2048, 4096 slower for q8 (too few
+    /// chunks to even out a late core).
+    static let streamChunk = 2048
 
     /// Rows of a panel, a multiple of 16: twice the size of the m rows of activations it meets,
     /// at least 1 MiB of float32 and at most 16 MiB. sgemm packs those activations again for every
@@ -189,58 +197,76 @@ extension FrozenMatrix {
         defer { q8k?.deallocate(); q8?.deallocate() }
         // chunk c of matrix j: rows [n0, n1) written at y + offset_j (or a scratch row block when
         // the matrix's rows are in llama.cpp's order, scattered afterwards), every group in turn
-        // so the chunk's blocks stay in cache
+        // so the chunk's blocks stay in cache. The plan holds plain pointers and numbers: a chunk
+        // copying a StoredTensor out of its matrix retained and released its owner and shape,
+        // atomics that both cores hit on the same objects thousands of times a token.
         let chunk = m <= streamingRows ? balancedChunk(matrices.reduce(0) { $0 + $1.rows }) : groupedChunk
-        var plan: [(matrix: Int, n0: Int, n1: Int)] = []
-        var offsets: [Int] = [], scratch: [UnsafeMutablePointer<Float>?] = []
+        var plan: [StreamPiece] = []
+        var scratch: [UnsafeMutablePointer<Float>?] = []
         var offset = 0
-        for (j, w) in matrices.enumerated() {
-            offsets.append(offset)
+        for w in matrices {
+            guard case .stored(let t, let order) = w.storage else { preconditionFailure("[FrozenMatrix] not stored") }
+            let tmp: UnsafeMutablePointer<Float>? = order == nil ? nil : .allocate(capacity: m * w.rows)
+            scratch.append(tmp)
+            let (out, ld) = tmp.map { ($0, w.rows) } ?? (y + offset, ldy)
             offset += w.rows
             // the matrix in equal pieces of about `chunk` rows (a multiple of 4), no short tail
             let pieces = Swift.max(1, (w.rows + chunk / 2) / chunk)
             let size = ((w.rows + pieces - 1) / pieces + 3) / 4 * 4
             var n0 = 0
             while n0 < w.rows {
-                plan.append((j, n0, Swift.min(w.rows, n0 + size)))
+                plan.append(StreamPiece(type: t.type.rawValue, q8k: t.type.hasQ8KProduct, bytes: t.bytes, rowBytes: t.rowBytes,
+                                        n0: n0, n1: Swift.min(w.rows, n0 + size), out: out, ld: ld))
                 n0 += size
             }
-            if case .stored(_, let order?) = w.storage { _ = order; scratch.append(.allocate(capacity: m * w.rows)) } else { scratch.append(nil) }
         }
         defer { for p in scratch { p?.deallocate() } }
-        plan.withUnsafeBufferPointer { plan in
-            WorkerPool.forEach(plan.count) { c in
-                let (j, n0, n1) = plan[c]
-                guard case .stored(let t, _) = matrices[j].storage else { return }
-                let (out, ld) = scratch[j].map { ($0, matrices[j].rows) } ?? (y + offsets[j], ldy)
-                for g in 0..<groups {
-                    let r0 = g * group, rows = Swift.min(group, m - r0)
-                    var rc = Int32(-1)
-                    if t.type.hasQ8KProduct, let q8k {
-                        rc = bk_matmul_nt_q8k(t.type.rawValue, q8k + g * q8kGroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld)
-                    } else if let q8 {
-                        rc = bk_matmul_nt_q8(t.type.rawValue, q8 + g * q8GroupBytes, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld)
+        withExtendedLifetime(matrices) {
+            plan.withUnsafeBufferPointer { plan in
+                WorkerPool.forEach(plan.count) { c in
+                    let p = plan[c]
+                    for g in 0..<groups {
+                        let r0 = g * group, rows = Swift.min(group, m - r0), out = p.out + r0 * p.ld
+                        var rc = Int32(-1)
+                        if p.q8k, let q8k {
+                            rc = bk_matmul_nt_q8k(p.type, q8k + g * q8kGroupBytes, rows, k, p.bytes, p.rowBytes, p.n0, p.n1, out, p.ld)
+                        } else if let q8 {
+                            rc = bk_matmul_nt_q8(p.type, q8 + g * q8GroupBytes, rows, k, p.bytes, p.rowBytes, p.n0, p.n1, out, p.ld)
+                        }
+                        if rc != 0 { rc = bk_matmul_nt(p.type, x + r0 * k, rows, k, p.bytes, p.rowBytes, p.n0, p.n1, out, p.ld) }
+                        if rc != 0 { streamFailure(rc, p) }
                     }
-                    if rc != 0 { rc = bk_matmul_nt(t.type.rawValue, x + r0 * k, rows, k, t.bytes, t.rowBytes, n0, n1, out + r0 * ld, ld) }
-                    precondition(rc == 0, "[FrozenMatrix] bk_matmul_nt returned \(rc) for \(t.type) \(matrices[j].shape)")
                 }
             }
         }
         for (j, w) in matrices.enumerated() {
             guard let tmp = scratch[j], case .stored(_, let order?) = w.storage else { continue }
+            let at = matrices[..<j].reduce(0) { $0 + $1.rows }
             order.withUnsafeBufferPointer { o in
                 for i in 0..<m {
-                    let src = tmp + i * w.rows, dst = y + i * ldy + offsets[j]
+                    let src = tmp + i * w.rows, dst = y + i * ldy + at
                     for r in 0..<w.rows { dst[r] = src[Int(o[r])] }
                 }
             }
         }
     }
 
+    /// One parallel chunk of a streamed product: output rows [n0, n1) of one stored matrix.
+    struct StreamPiece {
+        let type: UInt32, q8k: Bool, bytes: UnsafeRawPointer, rowBytes: Int, n0: Int, n1: Int
+        let out: UnsafeMutablePointer<Float>, ld: Int
+    }
+
+    @inline(never)
+    static func streamFailure(_ rc: Int32, _ p: StreamPiece) -> Never {
+        preconditionFailure("[FrozenMatrix] bk_matmul_nt returned \(rc) for type \(p.type), rows \(p.n0)..<\(p.n1)")
+    }
+
     /// Output rows per parallel chunk of a streamed product of `rows` output rows in all: about
-    /// `streamChunk`, but as many chunks as a multiple of the cores, so both finish together (576
-    /// rows went as 128, 128, 128, 128, 64 on 2 cores: one core did 320 rows while the other did
-    /// 256; now 6 chunks of 96). Chunking never changes a bit: every output row is its own.
+    /// `streamChunk`, but as many chunks as a multiple of the cores, so both finish together (with
+    /// chunks of 128, 576 rows went as 128, 128, 128, 128, 64 on 2 cores: one core did 320 rows
+    /// while the other did 256; balanced, 6 chunks of 96). Chunking never changes a bit: every
+    /// output row is its own.
     static func balancedChunk(_ rows: Int) -> Int {
         let cores = Swift.max(1, WorkerPool.threads)
         let chunks = ((rows + streamChunk - 1) / streamChunk + cores - 1) / cores * cores
