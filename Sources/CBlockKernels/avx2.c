@@ -108,6 +108,44 @@ INLINE void decode32(const uint32_t type, const uint8_t *p, __m256 q[4]) {
     q[0] = f32(a0); q[1] = f32(a1); q[2] = f32(b0); q[3] = f32(b1);
 }
 
+// Q6_K's float tiles build each weight's float from its 6-bit q with byte operations instead of
+// widening to 32 bits and converting (vpmovsxbd + vcvtdq2ps per 8 values): t holds 0x80 | 2q in
+// each byte, and 0x42·256 + t is the bfloat16, hence the top half of the float, of 64 + q
+// exactly. Per 32 values two byte unpacks and two 32-bit shift/mask steps make the four vectors,
+// in this order of the 32 (i = byte index in t): f0 = i 0,2,4,6,16,18,20,22; f1 = 1,3,...,23;
+// f2 = 8,10,...,30 (8-14, 24-30); f3 = 9,11,...,31. q6_order puts the activations of every 32 in
+// that order once per product, so f_c meets x[8c...] of the reordered row. The offset comes back
+// through sums of the activations (tileK16). The same byte-built floats for Q4_K (32 + 2q) and
+// Q5_0 (32 + q) measured no faster than widening on Zen 3 (bench kernels, 2048x8192, one row:
+// Q4_K 1107 -> 1134 us, Q5_0 2080 -> 2265 us; Q6_K 2146 -> 1465 us), and subtracting the offset
+// lane by lane instead of through the sums lost Q6_K's gain (2060 us): those stay as they were.
+INLINE void q6_floats(__m256i t, __m256 f[4]) {
+    const __m256i top = _mm256_set1_epi8(0x42), high = _mm256_set1_epi32((int)0xFFFF0000u);
+    const __m256i a = _mm256_unpacklo_epi8(t, top), b = _mm256_unpackhi_epi8(t, top);
+    f[0] = _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
+    f[1] = _mm256_castsi256_ps(_mm256_and_si256(a, high));
+    f[2] = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
+    f[3] = _mm256_castsi256_ps(_mm256_and_si256(b, high));
+}
+
+// m rows of k activations into out in q6_floats' order, 32 at a time, then the sums of each 16
+// (in value order) into out + m·k.
+static void q6_order(const float *x, size_t m, size_t k, float *out) {
+    float *sums = out + m * k;
+    for (size_t i = 0; i < m * k; i += 32) {
+        const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+        const __m256 x2 = _mm256_loadu_ps(x + i + 16), x3 = _mm256_loadu_ps(x + i + 24);
+        sums[i / 16] = hsum256(_mm256_add_ps(x0, x1));
+        sums[i / 16 + 1] = hsum256(_mm256_add_ps(x2, x3));
+        const __m256 a = _mm256_permute2f128_ps(x0, x2, 0x20), b = _mm256_permute2f128_ps(x0, x2, 0x31);  // [0-3|16-19], [4-7|20-23]
+        const __m256 c = _mm256_permute2f128_ps(x1, x3, 0x20), d = _mm256_permute2f128_ps(x1, x3, 0x31);  // [8-11|24-27], [12-15|28-31]
+        _mm256_storeu_ps(out + i, _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+        _mm256_storeu_ps(out + i + 8, _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+        _mm256_storeu_ps(out + i + 16, _mm256_shuffle_ps(c, d, _MM_SHUFFLE(2, 0, 2, 0)));
+        _mm256_storeu_ps(out + i + 24, _mm256_shuffle_ps(c, d, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+}
+
 // p = q·x over 32 values in one chain (mul, fma, fma, fma).
 INLINE __m256 dot32(const __m256 q[4], const float *x) {
     __m256 s = _mm256_mul_ps(q[0], _mm256_loadu_ps(x));
@@ -260,12 +298,12 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]) - hsum256(macc[r][j]);
 }
 
-// Q6_K quarter e (0..3) of half hf as 32 signed bytes q - 32 (values 128hf + 32e ...), built
+// Q6_K quarter e (0..3) of half hf as 32 unsigned bytes q (q6k_quarter: signed, q - 32; values 128hf + 32e ...), built
 // with byte-wide operations: ql supplies the low nibble (low nibbles for e < 2, high for e >= 2,
 // of bytes 0..31 for even e, 32..63 for odd), qh bits 2e, 2e+1 the top two bits. Widening
 // after the bit work instead of before took 2048x8192 from 1.95 to 1.45 ms.
-INLINE __m256i q6k_quarter(const uint8_t *p, int hf, int e) {
-    const __m256i nibble = _mm256_set1_epi8(15), top2 = _mm256_set1_epi8(0x30), bias = _mm256_set1_epi8(32);
+INLINE __m256i q6k_unsigned(const uint8_t *p, int hf, int e) {
+    const __m256i nibble = _mm256_set1_epi8(15), top2 = _mm256_set1_epi8(0x30);
     __m256i ql = _mm256_loadu_si256((const __m256i *)(p + 64 * hf + (e & 1 ? 32 : 0)));
     __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * hf));
     ql = _mm256_and_si256(e < 2 ? ql : _mm256_srli_epi16(ql, 4), nibble);
@@ -275,8 +313,9 @@ INLINE __m256i q6k_quarter(const uint8_t *p, int hf, int e) {
     case 2: break;
     default: qh = _mm256_srli_epi16(qh, 2); break;
     }
-    return _mm256_sub_epi8(_mm256_or_si256(ql, _mm256_and_si256(qh, top2)), bias);
+    return _mm256_or_si256(ql, _mm256_and_si256(qh, top2));
 }
+INLINE __m256i q6k_quarter(const uint8_t *p, int hf, int e) { return _mm256_sub_epi8(q6k_unsigned(p, hf, e), _mm256_set1_epi8(32)); }
 
 // Q3_K quarter e (0..3) of half hf as 32 signed bytes q (-4..3; values 128hf + 32e ...): bits 2e,
 // 2e+1 of qs bytes 32hf..., and bit 4hf + e of the hmask bytes as bit 2, less 4.
@@ -312,16 +351,44 @@ INLINE __m256 piece_i8(__m256i v, int c) {
 }
 
 // Q6_K and Q3_K: 16-value sub-blocks with a signed scale each, acc = fma(d·sc_s, q_s·x_s, acc).
-INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y,
-                    size_t ldy, const int MR, const int NR, chunk c) {
+// Q6_K (x in q6_order's order, xs its sums per 16, row-major, `sums` apart): each quarter's
+// unsigned q as the floats 64 + q (q6_floats of the bytes 0x80 | 2q), whose four vectors hold
+// sub-block 2i in their low four lanes and 2i + 1 in their high four, so one scale vector serves
+// both; w = d·sc(q - 32) = d·sc(64 + q) - 96·d·sc, the second term through the sums per 16.
+INLINE void tileK16(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w,
+                    size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     const size_t bytes = bk_bytes256(type);
-    __m256 acc[MAXROWS][4];
+    __m256 acc[MAXROWS][4], macc[MAXROWS][4];
     for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm256_setzero_ps() : c.st->acc[r][c.j0 + j];
+        for (int j = 0; j < NR; j++) {
+            acc[r][j] = c.first ? _mm256_setzero_ps() : c.st->acc[r][c.j0 + j];
+            macc[r][j] = c.first || type != BK_Q6_K ? _mm256_setzero_ps() : c.st->macc[r][c.j0 + j];
+        }
     for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * bytes;
             prefetch_ahead(p, rowBytes, bytes);
+            if (type == BK_Q6_K) {
+                const __m256 d = half8(p + 208), offset = _mm256_set1_ps(96);
+                const __m256 s0 = _mm256_mul_ps(d, f32(i8x8(p + 192))), s1 = _mm256_mul_ps(d, f32(i8x8(p + 200)));  // d·sc_0..15
+                const __m256 m0 = _mm256_mul_ps(offset, s0), m1 = _mm256_mul_ps(offset, s1);
+                for (int r = 0; r < MR; r++) {
+                    macc[r][j] = _mm256_fmadd_ps(m0, _mm256_loadu_ps(xs + r * sums + b * 16), macc[r][j]);
+                    macc[r][j] = _mm256_fmadd_ps(m1, _mm256_loadu_ps(xs + r * sums + b * 16 + 8), macc[r][j]);
+                }
+                const __m256i flag = _mm256_set1_epi8((char)0x80);
+                for (int hf = 0; hf < 2; hf++) {
+                    for (int e = 0; e < 4; e++) {
+                        __m256 q[4];
+                        q6_floats(_mm256_or_si256(_mm256_slli_epi16(q6k_unsigned(p, hf, e), 1), flag), q);  // bytes <= 63: no carry
+                        const int sb = 2 * e;  // sub-blocks 8hf + sb, + 1: lanes sb, sb + 1 of s0 (hf 0) or s1
+                        const __m256 ds = _mm256_permutevar8x32_ps(hf ? s1 : s0, _mm256_setr_epi32(sb, sb, sb, sb, sb + 1, sb + 1, sb + 1, sb + 1));
+                        for (int r = 0; r < MR; r++)
+                            acc[r][j] = _mm256_fmadd_ps(ds, dot32(q, x + r * k + b * 256 + 128 * hf + 32 * e), acc[r][j]);
+                    }
+                }
+                continue;
+            }
             float scales[16];  // d · sc_0..15
             k16_scales(type, p, scales);
             for (int hf = 0; hf < 2; hf++) {
@@ -343,11 +410,11 @@ INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t
     }
     if (!c.last) {
         for (int r = 0; r < MR; r++)
-            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
+            for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->macc[r][c.j0 + j] = macc[r][j]; }
         return;
     }
     for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum256(acc[r][j]);
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = type == BK_Q6_K ? hsum256(acc[r][j]) - hsum256(macc[r][j]) : hsum256(acc[r][j]);
 }
 
 // Q2_K's 256 weights as the reference computes them (dl·q - ml with dl = d·sc, ml = dmin·m; mul
@@ -448,13 +515,13 @@ INLINE void tileF(const uint32_t type, const float *x, size_t k, const uint8_t *
 }
 
 // `stride`: floats between two blocks' activation sums of a row (Q4_1, Q5_1: m, block-major) or
-// between two rows' (Q4_K, Q5_K: k/32, row-major).
+// between two rows' (Q4_K, Q5_K: k/32, row-major; Q6_K's sums per 16: k/16).
 INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs, size_t stride, const uint8_t *w,
                  size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
     case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL: tile32(type, x, k, xs, stride, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, stride, w, rowBytes, y, ldy, MR, NR, c); break;
-    case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, xs, stride, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q2_K: tileQ2K(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     }
@@ -489,8 +556,8 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
                 for (size_t r = 0, t = 0; r < m; t++) {
                     if (st) c.st = st + ((o - ob) / 4) * tiles + t;
                     // Q4_1's and Q5_1's sums are block-major (stride m between blocks), the K-quants' row-major
-                    const float *xr = x + r * k, *xsr = bk_has_min32(type) ? xs + r : xs + r * sums;
-                    const size_t stride = bk_has_min32(type) ? m : sums;
+                    const size_t stride = bk_has_min32(type) ? m : type == BK_Q6_K ? k / 16 : sums;
+                    const float *xr = x + r * k, *xsr = bk_has_min32(type) ? xs + r : xs + r * stride;
                     float *yr = y + r * ldy + o;
                     size_t left = m - r;
 #define TILE(mr, nr) (c.j0 = (int)j, tile(type, xr, k, xsr, stride, wo + j * rowBytes, rowBytes, yr + j, ldy, mr, nr, c))
@@ -554,8 +621,13 @@ PRODUCT(product_q5_k, BK_Q5_K)
 PRODUCT(product_q6_k, BK_Q6_K)
 
 void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
-                    size_t n0, size_t n1, float *y, size_t ldy, float *xsum) {
+                    size_t n0, size_t n1, float *y, size_t ldy, float *xsum, float *xorder) {
     if (bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum, bk_has_min32(type));
+    if (type == BK_Q6_K) {
+        q6_order(x, m, k, xorder);
+        x = xorder;
+        xsum = xorder + m * k;
+    }
     switch (type) {
     case BK_F32: product_f32(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_F16: product_f16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;

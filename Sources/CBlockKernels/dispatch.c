@@ -129,10 +129,15 @@ int bk_matmul_nt_at(int level, uint32_t type, const float *x, size_t m, size_t k
         xsum = malloc(sums * sizeof(float));
         if (!xsum) return BK_ERROR_MEMORY;
     }
+    float *xorder = NULL;
+    if (level == BK_LEVEL_AVX2 && type == BK_Q6_K && !(xorder = bk_order_scratch((m * k + m * k / 16) * sizeof(float)))) {
+        if (xsum != stack) free(xsum);
+        return BK_ERROR_MEMORY;
+    }
     const uint8_t *wb = (const uint8_t *)w;
     switch (level) {
 #if defined(__x86_64__)
-    case BK_LEVEL_AVX2: bk_avx2_matmul(type, x, m, k, wb, rowBytes, n0, n1, y, ldy, xsum); break;
+    case BK_LEVEL_AVX2: bk_avx2_matmul(type, x, m, k, wb, rowBytes, n0, n1, y, ldy, xsum, xorder); break;
     case BK_LEVEL_AVX512:
     case BK_LEVEL_AVX512_VNNI: bk_avx512_matmul(type, x, m, k, wb, rowBytes, n0, n1, y, ldy, xsum); break;
 #endif
@@ -170,16 +175,26 @@ int bk_dequantize_rows(uint32_t type, const void *w, size_t rowBytes, size_t r0,
     return bk_dequantize_rows_at(bk_active_level(), type, w, rowBytes, r0, r1, k, out);
 }
 
+static void *grown(void **scratch, size_t *size, size_t bytes) {
+    if (*size < bytes) {
+        free(*scratch);
+        *size = (bytes + 63) / 64 * 64;
+        *scratch = aligned_alloc(64, *size);
+        if (!*scratch) *size = 0;
+    }
+    return *scratch;
+}
+
 void *bk_tile_scratch(size_t bytes) {
     static _Thread_local void *scratch;
     static _Thread_local size_t size;
-    if (size < bytes) {
-        free(scratch);
-        size = (bytes + 63) / 64 * 64;
-        scratch = aligned_alloc(64, size);
-        if (!scratch) size = 0;
-    }
-    return scratch;
+    return grown(&scratch, &size, bytes);
+}
+
+void *bk_order_scratch(size_t bytes) {
+    static _Thread_local void *scratch;
+    static _Thread_local size_t size;
+    return grown(&scratch, &size, bytes);
 }
 
 // ---------------------------------------------------------------------------------------------
