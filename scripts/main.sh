@@ -5,8 +5,10 @@
 # package, and generate with it (constrained to the example's schema, with the package's draft).
 # Results are printed at the end and kept under runs/.
 # Knobs (environment): STEPS (adapter), EVAL_SAMPLES, DRAFT_STEPS, SKIP_DRAFT=1, RUN (the run folder,
-# default runs/extraction; replaced), BUILD_FLAGS (extra `swift build` flags). The test command runs
-# this job at a small size (STEPS=8 EVAL_SAMPLES=8 DRAFT_STEPS=4), so it cannot break unseen.
+# default runs/extraction; replaced), BUILD_FLAGS (extra `swift build` flags), PREBUILT_BIN (a folder
+# holding release builds of the tools below: no build step). The test command runs this job at a
+# small size (STEPS=8 EVAL_SAMPLES=8 DRAFT_STEPS=4) on the binaries its `swift test` built, so it
+# cannot break unseen.
 # examples/extraction/prompts.jsonl: eval samples 101-108 without their replies.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,15 +20,26 @@ step "set up"
 scripts/setup.sh
 export ADAPTER_BASE_MODEL=$(scripts/fetch-model.sh)
 
-step "build (release)"
-# only the tools this job runs: a plain `swift build` also builds every executable of the
-# dependencies (swift-protobuf's protoc: ~600 C++ files) that nothing here uses. BUILD_FLAGS: the
-# test command passes its own (-Xswiftc -enable-testing) so its build is reused, not redone.
-for tool in adapter-data train-adapter evaluate-adapter train-draft export-fmadapter generate bench; do
-  swift build -c release ${BUILD_FLAGS:-} --product "$tool" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
-done
-BIN=$(swift build -c release ${BUILD_FLAGS:-} --show-bin-path)
-[ -x "$BIN/train-adapter" ] || { echo "main: the build failed; see the output above" >&2; exit 1; }
+tools=(adapter-data train-adapter evaluate-adapter train-draft export-fmadapter generate bench)
+if [ -n "${PREBUILT_BIN:-}" ]; then
+  # The test command's binaries: `swift test` compiles every module with one more -enable-testing
+  # than `swift build` can pass, so a product build after it compiled all of them again (~5 min on
+  # 2 cores), and the next `swift test` once more.
+  step "build: the binaries in $PREBUILT_BIN"
+  for tool in "${tools[@]}"; do
+    [ -x "$PREBUILT_BIN/$tool" ] || { echo "main: PREBUILT_BIN=$PREBUILT_BIN has no $tool; build it or leave PREBUILT_BIN unset" >&2; exit 1; }
+  done
+  BIN=$PREBUILT_BIN
+else
+  step "build (release)"
+  # only the tools this job runs: a plain `swift build` also builds every executable of the
+  # dependencies (swift-protobuf's protoc: ~600 C++ files) that nothing here uses.
+  for tool in "${tools[@]}"; do
+    swift build -c release ${BUILD_FLAGS:-} --product "$tool" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
+  done
+  BIN=$(swift build -c release ${BUILD_FLAGS:-} --show-bin-path)
+  [ -x "$BIN/train-adapter" ] || { echo "main: the build failed; see the output above" >&2; exit 1; }
+fi
 "$BIN/adapter-data" inspect | grep -E '^(path|architecture|layers|parameters|chatTemplate|signature):'
 
 DATA=examples/extraction

@@ -16,6 +16,11 @@ test_tmp=$(mktemp -d "${TMPDIR:-/tmp}/adapter-test.XXXXXX")
 export TMPDIR=$test_tmp
 trap 'status=$?; if [ "$status" = 0 ]; then rm -rf "$test_tmp"; else echo "test: temporary files kept in $test_tmp" >&2; fi' EXIT
 swift test -c release -Xswiftc -enable-testing "$@"
+# The scripts below run this build's binaries (PREBUILT_BIN) instead of building their products:
+# `swift test` compiles every module with one more -enable-testing than `swift build` can pass, so
+# a `swift build --product` after it compiled them all again (CI: main.sh ~5 min, the serve check
+# ~15 min with every dependency's executable).
+bin=$(swift build -c release -Xswiftc -enable-testing --show-bin-path)
 # The numerics tests once more at each CPU level below this machine's best (ADAPTER_CPU_LEVEL runs
 # that level's block kernels and OpenBLAS's kernels for it; docs/architecture.md), so a result that
 # holds only on the CPU at hand (AVX-512 here, AVX2 on many users' machines) fails here. Each
@@ -41,11 +46,11 @@ if [ "${CPU_LEVELS:-1}" != 0 ]; then
     env -u OPENBLAS_CORETYPE swift test -c release -Xswiftc -enable-testing --skip-build "$@"
   fi
 fi
-# The README's first command, at a small size (a few minutes, on the test build): set up, train,
+# The README's first command, at a small size (a few minutes, on the test build's binaries): set up, train,
 # evaluate, train a draft, measure speculative decoding, export, generate constrained with the
 # package's draft. It fails when any step fails, so the first thing a newcomer types is checked.
 main_run=$(mktemp -d)
-BUILD_FLAGS="-Xswiftc -enable-testing" STEPS=8 EVAL_SAMPLES=8 DRAFT_STEPS=4 RUN="$main_run/extraction" scripts/main.sh > "$main_run/main.log" 2>&1 \
+PREBUILT_BIN=$bin STEPS=8 EVAL_SAMPLES=8 DRAFT_STEPS=4 RUN="$main_run/extraction" scripts/main.sh > "$main_run/main.log" 2>&1 \
   || { tail -n 40 "$main_run/main.log"; echo "test: scripts/main.sh (small) failed; the whole log: $main_run/main.log" >&2; exit 1; }
 grep -q '^main: done' "$main_run/main.log" || { tail -n 20 "$main_run/main.log"; echo "test: scripts/main.sh did not print 'main: done'" >&2; exit 1; }
 echo "test: scripts/main.sh (small) passed: $(grep '^main: done' "$main_run/main.log")"
@@ -68,7 +73,7 @@ fi
 # The OpenAI-compatible server against real clients on loopback: the openai Python package, curl,
 # schemathesis on docs/openapi.yaml (SERVE_CHECK=0 skips; scripts/serve/check.sh says what it does).
 if [ "${SERVE_CHECK:-1}" != 0 ]; then
-  scripts/serve/check.sh
+  PREBUILT_BIN=$bin scripts/serve/check.sh
 fi
 # Then every parser fuzzer briefly (FUZZ_SECONDS each, default 20; 0 skips), so that a
 # regression on hostile input shows in CI. Long runs: scripts/fuzz.sh 600 (docs/reliability.md).

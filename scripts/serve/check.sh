@@ -13,15 +13,28 @@
 # and stops the server however the checks end; `serve` without a key on a non-loopback address
 # must refuse to start. Needs ADAPTER_BASE_MODEL (scripts/fetch-model.sh).
 # SERVE_SCHEMATHESIS_EXAMPLES (default 25) bounds the fuzzing per operation; 0 skips it.
+# PREBUILT_BIN: the folder of a `swift test -c release -Xswiftc -enable-testing` build to use (no build).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 : "${ADAPTER_BASE_MODEL:?set ADAPTER_BASE_MODEL to the base model (scripts/fetch-model.sh prints it)}"
 python=$(scripts/serve/setup-clients.sh)
 flags=(-c release -Xswiftc -enable-testing)
-for p in serve train-adapter make-model; do swift build "${flags[@]}" --product "$p" >&2; done
-swift build "${flags[@]}" --build-tests >&2  # the Foundation Models replay (up to date after the test command's swift test)
-bin=$(swift build "${flags[@]}" --show-bin-path)
+# The binaries and the replay's test bundle come from one `swift test` build, the test command's
+# (PREBUILT_BIN: its folder) or, run alone, this one (up to date after the test command's).
+# `swift test` compiles every module with one more -enable-testing than `swift build` can pass:
+# mixing `swift build --product` or `--build-tests` (which adds every dependency's executable,
+# swift-protobuf's protoc among them) with it recompiled everything each way, 15 minutes of CI.
+if [ -n "${PREBUILT_BIN:-}" ]; then
+  bin=$PREBUILT_BIN
+else
+  swift test "${flags[@]}" --filter FoundationModelsClientTests/testTheClientsTenRequestKindsAgainstFMReplayURL > /dev/null \
+    || { echo "serve check: the build failed: swift test ${flags[*]}" >&2; exit 1; }
+  bin=$(swift build "${flags[@]}" --show-bin-path)
+fi
+for p in serve train-adapter make-model; do
+  [ -x "$bin/$p" ] || { echo "serve check: no $p in $bin" >&2; exit 1; }
+done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/serve-check.XXXXXX")
 server=""
