@@ -298,10 +298,12 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
     /// Panels of rows unpacked to float32 and multiplied with sgemm.
     case panels
 
-    /// Input rows up to which `auto` takes the block kernels (0: never beyond `streamingRows`).
-    /// Measured with `bench decode --many-rows blocks|panels`, 2 threads, AVX-512 with VNNI,
-    /// 2026-11-25, a busy machine (best of 3-5): q8 activations ran 2.5-2.7x faster through the
-    /// blocks on the 1B shape (Q4_K) at 64 and 128 rows and 1.3-1.5x on SmolLM2 (Q4_1) at 64
+    /// Input rows up to which `auto` takes the block kernels (0: never beyond `streamingRows`),
+    /// by the level the kernels run at (`bk_active_level`).
+    ///
+    /// AVX-512 (measured with `bench decode --many-rows blocks|panels`, 2 threads, AVX-512 with
+    /// VNNI, 2026-11-25, a busy machine, best of 3-5): q8 activations ran 2.5-2.7x faster through
+    /// the blocks on the 1B shape (Q4_K) at 64 and 128 rows and 1.3-1.5x on SmolLM2 (Q4_1) at 64
     /// and 256. Float32 activations on Q4_K: 1.3x at 64 and 128 rows, even at 256; on Q4_1 the
     /// panels were 5-12% ahead at 32-256 rows (its per-block min term is a fourth
     /// floating-point operation per 32 values where Q4_K has three). On the Qwen2.5-0.5B shape's
@@ -309,11 +311,23 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
     /// pp256, all matrices forced one way) the panels won: q8 237 tokens/s against 141 through the
     /// blocks, float32 217 against 104; so Q5_0 stays on the panels, and the other types added
     /// since (Q5_1, IQ4_NL, Q2_K, Q3_K) too (not measured).
-    public static func blockRowsLimit(_ type: GGMLType, _ activations: ActivationPrecision) -> Int {
+    ///
+    /// AVX2 (Zen 3, 2026-11-29, the same command, two interleaved rounds, prefill tokens/s): the
+    /// float32 tiles lost to the panels at every size, Qwen3-0.6B Q4_K 32 rows 63-67 against
+    /// 74-82, 64 rows 51-54 / 72-91, 128 rows 55-65 / 85-92, 256 rows 54-68 / 96-115, and
+    /// Qwen3-1.7B Q4_K_M 128 rows 19-20 / 36-41; q8 through the blocks won at 64 rows (125-127
+    /// / 87-91) and was level at 256 and 512. So float32 takes the panels here.
+    ///
+    /// Portable (the same CPU at ADAPTER_CPU_LEVEL=portable, Qwen3-0.6B, 64 rows): the panels
+    /// (OpenBLAS's kernels for the level) 43.6 tokens/s against 13.1 through the blocks with
+    /// float32, 59.3 against 2.2 with q8: every product beyond `streamingRows` takes the panels.
+    public static func blockRowsLimit(_ type: GGMLType, _ activations: ActivationPrecision,
+                                      level: Int32 = bk_active_level()) -> Int {
+        if level <= Int32(BK_LEVEL_PORTABLE) { return 0 }
         switch (activations, type) {
-        case (.q8, .q8_0), (.q8, .q4_0), (.q8, .q4_1), (.q8, .q4_K), (.q8, .q5_K), (.q8, .q6_K): 512
-        case (_, .q4_K), (_, .q5_K), (_, .q6_K): 128
-        default: 0
+        case (.q8, .q8_0), (.q8, .q4_0), (.q8, .q4_1), (.q8, .q4_K), (.q8, .q5_K), (.q8, .q6_K): return 512
+        case (.float32, .q4_K), (.float32, .q5_K), (.float32, .q6_K): return level >= Int32(BK_LEVEL_AVX512) ? 128 : 0
+        default: return 0
         }
     }
 
