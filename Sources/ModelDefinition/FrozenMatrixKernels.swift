@@ -1,15 +1,19 @@
 // Multiplying by a frozen matrix whatever holds it, so both executors read one type: few input
 // rows (decoding, batched steps, verify passes) stream the stored blocks through CBlockKernels'
 // per-CPU-level products; a decoder's many rows (prefill) go through the same kernels a group of
-// rows at a time up to the row count where that measured faster (`ManyRowsPath`); beyond, and
-// in training, a panel of rows at a time is unpacked into a cache-sized buffer and multiplied
-// with sgemm. No float32 copy of a whole matrix ever exists.
+// rows at a time up to the row count where that measured faster (`ManyRowsPath`); beyond, each
+// core takes pieces of weight rows, dequantizes one into a reused buffer and multiplies it with a
+// one-thread sgemm (`multiplyInPieces`: no barrier between unpacking and multiplying, each weight
+// row packed once); training unpacks a panel of rows at a time into a cache-sized buffer and
+// multiplies it with sgemm. No float32 copy of a whole matrix ever exists.
 // Outputs are in Hugging Face row order (a stored q/k matrix's llama.cpp order is undone here).
 //
 // Dimensions: m input rows, k = columns (in), n = rows (out), P panel rows.
 import Autograd
 import CBlockKernels
+import Foundation
 import ModelAssets
+import Synchronization
 
 /// What the block kernels multiply the weights with: float32 activations (the reference numbers),
 /// or activations quantized to int8 per 32 values (per 256 for K-quant weights: llama.cpp's q8_K)
@@ -163,6 +167,10 @@ extension FrozenMatrix {
             return m <= streamingRows || path.usesBlocks(m: m, type: t.type, activations: activations)
         }
         guard blocks else {
+            if m > streamingRows, matrices.allSatisfy({ if case .stored = $0.storage { true } else { false } }) {
+                multiplyInPieces(matrices, x, m: m, into: y, ldy: ldy)
+                return
+            }
             var offset = 0
             for w in matrices {
                 w.multiply(x, m: m, into: y + offset, ldy: ldy, activations: activations)
@@ -251,6 +259,50 @@ extension FrozenMatrix {
         }
     }
 
+    /// y = x · Wᵀ for each matrix (side by side in y, as `multiply`) through float32 pieces:
+    /// every matrix cut into pieces of `pieceRows` rows, each dequantized and multiplied with one
+    /// single-threaded sgemm by whichever core claims it, all pieces of all matrices in one
+    /// parallel loop. Against panels unpacked on every core and then one sgemm split by rows
+    /// (`multiply(_:m:into:ldy:activations:)`, which training keeps): no wait between unpacking
+    /// and multiplying, one wait per call instead of two per panel, and each weight row packed by
+    /// sgemm once instead of once per row block. The pieces depend on m and k alone, never on the
+    /// thread count.
+    static func multiplyInPieces(_ matrices: [FrozenMatrix], _ x: UnsafePointer<Float>, m: Int,
+                                 into y: UnsafeMutablePointer<Float>, ldy: Int) {
+        let k = matrices[0].columns, size = pieceRows(m: m, k: k, rows: matrices.reduce(0) { $0 + $1.rows })
+        var pieces: [(matrix: Int, rows: Range<Int>, column: Int)] = []
+        var offset = 0
+        for (j, w) in matrices.enumerated() {
+            precondition(w.columns == k, "[FrozenMatrix] matrices of \(matrices.map(\.columns)) columns share one input")
+            var n0 = 0
+            while n0 < w.rows {
+                let n1 = Swift.min(w.rows, n0 + size)
+                pieces.append((j, n0..<n1, offset + n0))
+                n0 = n1
+            }
+            offset += w.rows
+        }
+        WorkerPool.forEach(pieces.count) { i in
+            let piece = pieces[i]
+            let panel = PieceBuffers.shared.take(piece.rows.count * k)
+            defer { PieceBuffers.shared.give(panel) }
+            matrices[piece.matrix].dequantizeRows(piece.rows, into: panel.pointer)
+            BLAS.sgemmOneThread(transA: false, transB: true, m: m, n: piece.rows.count, k: k, alpha: 1, a: x, lda: k,
+                                b: panel.pointer, ldb: k, beta: 0, c: y + piece.column, ldc: ldy)
+        }
+    }
+
+    /// Weight rows of a piece (`multiplyInPieces`) of a call with `rows` output rows in all: as
+    /// many as the input rows (sgemm packs the piece's weights and the m rows of activations once
+    /// each, so packing costs two rows per weight row whatever m is), but at least 4 pieces in the
+    /// call (so that the cores finish together) and at most 16 MiB of float32; at least 64 rows,
+    /// a multiple of 16.
+    static func pieceRows(m: Int, k: Int, rows: Int) -> Int {
+        let most = Swift.max(16, (1 << 22) / Swift.max(k, 1) / 16 * 16)
+        func rounded(_ n: Int) -> Int { (Swift.max(64, n) + 15) / 16 * 16 }
+        return Swift.min(most, rounded(m), rounded((rows + 3) / 4))
+    }
+
     /// One parallel chunk of a streamed product: output rows [n0, n1) of one stored matrix.
     struct StreamPiece {
         let type: UInt32, q8k: Bool, bytes: UnsafeRawPointer, rowBytes: Int, n0: Int, n1: Int
@@ -287,6 +339,44 @@ extension FrozenMatrix {
     /// How products of more than `streamingRows` input rows with stored matrices are computed
     /// (scoped like `withThreads`; benchmarks compare the two ways).
     @TaskLocal public static var manyRows: ManyRowsPath = .auto
+}
+
+/// Float32 buffers for the pieces of `FrozenMatrix.multiplyInPieces`, kept for the next call: a
+/// piece allocating and freeing its own spent ~5% of a Qwen3-0.6B prefill in the kernel zeroing
+/// fresh pages (perf: clear_page_erms, on the thread whose heap returned them). At most `kept`
+/// buffers wait here: one per core, as many as pieces run at once (each at most 16 MiB; 1-4 MiB
+/// on Qwen3-0.6B's prefill).
+final class PieceBuffers: Sendable {
+    static let shared = PieceBuffers()
+    static let kept = Swift.min(8, Swift.max(2, ProcessInfo.processInfo.activeProcessorCount))
+
+    struct Buffer {
+        let pointer: UnsafeMutablePointer<Float>
+        let capacity: Int
+    }
+
+    /// Addresses and capacities of the free buffers (addresses as integers: a pointer is not Sendable).
+    private let free = Mutex<[(address: Int, capacity: Int)]>([])
+
+    /// A buffer of at least `count` floats: a kept one when one is large enough, else a new one.
+    func take(_ count: Int) -> Buffer {
+        let kept = free.withLock { list -> (address: Int, capacity: Int)? in
+            guard let i = list.firstIndex(where: { $0.capacity >= count }) else { return nil }
+            return list.remove(at: i)
+        }
+        if let kept, let p = UnsafeMutablePointer<Float>(bitPattern: kept.address) { return Buffer(pointer: p, capacity: kept.capacity) }
+        return Buffer(pointer: .allocate(capacity: count), capacity: count)
+    }
+
+    /// Returns a buffer from `take`; beyond `kept` waiting, the smallest is freed.
+    func give(_ b: Buffer) {
+        let dropped = free.withLock { list -> Int? in
+            list.append((Int(bitPattern: b.pointer), b.capacity))
+            guard list.count > Self.kept, let i = list.indices.min(by: { list[$0].capacity < list[$1].capacity }) else { return nil }
+            return list.remove(at: i).address
+        }
+        if let dropped { UnsafeMutablePointer<Float>(bitPattern: dropped)?.deallocate() }
+    }
 }
 
 /// How a frozen matrix is multiplied with more than `FrozenMatrix.streamingRows` input rows.

@@ -145,6 +145,48 @@ final class StoredWeightsTests: XCTestCase {
         XCTAssertLessThan(relative(dxs, dxd), 1e-5, "input gradient")
     }
 
+    /// The decoder's products of many rows through float32 pieces (`multiplyInPieces`): two
+    /// matrices side by side in y (a gap column past them stays as it was), the second's rows
+    /// not a whole number of pieces, give each float32 matrix's numbers; the pieces depend on m,
+    /// k and the rows alone.
+    func testPiecesSideBySideMatchFloat32() throws {
+        let k = 512, m = 70, sizes = [1000, 328]
+        var rng = SeededRNG(seed: 9)
+        final class Bytes { let p: UnsafeMutableRawPointer; init(_ b: [UInt8]) { p = .allocate(byteCount: b.count, alignment: 64); p.copyMemory(from: b, byteCount: b.count) }; deinit { p.deallocate() } }
+        var stored: [FrozenMatrix] = [], dense: [FrozenMatrix] = []
+        for rows in sizes {
+            let w = (0..<rows * k).map { _ in Float.random(in: -1...1, using: &rng) }
+            let encoded = try Quantize.run(.q4_K, rows: rows, k: k, values: w, tensor: "w")
+            let bytes = Bytes(encoded)
+            let s = FrozenMatrix(stored: StoredTensor(type: .q4_K, shape: [rows, k], bytes: bytes.p, byteCount: encoded.count, owner: bytes))
+            stored.append(s)
+            dense.append(FrozenMatrix(rows: rows, columns: k, values: s.values))
+        }
+        let total = sizes.reduce(0, +), ldy = total + 1
+        let size = FrozenMatrix.pieceRows(m: m, k: k, rows: total)
+        XCTAssertEqual(size, 80, "as many as the input rows, rounded up to 16")
+        XCTAssertNotEqual(sizes[1] % size, 0, "a short last piece")
+        let x = (0..<m * k).map { _ in Float.random(in: -1...1, using: &rng) }
+        var y = [Float](repeating: 7, count: m * ldy), expected = y
+        x.withUnsafeBufferPointer { xp in
+            y.withUnsafeMutableBufferPointer { FrozenMatrix.multiplyInPieces(stored, xp.baseAddress!, m: m, into: $0.baseAddress!, ldy: ldy) }
+            expected.withUnsafeMutableBufferPointer { e in
+                dense[0].multiply(xp.baseAddress!, m: m, into: e.baseAddress!, ldy: ldy, activations: .float32)
+                dense[1].multiply(xp.baseAddress!, m: m, into: e.baseAddress! + sizes[0], ldy: ldy, activations: .float32)
+            }
+        }
+        XCTAssertLessThan(relative(y, expected), 1e-5)
+        XCTAssertTrue((0..<m).allSatisfy { y[$0 * ldy + total] == 7 }, "the gap column is untouched")
+        // the auto path takes them for a prefill at this level when the blocks are not chosen
+        var viaMultiply = [Float](repeating: 7, count: m * ldy)
+        x.withUnsafeBufferPointer { xp in
+            viaMultiply.withUnsafeMutableBufferPointer { v in
+                FrozenMatrix.$manyRows.withValue(.panels) { FrozenMatrix.multiply(stored, xp.baseAddress!, m: m, into: v.baseAddress!, ldy: ldy) }
+            }
+        }
+        XCTAssertEqual(viaMultiply, y, "FrozenMatrix.multiply with panels runs the pieces")
+    }
+
     func testGroupedPrefillEqualsSingleStepsAndPanels() throws {
         let dir = TinyAssets.tempDir()
         for type in Self.matrixTypes {
