@@ -7,7 +7,8 @@
 #   scripts/fuzz.sh [SECONDS] [FUZZER ...]      e.g. scripts/fuzz.sh 600 fuzz-gguf
 # Findings land in .build-fuzz/work/FUZZER/ (crash-*, timeout-*, oom-*); replay one with
 #   .build-fuzz/debug/FUZZER FILE
-# The corpus grows across runs in .build-fuzz/work/FUZZER/corpus. Fuzzers run under nice -n 19.
+# The corpus grows across runs in .build-fuzz/work/FUZZER/corpus. Fuzzers run under nice -n 19,
+# FUZZ_JOBS at a time (default: one per core).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -41,16 +42,20 @@ extra_seeds() {
   esac
 }
 
-failed=0
-printf '%-20s %8s %12s %10s  %s\n' fuzzer seconds executions exec/s findings
-for f in "${fuzzers[@]}"; do
-  work="$scratch/work/$f"
+# One fuzzer's run: its result line into $work/result, 1 into $work/failed when it found something.
+run_one() {
+  local f=$1 work="$scratch/work/$1" rc=0 t0 took execs rate found
   mkdir -p "$work/corpus"
-  FUZZ_SEED_DIR="$work/corpus" "$bin/$f" -runs=0 "$work/corpus" >"$work/seed.log" 2>&1 || { cat "$work/seed.log" >&2; failed=1; continue; }
+  rm -f "$work/result" "$work/failed"
+  if ! FUZZ_SEED_DIR="$work/corpus" "$bin/$f" -runs=0 "$work/corpus" >"$work/seed.log" 2>&1; then
+    cat "$work/seed.log" >&2
+    printf '%-20s %8s %12s %10s  %s\n' "$f" 0 ? ? "seeding failed, see $work/seed.log" >"$work/result"
+    echo 1 >"$work/failed"
+    return 0
+  fi
   for s in $(extra_seeds "$f"); do cp "$s" "$work/corpus/seed-$(basename "$(dirname "$s")")-$(basename "$s")"; done
   rm -f "$work"/crash-* "$work"/timeout-* "$work"/oom-* "$work"/leak-*
   t0=$(date +%s)
-  rc=0
   nice -n 19 "$bin/$f" "$work/corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512 \
     -use_value_profile=1 -print_final_stats=1 -artifact_prefix="$work/" >"$work/fuzz.log" 2>&1 || rc=$?
   took=$(( $(date +%s) - t0 ))
@@ -58,10 +63,25 @@ for f in "${fuzzers[@]}"; do
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/fuzz.log" | tail -1)
   found=$(cd "$work" && ls crash-* timeout-* oom-* leak-* 2>/dev/null | tr '\n' ' ' || true)
   if [ "$rc" -ne 0 ] || [ -n "$found" ]; then
-    failed=1
+    echo 1 >"$work/failed"
     [ -z "$found" ] && found="exit $rc, see $work/fuzz.log"
     grep -m1 -E "ERROR: (libFuzzer|AddressSanitizer)|Fatal error|SUMMARY" "$work/fuzz.log" >&2 || tail -20 "$work/fuzz.log" >&2
   fi
-  printf '%-20s %8s %12s %10s  %s\n' "$f" "$took" "${execs:-?}" "${rate:-?}" "${found:-none}"
+  printf '%-20s %8s %12s %10s  %s\n' "$f" "$took" "${execs:-?}" "${rate:-?}" "${found:-none}" >"$work/result"
+}
+
+# libFuzzer runs one thread: FUZZ_JOBS fuzzers (default: one per core) run side by side, each for
+# its full SECONDS, so the whole run takes about SECONDS x fuzzers / cores.
+jobs_max=${FUZZ_JOBS:-$(nproc)}
+printf '%-20s %8s %12s %10s  %s\n' fuzzer seconds executions exec/s findings
+for f in "${fuzzers[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  run_one "$f" &
+done
+wait
+failed=0
+for f in "${fuzzers[@]}"; do
+  cat "$scratch/work/$f/result" 2>/dev/null || printf '%-20s %8s %12s %10s  %s\n' "$f" ? ? ? "no result"
+  [ -f "$scratch/work/$f/failed" ] || [ ! -f "$scratch/work/$f/result" ] && failed=1
 done
 exit $failed
