@@ -406,7 +406,12 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
     /// float32 tiles lost to the panels at every size, Qwen3-0.6B Q4_K 32 rows 63-67 against
     /// 74-82, 64 rows 51-54 / 72-91, 128 rows 55-65 / 85-92, 256 rows 54-68 / 96-115, and
     /// Qwen3-1.7B Q4_K_M 128 rows 19-20 / 36-41; q8 through the blocks won at 64 rows (125-127
-    /// / 87-91) and was level at 256 and 512. So float32 takes the panels here.
+    /// / 87-91) and was level at 256 and 512. So float32 takes the panels here. After the panels
+    /// became per-core pieces (`multiplyInPieces`; two interleaved rounds, the same command): q8
+    /// through the blocks against the pieces, Qwen3-0.6B 128 rows 120.7-125.7 / 115.8-116.6, 256
+    /// rows 133.8-134.5 / 118.7-126.2, 512 rows 113.5-120.8 / 121.6-130.7; Qwen3-1.7B 256 rows
+    /// 44.2-46.7 / 44.5-46.8, 384 rows 42.0-44.3 / 44.7-47.0, 512 rows 40.9-42.8 / 45.4-47.2. So
+    /// q8 takes the blocks up to 256 rows here.
     ///
     /// Portable (the same CPU at ADAPTER_CPU_LEVEL=portable, Qwen3-0.6B, 64 rows): the panels
     /// (OpenBLAS's kernels for the level) 43.6 tokens/s against 13.1 through the blocks with
@@ -415,7 +420,8 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
                                       level: Int32 = bk_active_level()) -> Int {
         if level <= Int32(BK_LEVEL_PORTABLE) { return 0 }
         switch (activations, type) {
-        case (.q8, .q8_0), (.q8, .q4_0), (.q8, .q4_1), (.q8, .q4_K), (.q8, .q5_K), (.q8, .q6_K): return 512
+        case (.q8, .q8_0), (.q8, .q4_0), (.q8, .q4_1), (.q8, .q4_K), (.q8, .q5_K), (.q8, .q6_K):
+            return level >= Int32(BK_LEVEL_AVX512) ? 512 : 256
         case (.float32, .q4_K), (.float32, .q5_K), (.float32, .q6_K): return level >= Int32(BK_LEVEL_AVX512) ? 128 : 0
         default: return 0
         }
