@@ -89,6 +89,14 @@ static void block_bytes(uint32_t type, const uint8_t *p, int sub, int16_t *out) 
     }
 }
 
+// The 32 values at `offset` of a weight row: from the row's unpacked values (`row_values`), or,
+// without them, unpacked from block p, sub-block `sub`, into u.
+static const int16_t *values_at(uint32_t type, const uint8_t *p, int sub, const int16_t *vals, size_t offset, int16_t *u) {
+    if (vals) return vals + offset;
+    block_bytes(type, p, sub, u);
+    return u;
+}
+
 // acc[j] = fma(lane_j * dx, dw, acc[j]) for the 8 lanes of 4 products each.
 static void lanes(const int16_t *u, const int8_t *x, const int *laneScale, float dx, float dw, float acc[8]) {
     for (int j = 0; j < 8; j++) {
@@ -108,18 +116,18 @@ static void lanes(const int16_t *u, const int8_t *x, const int *laneScale, float
 // and row that is two integer sums, one multiply and two or three fmas in lanes, where a lane per
 // 4 products cost a conversion, a multiply and an fma each (the SIMD tile of several rows spent
 // most of its time there); a 4-block group is one 8-lane vector in q8_simd.h.
-static float product32(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) {
+static float product32(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row, const int16_t *vals) {
     const size_t blocks = k / 32, bytes = bk_bytes32(type);
     const int hasMin = !(type == BK_Q8_0 || type == BK_IQ4_NL);
     float acc[8] = {0};
-    int16_t u[32];
+    int16_t own[32];
     for (size_t g = 0; g < blocks; g += 4) {
         int sums[8] = {0};
         float dx[4] = {0}, dw[4] = {0}, mw[4] = {0}, s[4] = {0};
         for (size_t i = 0; i < 4 && g + i < blocks; i++) {
             const size_t b = g + i;
             const uint8_t *p = row + b * bytes;
-            block_bytes(type, p, 0, u);
+            const int16_t *u = values_at(type, p, 0, vals, 32 * b, own);
             for (int v = 0; v < 32; v++) sums[i + 4 * (v / 16)] += u[v] * x.q[32 * b + v];
             dx[i] = x.d[b];
             dw[i] = bk_half_to_float(bk_u16(p));
@@ -133,10 +141,11 @@ static float product32(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row
     return hsum8(acc);
 }
 
-static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) {
+// One activation row times one weight row (its values from `row_values` in vals, or NULL).
+static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row, const int16_t *vals) {
     float acc[8] = {0}, macc[8] = {0};
-    int16_t u[32];
-    if (bk_is32(type)) return product32(type, x, k, row);
+    int16_t own[32];
+    if (bk_is32(type)) return product32(type, x, k, row, vals);
     if (type == BK_Q4_K || type == BK_Q5_K) {
         size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
         for (size_t b = 0; b < k / 256; b++) {
@@ -145,10 +154,8 @@ static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) 
             uint8_t sc[8], mn[8];
             bk_k4_scales(p + 4, sc, mn);
             for (int s = 0; s < 8; s++) macc[s] = fmaf(dmin * (float)mn[s], x.s32[8 * b + s], macc[s]);
-            for (int s = 0; s < 8; s++) {
-                block_bytes(type, p, s, u);
-                lanes(u, x.q + 256 * b + 32 * s, NULL, x.d[8 * b + s], d * (float)sc[s], acc);
-            }
+            for (int s = 0; s < 8; s++)
+                lanes(values_at(type, p, s, vals, 256 * b + 32 * s, own), x.q + 256 * b + 32 * s, NULL, x.d[8 * b + s], d * (float)sc[s], acc);
         }
         return hsum8(acc) - hsum8(macc);
     }
@@ -170,16 +177,41 @@ static float product(uint32_t type, bk_q8_rows x, size_t k, const uint8_t *row) 
         for (int e = 0; e < 8; e++) {
             int laneScale[8];
             for (int j = 0; j < 8; j++) laneScale[j] = sc[2 * e + j / 4];
-            block_bytes(type, p, e, u);
-            lanes(u, x.q + 256 * b + 32 * e, laneScale, x.d[8 * b + e], d, acc);
+            lanes(values_at(type, p, e, vals, 256 * b + 32 * e, own), x.q + 256 * b + 32 * e, laneScale, x.d[8 * b + e], d, acc);
         }
     }
     return hsum8(acc) - hsum8(macc);
 }
 
+// A weight row's k values in value order (block_bytes of each 32), for every activation row's
+// product with it: unpacked once per weight row instead of once per (weight row, activation
+// row). On x86 at this level that measured small (SmolLM2's q8 verify-rows test 23.7 -> 22.7 s):
+// the lanes' multiply-adds, not the unpacking, take most of the time there.
+static void row_values(uint32_t type, const uint8_t *row, size_t k, int16_t *vals) {
+    if (bk_is32(type)) {
+        const size_t bytes = bk_bytes32(type);
+        for (size_t b = 0; b < k / 32; b++) block_bytes(type, row + b * bytes, 0, vals + 32 * b);
+        return;
+    }
+    const size_t bytes = bk_bytes256(type);
+    for (size_t b = 0; b < k / 256; b++)
+        for (int s = 0; s < 8; s++) block_bytes(type, row + b * bytes, s, vals + 256 * b + 32 * s);
+}
+
 void bk_portable_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                            size_t n0, size_t n1, float *y, size_t ldy) {
     bk_q8_rows all = bk_q8_layout(xq, m, k);
-    for (size_t o = n0; o < n1; o++)
-        for (size_t r = 0; r < m; r++) y[r * ldy + o] = product(type, bk_q8_row(all, r, k), k, w + o * rowBytes);
+    // k values on the stack up to 4096, else in this thread's tile scratch; when that cannot
+    // grow, each product unpacks its own blocks (the same values, unpacked once per row pair).
+    int16_t small[4096];
+    int16_t *vals = k <= 4096 ? small : (int16_t *)bk_tile_scratch(k * sizeof(int16_t));
+    if (!vals) {
+        for (size_t o = n0; o < n1; o++)
+            for (size_t r = 0; r < m; r++) y[r * ldy + o] = product(type, bk_q8_row(all, r, k), k, w + o * rowBytes, NULL);
+        return;
+    }
+    for (size_t o = n0; o < n1; o++) {
+        row_values(type, w + o * rowBytes, k, vals);
+        for (size_t r = 0; r < m; r++) y[r * ldy + o] = product(type, bk_q8_row(all, r, k), k, w + o * rowBytes, vals);
+    }
 }

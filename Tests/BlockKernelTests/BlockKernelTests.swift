@@ -367,6 +367,26 @@ final class BlockKernelTests: XCTestCase {
         }
     }
 
+    /// Rows longer than the portable q8 product's stack buffer (4096 values) unpack into the
+    /// thread's scratch instead: the same bits as every other level, several rows at once.
+    func testQ8LongRowsSameBitsOnEveryLevel() {
+        let k = 4352, n = 5, m = 3
+        for type in [GGMLType.q4_K, .q6_K, .q4_1] {
+            let (w, rowBytes) = Self.weights(type, rows: n, k: k, seed: 77 &+ UInt64(type.rawValue))
+            let x = Self.activations(rows: m, k: k, seed: 901)
+            let xq = quantizeQ8(level: 0, x, m: m, k: k)
+            var portable = [Float](repeating: .nan, count: m * n)
+            _ = matmulQ8(level: 0, type, xq: xq, m: m, k: k, w: w, rowBytes: rowBytes, n0: 0, n1: n, into: &portable, ldy: n)
+            XCTAssertFalse(portable.contains { !$0.isFinite }, "\(type): every output written")
+            for level in Self.levels {
+                var y = [Float](repeating: .nan, count: m * n)
+                _ = matmulQ8(level: level, type, xq: xq, m: m, k: k, w: w, rowBytes: rowBytes, n0: 0, n1: n, into: &y, ldy: n)
+                let differ = (0..<(m * n)).filter { y[$0].bitPattern != portable[$0].bitPattern }.count
+                XCTAssertEqual(differ, 0, "\(type) k=\(k) m=\(m): \(Self.levelName(level)) differs from portable in \(differ) outputs")
+            }
+        }
+    }
+
     func testQ8RefusesFloatTypesAndPartialBlocks() {
         let xq = quantizeQ8(level: 0, [Float](repeating: 0.5, count: 64), m: 1, k: 64)
         let w = [UInt8](repeating: 0, count: 256)
