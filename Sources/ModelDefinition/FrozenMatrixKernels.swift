@@ -167,7 +167,7 @@ extension FrozenMatrix {
             return m <= streamingRows || path.usesBlocks(m: m, type: t.type, activations: activations)
         }
         guard blocks else {
-            if m > streamingRows, matrices.allSatisfy({ if case .stored = $0.storage { true } else { false } }) {
+            if m > streamingRows, matrices.allSatisfy(\.isStored) {
                 multiplyInPieces(matrices, x, m: m, into: y, ldy: ldy)
                 return
             }
@@ -360,11 +360,11 @@ final class PieceBuffers: Sendable {
 
     /// A buffer of at least `count` floats: a kept one when one is large enough, else a new one.
     func take(_ count: Int) -> Buffer {
-        let kept = free.withLock { list -> (address: Int, capacity: Int)? in
+        let reused = free.withLock { list -> (address: Int, capacity: Int)? in
             guard let i = list.firstIndex(where: { $0.capacity >= count }) else { return nil }
             return list.remove(at: i)
         }
-        if let kept, let p = UnsafeMutablePointer<Float>(bitPattern: kept.address) { return Buffer(pointer: p, capacity: kept.capacity) }
+        if let reused, let p = UnsafeMutablePointer<Float>(bitPattern: reused.address) { return Buffer(pointer: p, capacity: reused.capacity) }
         return Buffer(pointer: .allocate(capacity: count), capacity: count)
     }
 
