@@ -113,6 +113,18 @@ final class StoredWeightsTests: XCTestCase {
         }
     }
 
+    /// A q4_K matrix of `values` (rows x k, row-major) held as stored blocks in memory of its own.
+    static func storedQ4K(rows: Int, k: Int, values: [Float]) throws -> FrozenMatrix {
+        final class Bytes {
+            let p: UnsafeMutableRawPointer
+            init(_ b: [UInt8]) { p = .allocate(byteCount: b.count, alignment: 64); p.copyMemory(from: b, byteCount: b.count) }
+            deinit { p.deallocate() }
+        }
+        let encoded = try Quantize.run(.q4_K, rows: rows, k: k, values: values, tensor: "w")
+        let bytes = Bytes(encoded)
+        return FrozenMatrix(stored: StoredTensor(type: .q4_K, shape: [rows, k], bytes: bytes.p, byteCount: encoded.count, owner: bytes))
+    }
+
     /// A prompt of many rows through the block kernels in groups (`ManyRowsPath.blocks`) gives
     /// the bits of one-token steps (each row's arithmetic is its own), and the float32 panels'
     /// numbers (`.panels`, and the float32 model's sgemm) within 1e-5 relative; q8 activations
@@ -125,10 +137,7 @@ final class StoredWeightsTests: XCTestCase {
         let rows = 4096 + 48, k = 256, m = 1100
         var rng = SeededRNG(seed: 5)
         let w = (0..<rows * k).map { _ in Float.random(in: -1...1, using: &rng) }
-        let encoded = try Quantize.run(.q4_K, rows: rows, k: k, values: w, tensor: "w")
-        final class Bytes { let p: UnsafeMutableRawPointer; init(_ b: [UInt8]) { p = .allocate(byteCount: b.count, alignment: 64); p.copyMemory(from: b, byteCount: b.count) }; deinit { p.deallocate() } }
-        let bytes = Bytes(encoded)
-        let stored = FrozenMatrix(stored: StoredTensor(type: .q4_K, shape: [rows, k], bytes: bytes.p, byteCount: encoded.count, owner: bytes))
+        let stored = try Self.storedQ4K(rows: rows, k: k, values: w)
         let p = stored.panelRows(m: m)
         XCTAssertGreaterThan(p * k, 1 << 18, "more than the 1 MiB floor")
         XCTAssertLessThan(p, rows, "several panels")
@@ -152,13 +161,10 @@ final class StoredWeightsTests: XCTestCase {
     func testPiecesSideBySideMatchFloat32() throws {
         let k = 512, m = 70, sizes = [1000, 328]
         var rng = SeededRNG(seed: 9)
-        final class Bytes { let p: UnsafeMutableRawPointer; init(_ b: [UInt8]) { p = .allocate(byteCount: b.count, alignment: 64); p.copyMemory(from: b, byteCount: b.count) }; deinit { p.deallocate() } }
         var stored: [FrozenMatrix] = [], dense: [FrozenMatrix] = []
         for rows in sizes {
             let w = (0..<rows * k).map { _ in Float.random(in: -1...1, using: &rng) }
-            let encoded = try Quantize.run(.q4_K, rows: rows, k: k, values: w, tensor: "w")
-            let bytes = Bytes(encoded)
-            let s = FrozenMatrix(stored: StoredTensor(type: .q4_K, shape: [rows, k], bytes: bytes.p, byteCount: encoded.count, owner: bytes))
+            let s = try Self.storedQ4K(rows: rows, k: k, values: w)
             stored.append(s)
             dense.append(FrozenMatrix(rows: rows, columns: k, values: s.values))
         }
