@@ -201,10 +201,11 @@ static void row_values(uint32_t type, const uint8_t *row, size_t k, int16_t *val
 void bk_portable_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                            size_t n0, size_t n1, float *y, size_t ldy) {
     bk_q8_rows all = bk_q8_layout(xq, m, k);
-    // k values on the stack up to 4096, else in this thread's tile scratch; when that cannot
-    // grow, each product unpacks its own blocks (the same values, unpacked once per row pair).
+    // k values on the stack up to 4096, else in this thread's tile scratch. One activation row
+    // (decoding), or a scratch that cannot grow: each product unpacks its own blocks as it goes
+    // (the same values; for one row nothing is unpacked twice).
     int16_t small[4096];
-    int16_t *vals = k <= 4096 ? small : (int16_t *)bk_tile_scratch(k * sizeof(int16_t));
+    int16_t *vals = m < 2 ? NULL : k <= 4096 ? small : (int16_t *)bk_tile_scratch(k * sizeof(int16_t));
     if (!vals) {
         for (size_t o = n0; o < n1; o++)
             for (size_t r = 0; r < m; r++) y[r * ldy + o] = product(type, bk_q8_row(all, r, k), k, w + o * rowBytes, NULL);
