@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 // The adapter training toolkit: LoRA adapters over a frozen Llama-family base model, on CPU.
 // Module map and the dependency rule: docs/architecture.md. Only Sources/Autograd imports COpenBLAS.
 import PackageDescription
@@ -38,11 +38,12 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
         // TensorBoard event files (RunLog). The generated message code is committed
         // (scripts/generate-protos.sh): no build plugin, no protoc at build time.
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        // FullFoundation alone of its default traits: ConfigurationSupport (reading settings through
+        // swift-configuration) builds a module serve does not use, about 70 s of a release build.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: ["FullFoundation"]),
     ],
     targets: [
         .systemLibrary(
@@ -56,9 +57,12 @@ let package = Package(
             providers: [.apt(["libopenmpi-dev", "openmpi-bin"])]),
         // Block-format matrix kernels in C: per-CPU-level code via target attributes, no unsafe flags.
         .target(name: "CBlockKernels"),
+        .systemLibrary(
+            name: "CLibCrypto", path: "Sources/CLibCrypto", pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]),
         .target(
             name: "ModelAssets",
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+            dependencies: [.target(name: "CLibCrypto", condition: .when(platforms: [.linux]))]),
         // Chat templates: a Jinja engine with transformers' semantics. No dependencies, no model knowledge.
         .target(name: "Jinja"),
         .testTarget(name: "JinjaTests", dependencies: ["Jinja"], resources: [.copy("Fixtures")]),
@@ -71,10 +75,10 @@ let package = Package(
         // drafts in every stored form, loading. Below both executors.
         .target(
             name: "ModelDefinition",
-            dependencies: ["Autograd", "CBlockKernels", "ModelAssets", .product(name: "Crypto", package: "swift-crypto")]),
+            dependencies: ["Autograd", "CBlockKernels", "ModelAssets"]),
         .target(
             name: "Training",
-            dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", "RunLog", .product(name: "Crypto", package: "swift-crypto")]),
+            dependencies: ["Autograd", "ModelAssets", "ModelDefinition", "DataSchema", "RunLog"]),
         .target(name: "Inference", dependencies: ["ModelDefinition", "Guidance", "Autograd", "CBlockKernels", "ModelAssets"]),
         // Draft distillation: the draft model, its objective and run, the KV-cache teacher.
         .target(
@@ -115,7 +119,7 @@ let package = Package(
                            .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .target(
             name: "Export",
-            dependencies: ["Training", "Inference", "ModelDefinition", "ModelAssets", "Autograd", .product(name: "Crypto", package: "swift-crypto")]),
+            dependencies: ["Training", "Inference", "ModelDefinition", "ModelAssets", "Autograd"]),
         .executableTarget(
             name: "export-fmadapter",
             dependencies: ["Export", "CLISupport", "Training", "ModelDefinition", "ModelAssets",
@@ -145,8 +149,7 @@ let package = Package(
         .testTarget(
             name: "ArchitectureTests",
             dependencies: ["TestSupport", "AdapterRuntime", "Server", "Evaluation", "Distillation", "Export", "Training", "Inference", "Guidance",
-                           "ModelDefinition", "DataSchema", "ModelAssets", "Autograd",
-                           .product(name: "Crypto", package: "swift-crypto")],
+                           "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
         .testTarget(name: "ModelDefinitionTests", dependencies: ["TestSupport", "ModelDefinition", "Inference", "Training", "ModelAssets", "Autograd"]),
         .testTarget(name: "GuidanceTests", dependencies: ["Guidance", "DataSchema", "ModelAssets", "TestSupport"]),

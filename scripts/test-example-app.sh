@@ -23,7 +23,7 @@ export ADAPTER_TOOLKIT_URL="file://$repo"
 app="$root/examples/runtime-app"
 rm -f "$app/Package.resolved"   # a pin of an earlier clone's 0.1.0 would not match this one
 echo "test-example-app: building examples/runtime-app against $ADAPTER_TOOLKIT_URL (from: 0.1.0)" >&2
-# A debug build, as an app's first `swift run` is, with the C code (the block kernels, BoringSSL)
+# A debug build, as an app's first `swift run` is, with the C code (the block kernels)
 # at -O2 so that the model runs at a usable speed: on a fresh 2-core machine 196 s against 292
 # for a release build, the app's run 22 s against 2. SwiftPM's refusal of unsafeFlags in a
 # versioned dependency holds in every configuration.

@@ -8,7 +8,6 @@
 // time of one SHA-256 stream on 2 cores. v1 hashed all the values as one stream; checkpoints,
 // packages and adapters made before v2 carry v1 signatures, and `BaseModel.recognizes` still
 // accepts them (computing v1 only when it meets one).
-import Crypto
 import Dispatch
 import Foundation
 

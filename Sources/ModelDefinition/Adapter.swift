@@ -5,7 +5,6 @@
 // (W + scale·B·A) for exports and the float32 executors; on a fused module (Phi-3) each projection's
 // factors are the module's A and its rows of B. Follows PEFT's LoraLayer for the update.
 import Autograd
-import Crypto
 import Foundation
 import ModelAssets
 

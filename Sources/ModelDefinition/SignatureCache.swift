@@ -3,7 +3,6 @@
 // inode, size, modification time in nanoseconds; every file of a Hugging Face folder) and the
 // signature encoding's version. A cache that cannot be read or written is skipped, never an
 // error. Lives in $ADAPTER_CACHE, else $XDG_CACHE_HOME/adapter-toolkit, else ~/.cache/adapter-toolkit.
-import Crypto
 import Foundation
 import ModelAssets
 #if canImport(Glibc)

@@ -4,7 +4,6 @@
 // Read as hostile input in the manner of gguf.cpp: sizes bounded before use, truncation and
 // checksum reported apart, every tensor range checked. Read as Float, or left as the fp16 values
 // in the memory-mapped file (a packaged draft, never copied). Quantized storage is left out.
-import Crypto
 import Foundation
 import ModelAssets
 

@@ -2,7 +2,6 @@
 // trainings never interleave their checkpoints, holding the checkpoints and each run's log
 // (RunLog: adapter/, draft/ with metrics.jsonl, events and the loss curve). Also the data
 // fingerprint that ties a checkpoint to its data.
-import Crypto
 import Foundation
 import ModelAssets
 #if canImport(Glibc)

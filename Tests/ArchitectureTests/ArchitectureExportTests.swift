@@ -5,7 +5,6 @@
 // rows permuted for Granite and SmolLM3, not for Qwen3 and OLMo 2), and `fuse` to GGUF and to a
 // Hugging Face folder giving the adapted model's logits.
 import Autograd
-import Crypto
 import Export
 import Foundation
 import ModelAssets

@@ -3,7 +3,6 @@
 // what llama.cpp's own converter wrote for the same weights (gguf_manifest.json: tensor bytes,
 // names, shapes, the architecture's and the tokenizer's keys), and both formats must load to the
 // same weights, signature and logits.
-import Crypto
 import Autograd
 import Foundation
 import ModelAssets

@@ -1,7 +1,6 @@
 // Regression tests for the hostile-input bugs found while fuzzing the parsers (scripts/fuzz.sh)
 // and reviewing them for issue #10. Each failed (trap, hang or silent misuse) before its fix.
 import Autograd
-import Crypto
 import DataSchema
 @testable import Export
 import Foundation

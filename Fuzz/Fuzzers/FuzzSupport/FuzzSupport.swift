@@ -3,7 +3,6 @@
 // (so seeds stay valid as formats evolve and no binary seeds are committed), and a tiny model.
 // Leaves out the libFuzzer entry points (one per fuzzer target).
 import Autograd
-import Crypto
 import DataSchema
 import Export
 import Foundation
