@@ -38,16 +38,45 @@ extension FrozenMatrix {
     /// Input rows up to which the block kernels stream the weights (beyond, panels + sgemm win).
     public static let streamingRows = 16
 
-    /// Output rows per parallel chunk of a streamed product (before `balancedChunk` evens them
-    /// out). A chunk has fixed costs besides its rows (its claim on an atomic word both cores
-    /// write, the kernel call, its first rows not yet prefetched), and the faster the tiles the
-    /// more they show. 128 (chosen for SmolLM2 when its tiles were slower) against 2048, decode tokens/s,
-    /// 2 threads, Zen 5, two interleaved rounds (`bench decode --prompt-tokens 16 --gen-tokens
-    /// 64`): SmolLM2 Q4_1 q8 317-332 -> 364-388, float32 292-296 -> 301-319; Qwen3-0.6B Q4_K
-    /// q8 89-91 -> 108-109, float32 68 -> 76; Qwen3-1.7B Q4_K_M q8 31.6-31.8 -> 33.0-33.2,
-    /// float32 25.5 -> 27.9-28.6. 1024 was within noise of 2048, 4096 slower for q8 (too few
-    /// chunks to even out a late core).
-    static let streamChunk = 2048
+    /// How a streamed product (at most `streamingRows` input rows: decoding) splits its output
+    /// rows into parallel pieces: the first piece per core together take `streamHead` of all the
+    /// call's rows, and the rest goes in pieces of a share of what is left (remaining / 2·cores),
+    /// at least `streamTail` rows; the pieces are claimed in that order, so a core that falls behind
+    /// (another process on it, a late start) leaves small pieces for the other instead of half the call.
+    ///
+    /// A piece has fixed costs besides its rows (its claim on an atomic word both cores write, the
+    /// kernel call, its first rows not yet prefetched): pieces of 128 rows against 2048 (Zen 5,
+    /// decode tokens/s, `bench decode --prompt-tokens 16 --gen-tokens 64`): Qwen3-0.6B Q4_K q8
+    /// 89-91 -> 108-109, float32 68 -> 76. But two equal pieces per call (what 2048 came to on
+    /// 2 cores) left the main thread waiting for the other core ~8% of its time on a shared Zen 3
+    /// (perf). These pieces, Zen 3, interleaved rounds, mean decode tokens/s: Qwen3-0.6B Q4_K
+    /// float32 30.5 -> 32.2 (8 rounds), q8 48.4 -> 50.5 (5), Qwen3-1.7B Q4_K_M float32 11.1 -> 11.6
+    /// (5); perf: the main thread's wait 2.0% -> 1.2% of all samples. Tails of 64 or 256 rows were
+    /// no better than 128.
+    static let streamHead = 0.7, streamTail = 128
+
+    /// The pieces of a streamed product over matrices of `rows` output rows (side by side), in
+    /// claim order: (matrix, its rows). Every row in exactly one piece; no piece crosses a matrix.
+    static func streamPieces(_ rows: [Int], cores: Int = WorkerPool.threads) -> [(matrix: Int, rows: Range<Int>)] {
+        let cores = Swift.max(1, cores), total = rows.reduce(0, +)
+        var pieces: [(matrix: Int, rows: Range<Int>)] = []
+        var j = 0, n0 = 0, left = total
+        while j < rows.count && rows[j] == 0 { j += 1 }
+        while left > 0 {
+            let share = pieces.count < cores ? Int(Double(total) * streamHead) / cores : left / (2 * cores)
+            var size = Swift.min(rows[j] - n0, Swift.max(streamTail, (share + 3) / 4 * 4))
+            if rows[j] - n0 - size < streamTail / 2 { size = rows[j] - n0 }  // no sliver left behind
+            pieces.append((j, n0..<(n0 + size)))
+            n0 += size
+            left -= size
+            if n0 == rows[j] {
+                n0 = 0
+                j += 1
+                while j < rows.count && rows[j] == 0 { j += 1 }
+            }
+        }
+        return pieces
+    }
 
     /// Rows of a panel, a multiple of 16: twice the size of the m rows of activations it meets,
     /// at least 1 MiB of float32 and at most 16 MiB. sgemm packs those activations again for every
@@ -208,25 +237,32 @@ extension FrozenMatrix {
         // so the chunk's blocks stay in cache. The plan holds plain pointers and numbers: a chunk
         // copying a StoredTensor out of its matrix retained and released its owner and shape,
         // atomics that both cores hit on the same objects thousands of times a token.
-        let chunk = m <= streamingRows ? balancedChunk(matrices.reduce(0) { $0 + $1.rows }) : groupedChunk
-        var plan: [StreamPiece] = []
         var scratch: [UnsafeMutablePointer<Float>?] = []
+        var targets: [(t: StoredTensor, out: UnsafeMutablePointer<Float>, ld: Int)] = []
         var offset = 0
         for w in matrices {
             guard case .stored(let t, let order) = w.storage else { preconditionFailure("[FrozenMatrix] not stored") }
             let tmp: UnsafeMutablePointer<Float>? = order == nil ? nil : .allocate(capacity: m * w.rows)
             scratch.append(tmp)
-            let (out, ld) = tmp.map { ($0, w.rows) } ?? (y + offset, ldy)
+            targets.append((t, tmp ?? y + offset, tmp == nil ? ldy : w.rows))
             offset += w.rows
-            // the matrix in equal pieces of about `chunk` rows (a multiple of 4), no short tail
-            let pieces = Swift.max(1, (w.rows + chunk / 2) / chunk)
-            let size = ((w.rows + pieces - 1) / pieces + 3) / 4 * 4
-            var n0 = 0
-            while n0 < w.rows {
-                plan.append(StreamPiece(type: t.type.rawValue, q8k: t.type.hasQ8KProduct, bytes: t.bytes, rowBytes: t.rowBytes,
-                                        n0: n0, n1: Swift.min(w.rows, n0 + size), out: out, ld: ld))
-                n0 += size
+        }
+        // streaming: `streamPieces`; in groups: each matrix in equal pieces of about
+        // `groupedChunk` rows (a multiple of 4), no short tail
+        var pieces: [(matrix: Int, rows: Range<Int>)] = []
+        if m <= streamingRows {
+            pieces = streamPieces(matrices.map(\.rows))
+        } else {
+            for (j, w) in matrices.enumerated() {
+                let count = Swift.max(1, (w.rows + groupedChunk / 2) / groupedChunk)
+                let size = ((w.rows + count - 1) / count + 3) / 4 * 4
+                for n0 in stride(from: 0, to: w.rows, by: size) { pieces.append((j, n0..<Swift.min(w.rows, n0 + size))) }
             }
+        }
+        let plan = pieces.map { p in
+            let (t, out, ld) = targets[p.matrix]
+            return StreamPiece(type: t.type.rawValue, q8k: t.type.hasQ8KProduct, bytes: t.bytes, rowBytes: t.rowBytes,
+                               n0: p.rows.lowerBound, n1: p.rows.upperBound, out: out, ld: ld)
         }
         defer { for p in scratch { p?.deallocate() } }
         withExtendedLifetime(matrices) {
@@ -314,19 +350,8 @@ extension FrozenMatrix {
         preconditionFailure("[FrozenMatrix] bk_matmul_nt returned \(rc) for type \(p.type), rows \(p.n0)..<\(p.n1)")
     }
 
-    /// Output rows per parallel chunk of a streamed product of `rows` output rows in all: about
-    /// `streamChunk`, but as many chunks as a multiple of the cores, so both finish together (with
-    /// chunks of 128, 576 rows went as 128, 128, 128, 128, 64 on 2 cores: one core did 320 rows
-    /// while the other did 256; balanced, 6 chunks of 96). Chunking never changes a bit: every
-    /// output row is its own.
-    static func balancedChunk(_ rows: Int) -> Int {
-        let cores = Swift.max(1, WorkerPool.threads)
-        let chunks = ((rows + streamChunk - 1) / streamChunk + cores - 1) / cores * cores
-        return Swift.max(4, (rows + chunks - 1) / chunks)
-    }
-
-    /// Output rows per parallel chunk when rows go in groups (finer than `streamChunk`: a chunk
-    /// is m times the work, and the two cores should finish together).
+    /// Output rows per parallel chunk when rows go in groups (finer than streaming's pieces: a
+    /// chunk is m times the work, and the two cores should finish together).
     static let groupedChunk = 32
 
     /// Input rows per block-kernel call beyond `streamingRows`: about 256 KiB of activations (so

@@ -193,6 +193,48 @@ final class StoredWeightsTests: XCTestCase {
         XCTAssertEqual(viaMultiply, y, "FrozenMatrix.multiply with panels runs the pieces")
     }
 
+    /// Decoding's parallel pieces (`streamPieces`) on real call shapes (Qwen3-0.6B's q|k|v, o,
+    /// gate|up; a 151,936-row head; tiny and empty matrices): every row of every matrix in exactly
+    /// one piece, each matrix's pieces in row order, the first piece the biggest, the last small, no
+    /// sliver shorter than half a tail piece unless the matrix is; and a product split that way
+    /// has the bits of each matrix multiplied alone.
+    func testStreamPiecesCoverEveryRowOnceBigFirst() throws {
+        for rows in [[2048, 1024, 1024], [1024], [3072, 3072], [151_936], [8, 0, 300], [0, 5]] {
+            for cores in [1, 2, 4] {
+                let pieces = FrozenMatrix.streamPieces(rows, cores: cores)
+                for (j, n) in rows.enumerated() {
+                    let mine = pieces.filter { $0.matrix == j }.map(\.rows)
+                    XCTAssertEqual(mine.map(\.count).reduce(0, +), n, "\(rows) cores \(cores): matrix \(j)")
+                    XCTAssertEqual(mine.first?.lowerBound ?? 0, 0)
+                    XCTAssertTrue(zip(mine, mine.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound }, "\(rows): contiguous, in order")
+                    XCTAssertTrue(mine.allSatisfy { $0.count >= min(n, FrozenMatrix.streamTail / 2) }, "\(rows): \(mine)")
+                }
+                XCTAssertEqual(pieces.map(\.matrix), pieces.map(\.matrix).sorted(), "matrices in order")
+                let total = rows.reduce(0, +)
+                if total >= 8 * FrozenMatrix.streamTail * cores {
+                    XCTAssertEqual(pieces[0].rows.count, pieces.map(\.rows.count).max(), "\(rows) cores \(cores): the first piece is the biggest")
+                    XCTAssertGreaterThanOrEqual(pieces[0].rows.count, total / (2 * cores), "\(rows) cores \(cores): a big first piece")
+                    XCTAssertLessThan(pieces.last!.rows.count, total / (2 * cores), "\(rows) cores \(cores): the last piece is small")
+                }
+            }
+        }
+        let k = 256, sizes = [700, 300]
+        var rng = SeededRNG(seed: 4)
+        let stored = try sizes.map { n in try Self.storedQ4K(rows: n, k: k, values: (0..<n * k).map { _ in Float.random(in: -1...1, using: &rng) }) }
+        let x = (0..<k).map { _ in Float.random(in: -1...1, using: &rng) }
+        var together = [Float](repeating: 0, count: sizes[0] + sizes[1]), alone = together
+        x.withUnsafeBufferPointer { xp in
+            together.withUnsafeMutableBufferPointer { FrozenMatrix.multiply(stored, xp.baseAddress!, m: 1, into: $0.baseAddress!, ldy: $0.count) }
+            alone.withUnsafeMutableBufferPointer { a in
+                withThreads(1) {
+                    stored[0].multiply(xp.baseAddress!, m: 1, into: a.baseAddress!, ldy: a.count, activations: .float32)
+                    stored[1].multiply(xp.baseAddress!, m: 1, into: a.baseAddress! + sizes[0], ldy: a.count, activations: .float32)
+                }
+            }
+        }
+        XCTAssertEqual(together, alone)
+    }
+
     func testGroupedPrefillEqualsSingleStepsAndPanels() throws {
         let dir = TinyAssets.tempDir()
         for type in Self.matrixTypes {
