@@ -25,7 +25,8 @@ rm -f "$app/Package.resolved"   # a pin of an earlier clone's 0.1.0 would not ma
 echo "test-example-app: building examples/runtime-app against $ADAPTER_TOOLKIT_URL (from: 0.1.0)" >&2
 # A debug build, as an app's first `swift run` is, with the C code (the block kernels)
 # at -O2 so that the model runs at a usable speed: on a fresh 2-core machine 196 s against 292
-# for a release build, the app's run 22 s against 2. SwiftPM's refusal of unsafeFlags in a
+# for a release build, the app's run 22 s against 2 (94 s since the toolkit stopped building
+# BoringSSL, 2026-11-29). SwiftPM's refusal of unsafeFlags in a
 # versioned dependency holds in every configuration.
 build=(--package-path "$app" --scratch-path "$work/build" -c debug -Xcc -O2)
 swift build "${build[@]}" --product events-app 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
