@@ -125,11 +125,6 @@ final class StoredWeightsTests: XCTestCase {
         return FrozenMatrix(stored: StoredTensor(type: .q4_K, shape: [rows, k], bytes: bytes.p, byteCount: encoded.count, owner: bytes))
     }
 
-    /// A prompt of many rows through the block kernels in groups (`ManyRowsPath.blocks`) gives
-    /// the bits of one-token steps (each row's arithmetic is its own), and the float32 panels'
-    /// numbers (`.panels`, and the float32 model's sgemm) within 1e-5 relative; q8 activations
-    /// in groups also give the bits of their own one-token steps. 150 rows: three groups of the
-    /// tiny model's 64.
     /// Panels sized to the activations they meet (here 2·m·k floats: more than the 1 MiB floor,
     /// fewer rows than the matrix, so two panels) give the float32 matrix's numbers, forward and
     /// input gradient (which accumulates over the panels).
@@ -235,6 +230,11 @@ final class StoredWeightsTests: XCTestCase {
         XCTAssertEqual(together, alone)
     }
 
+    /// A prompt of many rows through the block kernels in groups (`ManyRowsPath.blocks`) gives
+    /// the bits of one-token steps (each row's arithmetic is its own), and the float32 panels'
+    /// numbers (`.panels`, and the float32 model's sgemm) within 1e-5 relative; q8 activations
+    /// in groups also give the bits of their own one-token steps. 150 rows: three groups of the
+    /// tiny model's 64.
     func testGroupedPrefillEqualsSingleStepsAndPanels() throws {
         let dir = TinyAssets.tempDir()
         for type in Self.matrixTypes {
