@@ -60,19 +60,16 @@ extension FrozenMatrix {
     static func streamPieces(_ rows: [Int], cores: Int = WorkerPool.threads) -> [(matrix: Int, rows: Range<Int>)] {
         let cores = Swift.max(1, cores), total = rows.reduce(0, +)
         var pieces: [(matrix: Int, rows: Range<Int>)] = []
-        var j = 0, n0 = 0, left = total
-        while j < rows.count && rows[j] == 0 { j += 1 }
-        while left > 0 {
-            let share = pieces.count < cores ? Int(Double(total) * streamHead) / cores : left / (2 * cores)
-            var size = Swift.min(rows[j] - n0, Swift.max(streamTail, (share + 3) / 4 * 4))
-            if rows[j] - n0 - size < streamTail / 2 { size = rows[j] - n0 }  // no sliver left behind
-            pieces.append((j, n0..<(n0 + size)))
-            n0 += size
-            left -= size
-            if n0 == rows[j] {
-                n0 = 0
-                j += 1
-                while j < rows.count && rows[j] == 0 { j += 1 }
+        var left = total
+        for (j, n) in rows.enumerated() {
+            var n0 = 0
+            while n0 < n {
+                let share = pieces.count < cores ? Int(Double(total) * streamHead) / cores : left / (2 * cores)
+                var size = Swift.min(n - n0, Swift.max(streamTail, (share + 3) / 4 * 4))
+                if n - n0 - size < streamTail / 2 { size = n - n0 }  // no sliver left behind
+                pieces.append((j, n0..<(n0 + size)))
+                n0 += size
+                left -= size
             }
         }
         return pieces
