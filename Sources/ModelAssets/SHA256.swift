@@ -19,19 +19,23 @@ import CLibCrypto
 /// A SHA-256 hash in progress, with the value semantics of swift-crypto's `SHA256`: a copy
 /// hashes on independently (the context is copied when a shared one is written).
 public struct SHA256 {
+    /// libcrypto's SHA-256 calls fail only when memory runs out or the library itself is broken:
+    /// an invariant of the process, not bad input, so it traps (as swift-crypto's SHA256 does).
+    private static func require(_ ok: Bool, _ what: @autoclosure () -> String) {
+        if !ok { fatalError("[SHA256] libcrypto failed to \(what())") }
+    }
+
     private final class Context {
         let ctx: OpaquePointer
         init() {
-            guard let ctx = EVP_MD_CTX_new(), EVP_DigestInit_ex(ctx, EVP_sha256(), nil) == 1 else {
-                fatalError("[SHA256] libcrypto could not start a SHA-256 digest (EVP_DigestInit_ex failed)")
-            }
-            self.ctx = ctx
+            let ctx = EVP_MD_CTX_new()
+            require(ctx != nil && EVP_DigestInit_ex(ctx, EVP_sha256(), nil) == 1, "start a SHA-256 digest (EVP_DigestInit_ex)")
+            self.ctx = ctx!
         }
         init(copying other: Context) {
-            guard let ctx = EVP_MD_CTX_new(), EVP_MD_CTX_copy_ex(ctx, other.ctx) == 1 else {
-                fatalError("[SHA256] libcrypto could not copy a SHA-256 digest (EVP_MD_CTX_copy_ex failed)")
-            }
-            self.ctx = ctx
+            let ctx = EVP_MD_CTX_new()
+            require(ctx != nil && EVP_MD_CTX_copy_ex(ctx, other.ctx) == 1, "copy a SHA-256 digest (EVP_MD_CTX_copy_ex)")
+            self.ctx = ctx!
         }
         deinit { EVP_MD_CTX_free(ctx) }
     }
@@ -44,9 +48,7 @@ public struct SHA256 {
     public mutating func update(bufferPointer: UnsafeRawBufferPointer) {
         guard let base = bufferPointer.baseAddress, !bufferPointer.isEmpty else { return }
         if !isKnownUniquelyReferenced(&context) { context = Context(copying: context) }
-        guard EVP_DigestUpdate(context.ctx, base, bufferPointer.count) == 1 else {
-            fatalError("[SHA256] libcrypto refused \(bufferPointer.count) bytes (EVP_DigestUpdate failed)")
-        }
+        Self.require(EVP_DigestUpdate(context.ctx, base, bufferPointer.count) == 1, "hash \(bufferPointer.count) bytes (EVP_DigestUpdate)")
     }
 
     /// Adds bytes to the hash (every region of `data`, in order).
@@ -59,9 +61,7 @@ public struct SHA256 {
         let copy = Context(copying: context)
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
-        guard EVP_DigestFinal_ex(copy.ctx, &digest, &length) == 1, length == 32 else {
-            fatalError("[SHA256] libcrypto could not finish a SHA-256 digest (EVP_DigestFinal_ex failed)")
-        }
+        Self.require(EVP_DigestFinal_ex(copy.ctx, &digest, &length) == 1 && length == 32, "finish a SHA-256 digest (EVP_DigestFinal_ex)")
         return digest
     }
 
