@@ -249,7 +249,6 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
             macc[r][j] = c.first ? _mm256_setzero_ps() : c.st->macc[r][c.j0 + j];
         }
     for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
-        float scales[4][8];  // d · sc_0..7 of each weight row's super-block
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * bytes;
             prefetch_ahead(p, rowBytes, bytes);
@@ -257,41 +256,34 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
             bk_k4_scales(p + 4, sc8, mn8);
             __m256 scale = _mm256_mul_ps(half8(p), f32(u8x8(sc8)));
             __m256 mins = _mm256_mul_ps(half8(p + 2), f32(u8x8(mn8)));
-            _mm256_storeu_ps(scales[j], scale);
+            float scales[8];
+            _mm256_storeu_ps(scales, scale);
             for (int r = 0; r < MR; r++)
                 macc[r][j] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs + r * sums + b * 8), macc[r][j]);
-        }
-        if (type == BK_Q4_K && MR <= 4) {
-            // Sub-blocks 2g and 2g+1 are the low and high nibbles of the same 32 bytes: widened
-            // once for both (k45_sub widens them per sub-block). Each 64 values across the weight
-            // rows, as avx512.c's tileK45 (3072x1024 Q4_K 1.15x faster at one row, 1.33x at two);
-            // the same operations per accumulator in the same order.
-            const __m256i low = _mm256_set1_epi32(15);
-            for (int g = 0; g < 4; g++) {
-                for (int j = 0; j < NR; j++) {
-                    const uint8_t *p = w + j * rowBytes + b * bytes;
+            if (type == BK_Q4_K && MR <= 4) {
+                // Sub-blocks 2g and 2g+1 are the low and high nibbles of the same 32 bytes: widened
+                // once for both (k45_sub widens them per sub-block). The same operations per accumulator.
+                const __m256i low = _mm256_set1_epi32(15);
+                for (int g = 0; g < 4; g++) {
                     __m256 lo[4], hi[4];
                     for (int c4 = 0; c4 < 4; c4++) {
                         const __m256i v = u8x8(p + 16 + 32 * g + 8 * c4);
                         lo[c4] = f32(_mm256_and_si256(v, low));
                         hi[c4] = f32(_mm256_srli_epi32(v, 4));
                     }
-                    const __m256 d0 = _mm256_set1_ps(scales[j][2 * g]), d1 = _mm256_set1_ps(scales[j][2 * g + 1]);
+                    const __m256 d0 = _mm256_set1_ps(scales[2 * g]), d1 = _mm256_set1_ps(scales[2 * g + 1]);
                     for (int r = 0; r < MR; r++) {
                         const float *xr = x + r * k + b * 256 + 64 * g;
                         acc[r][j] = _mm256_fmadd_ps(d0, dot32(lo, xr), acc[r][j]);
                         acc[r][j] = _mm256_fmadd_ps(d1, dot32(hi, xr + 32), acc[r][j]);
                     }
                 }
+                continue;
             }
-            continue;
-        }
-        for (int j = 0; j < NR; j++) {  // Q5_K: row by row (across the rows, 2 rows 1.08x slower)
             for (int s = 0; s < 8; s++) {
-                const uint8_t *p = w + j * rowBytes + b * bytes;
                 __m256 q[4];
                 k45_sub(type, p, s, q);
-                const __m256 ds = _mm256_set1_ps(scales[j][s]);
+                const __m256 ds = _mm256_set1_ps(scales[s]);
                 for (int r = 0; r < MR; r++)
                     acc[r][j] = _mm256_fmadd_ps(ds, dot32(q, x + r * k + b * 256 + 32 * s), acc[r][j]);
             }
