@@ -315,8 +315,10 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
                 macc[r][j] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs + r * sums + b * 8), macc[r][j]);
         }
         // 64 values at a time across the weight rows, so that one activation row's 64 values
-        // serve all NR weight rows from registers (one row, 4 weight rows: 1.45x faster than
-        // each weight row's whole super-block in turn; the same operations per output).
+        // serve all NR weight rows from registers and the rows' work overlaps. Against each
+        // weight row's whole super-block in turn (`bench kernels --types q4_K`, Zen 5, one
+        // activation row, 3072x1024): 100.6 -> 83.2 µs on one thread, 50.6 -> 36.0 on two; the
+        // same operations per output in the same order.
         for (int g = 0; g < 4; g++) {
             for (int j = 0; j < NR; j++) {
                 const uint8_t *p = w + j * rowBytes + b * bytes;
