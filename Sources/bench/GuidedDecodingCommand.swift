@@ -182,7 +182,7 @@ struct GuidedDecodingCommand: ParsableCommand {
         var invalid: [String] = []
         let start = DispatchTime.now().uptimeNanoseconds
         var done = 0
-        try Generator.generateBatch(engine, requests, batchSize: batchSize) { index, ids, stats in
+        Generator.generateBatch(engine, requests, batchSize: batchSize) { index, ids, stats in
             done += 1
             if done % 200 == 0 { FileHandle.standardError.write(Data("  \(done)/\(requests.count) replies\n".utf8)) }
             tokens += stats.generatedTokens
