@@ -396,27 +396,30 @@ public final class InferenceModel: @unchecked Sendable {
             if let b = layer.bqkv {
                 for r in 0..<n { for j in 0..<Q { qkv[r * Q + j] += b[j] } }
             }
-            // q and k norms (in place; per head, or over the whole projection)
-            for (slot, offset, heads) in [(NormSlot.query, 0, H), (NormSlot.key, H * hd, K)] {
-                guard let w = layer.norms[slot.index] else { continue }
-                for r in 0..<n { rmsNormRows(qkv + r * Q + offset, w, rows: perHead ? heads : 1, eps: eps, into: qkv + r * Q + offset) }
-            }
-            // rotate q and k (Hugging Face "rotate half": pairs (d, d + rd/2) of the first rd = rotaryDim
-            // dims by position·invFreq[d], the rest untouched; not on NoPE layers), then append k and v to the row's cache
+            // q and k norms (in place; per head, or over the whole projection), then rotate q and k
+            // (Hugging Face "rotate half": pairs (d, d + rd/2) of the first rd = rotaryDim dims by
+            // position·invFreq[d], the rest untouched; not on NoPE layers) and append k and v to the
+            // row's cache. Row by row, each row's bits its own: a prompt's rows on every core.
+            let qkNorms = [(layer.norms[NormSlot.query.index], 0, H), (layer.norms[NormSlot.key.index], H * hd, K)]
             let (cosR, sinR) = layer.localRope ? (cosL, sinL) : (cosT, sinT)
             for s in segments { s.cache.enter(layer: li) }
-            for r in 0..<n {
-                let row = qkv + r * Q
-                for hh in 0..<(layer.rotates ? H + K : 0) {
-                    let base = row + hh * hd
-                    for f in 0..<half {
-                        let cs = cosR[r * half + f], sn = sinR[r * half + f]
-                        let a = base[f], b = base[f + half]
-                        base[f] = a * cs - b * sn
-                        base[f + half] = b * cs + a * sn
+            WorkerPool.forEach((n + Self.rowsPerChunk - 1) / Self.rowsPerChunk) { chunk in
+                for r in (chunk * Self.rowsPerChunk)..<min(n, (chunk + 1) * Self.rowsPerChunk) {
+                    let row = qkv + r * Q
+                    for case let (w?, offset, heads) in qkNorms {
+                        rmsNormRows(row + offset, w, rows: perHead ? heads : 1, eps: eps, into: row + offset)
                     }
+                    for hh in 0..<(layer.rotates ? H + K : 0) {
+                        let base = row + hh * hd
+                        for f in 0..<half {
+                            let cs = cosR[r * half + f], sn = sinR[r * half + f]
+                            let a = base[f], b = base[f + half]
+                            base[f] = a * cs - b * sn
+                            base[f + half] = b * cs + a * sn
+                        }
+                    }
+                    segments[rowSegment[r]].cache.store(layer: li, position: rowPosition[r], keys: row + H * hd, values: row + (H + K) * hd)
                 }
-                segments[rowSegment[r]].cache.store(layer: li, position: rowPosition[r], keys: row + H * hd, values: row + (H + K) * hd)
             }
             attention.run(layer: li, qkv: qkv, into: att, ws: ws)  // [n, H*hd]
             for s in segments { s.cache.leave(layer: li) }
@@ -706,13 +709,20 @@ public final class InferenceModel: @unchecked Sendable {
     /// norm after the sublayer, OLMo 2's; r is Granite's residual multiplier, else 1).
     func addResidual(_ y: UnsafeMutablePointer<Float>, _ w: [Float]?, rows: Int, scale r: Float, into x: UnsafeMutablePointer<Float>) {
         if let w { rmsNormRows(y, w, rows: rows, into: y) }
-        let count = rows * config.hiddenSize
-        if r == 1 {
-            for i in 0..<count { x[i] += y[i] }
-        } else {
-            for i in 0..<count { x[i] += y[i] * r }
+        let D = config.hiddenSize
+        WorkerPool.forEach((rows + Self.rowsPerChunk - 1) / Self.rowsPerChunk) { chunk in
+            let range = (chunk * Self.rowsPerChunk * D)..<(min(rows, (chunk + 1) * Self.rowsPerChunk) * D)
+            if r == 1 {
+                for i in range { x[i] += y[i] }
+            } else {
+                for i in range { x[i] += y[i] * r }
+            }
         }
     }
+
+    /// Rows per parallel chunk of the row-wise steps between the products (q/k norms, rotation,
+    /// cache stores, residual adds): one chunk, run inline, for a decoding step.
+    static let rowsPerChunk = 16
 
     /// The final norm of `rows` residual rows, divided by Granite's logits scaling: what the
     /// output head multiplies (as Training's `hiddenStates`).
