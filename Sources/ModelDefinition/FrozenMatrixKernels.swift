@@ -2,9 +2,9 @@
 // rows (decoding, batched steps, verify passes) stream the stored blocks through CBlockKernels'
 // per-CPU-level products; a decoder's many rows (prefill) go through the same kernels a group of
 // rows at a time up to the row count where that measured faster (`ManyRowsPath`); beyond, each
-// core takes pieces of weight rows, dequantizes one into a reused buffer and multiplies it with a
-// one-thread sgemm (`multiplyInPieces`: no barrier between unpacking and multiplying, each weight
-// row packed once); training unpacks a panel of rows at a time into a cache-sized buffer and
+// core takes pieces of weight rows, dequantizes one into a reused buffer and multiplies it on its
+// own (`multiplyInPieces`: CBlockKernels' bk_gemm on AVX-512, else a one-thread sgemm; no barrier
+// between unpacking and multiplying); training unpacks a panel of rows at a time into a cache-sized buffer and
 // multiplies it with sgemm. No float32 copy of a whole matrix ever exists.
 // Outputs are in Hugging Face row order (a stored q/k matrix's llama.cpp order is undone here).
 //
@@ -294,7 +294,8 @@ extension FrozenMatrix {
 
     /// y = x · Wᵀ for each matrix (side by side in y, as `multiply`) through float32 pieces:
     /// every matrix cut into pieces of `pieceRows` rows, each dequantized and multiplied with one
-    /// single-threaded sgemm by whichever core claims it, all pieces of all matrices in one
+    /// single-threaded product (bk_gemm on AVX-512, with the activations packed once for all
+    /// pieces; else sgemm) by whichever core claims it, all pieces of all matrices in one
     /// parallel loop. Against panels unpacked on every core and then one sgemm split by rows
     /// (`multiply(_:m:into:ldy:activations:)`, which training keeps): no wait between unpacking
     /// and multiplying, one wait per call instead of two per panel, and each weight row packed by
@@ -315,13 +316,29 @@ extension FrozenMatrix {
             }
             offset += w.rows
         }
+        // From AVX-512 up, CBlockKernels' bk_gemm with the activations packed once for every piece
+        // (OpenBLAS packed them again for each piece, and each piece's weights too: Qwen3-0.6B's
+        // float32 prefill ran 16-18% faster, gemm.c); below, OpenBLAS's kernels, which were faster
+        // than an AVX2 bk_gemm.
+        let level = bk_active_level()
+        let packed = level >= Int32(BK_LEVEL_AVX512) ? PieceBuffers.shared.take(bk_gemm_packed_floats(m, k)) : nil
+        defer { if let packed { PieceBuffers.shared.give(packed) } }
+        if let packed {
+            let parts = bk_gemm_pack_parts(k)
+            WorkerPool.forEach(parts) { part in bk_gemm_pack(x, m, k, part, parts, packed.pointer) }
+        }
         WorkerPool.forEach(pieces.count) { i in
-            let piece = pieces[i]
-            let panel = PieceBuffers.shared.take(piece.rows.count * k)
+            let piece = pieces[i], n = piece.rows.count
+            let scratch = packed == nil ? 0 : bk_gemm_scratch_floats(m, n)
+            let panel = PieceBuffers.shared.take(n * k + scratch)
             defer { PieceBuffers.shared.give(panel) }
             matrices[piece.matrix].dequantizeRows(piece.rows, into: panel.pointer)
-            BLAS.sgemmOneThread(transA: false, transB: true, m: m, n: piece.rows.count, k: k, alpha: 1, a: x, lda: k,
-                                b: panel.pointer, ldb: k, beta: 0, c: y + piece.column, ldc: ldy)
+            if let packed {
+                bk_gemm(packed.pointer, m, k, panel.pointer, k, n, y + piece.column, ldy, panel.pointer + n * k)
+            } else {
+                BLAS.sgemmOneThread(transA: false, transB: true, m: m, n: n, k: k, alpha: 1, a: x, lda: k,
+                                    b: panel.pointer, ldb: k, beta: 0, c: y + piece.column, ldc: ldy)
+            }
         }
     }
 
@@ -367,10 +384,10 @@ extension FrozenMatrix {
 /// piece allocating and freeing its own spent ~5% of a Qwen3-0.6B prefill in the kernel zeroing
 /// fresh pages (perf: clear_page_erms, on the thread whose heap returned them). At most `kept`
 /// buffers wait here: one per core, as many as pieces run at once (each at most 16 MiB; 1-4 MiB
-/// on Qwen3-0.6B's prefill).
+/// on Qwen3-0.6B's prefill), and one for the packed activations bk_gemm reads.
 final class PieceBuffers: Sendable {
     static let shared = PieceBuffers()
-    static let kept = Swift.min(8, Swift.max(2, ProcessInfo.processInfo.activeProcessorCount))
+    static let kept = Swift.min(8, Swift.max(2, ProcessInfo.processInfo.activeProcessorCount)) + 1
 
     struct Buffer {
         let pointer: UnsafeMutablePointer<Float>
