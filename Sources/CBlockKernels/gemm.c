@@ -38,17 +38,11 @@ static size_t block_offset(size_t mp, size_t k0, size_t kc, size_t r0) { return 
 static size_t block_width(size_t mp, size_t r0) { return mp - r0 < RB ? mp - r0 : RB; }
 
 // The portable packing and product: the same layout and the same chains, one output at a time.
-static void pack_portable(const float *x, size_t m, size_t k, size_t part, size_t parts, float *packed) {
-    const size_t mp = round16(m);
-    for (size_t k0 = part * KC; k0 < k; k0 += parts * KC) {
-        const size_t kc = k - k0 < KC ? k - k0 : KC;
-        for (size_t r0 = 0; r0 < mp; r0 += RB) {
-            float *dst = packed + block_offset(mp, k0, kc, r0);
-            const size_t wb = block_width(mp, r0);
-            for (size_t r = 0; r < wb; r++)
-                for (size_t c = 0; c < kc; c++) dst[c * wb + r] = r0 + r < m ? x[(r0 + r) * k + k0 + c] : 0;
-        }
-    }
+// A block: activation rows r0 ..< r0 + wb (zero from m on) of values k0 ..< k0 + kc, value-major.
+static void pack_block_portable(const float *x, size_t m, size_t k, size_t r0, size_t wb, size_t k0, size_t kc,
+                                float *dst) {
+    for (size_t r = 0; r < wb; r++)
+        for (size_t c = 0; c < kc; c++) dst[c * wb + r] = r0 + r < m ? x[(r0 + r) * k + k0 + c] : 0;
 }
 
 static void gemm_portable(const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t n, float *c,
@@ -109,27 +103,20 @@ AVX512 INLINE void transpose_block16(const float *src, size_t ls, size_t rows, s
     for (size_t p = 0; p < cols; p++) _mm512_mask_storeu_ps(dst + p * ld, out, v[p]);
 }
 
-AVX512 static void pack_avx512(const float *x, size_t m, size_t k, size_t part, size_t parts, float *packed) {
-    const size_t mp = round16(m);
-    for (size_t k0 = part * KC; k0 < k; k0 += parts * KC) {
-        const size_t kc = k - k0 < KC ? k - k0 : KC;
-        for (size_t r0 = 0; r0 < mp; r0 += RB) {
-            float *dst = packed + block_offset(mp, k0, kc, r0);
-            const size_t wb = block_width(mp, r0);
-            for (size_t g = 0; g < wb; g += 16) {
-                const size_t rows = r0 + g >= m ? 0 : m - r0 - g < 16 ? m - r0 - g : 16;
-                for (size_t c = 0; c < kc; c += 16) {
-                    const size_t cols = kc - c < 16 ? kc - c : 16;
-                    if (rows == 0) {
-                        for (size_t p = 0; p < cols; p++) _mm512_storeu_ps(dst + (c + p) * wb + g, _mm512_setzero_ps());
-                    } else {
-                        // 16 activation rows' values c ... as 16 value-major vectors (padding rows zero)
-                        transpose_block16(x + (r0 + g) * k + k0 + c, k, rows, cols, dst + c * wb + g, wb);
-                        if (rows < 16)
-                            for (size_t p = 0; p < cols; p++)
-                                _mm512_mask_storeu_ps(dst + (c + p) * wb + g, (__mmask16)~((1u << rows) - 1), _mm512_setzero_ps());
-                    }
-                }
+AVX512 static void pack_block_avx512(const float *x, size_t m, size_t k, size_t r0, size_t wb, size_t k0, size_t kc,
+                                     float *dst) {
+    for (size_t g = 0; g < wb; g += 16) {
+        const size_t rows = r0 + g >= m ? 0 : m - r0 - g < 16 ? m - r0 - g : 16;
+        for (size_t c = 0; c < kc; c += 16) {
+            const size_t cols = kc - c < 16 ? kc - c : 16;
+            if (rows == 0) {
+                for (size_t p = 0; p < cols; p++) _mm512_storeu_ps(dst + (c + p) * wb + g, _mm512_setzero_ps());
+            } else {
+                // 16 activation rows' values c ... as 16 value-major vectors (padding rows zero)
+                transpose_block16(x + (r0 + g) * k + k0 + c, k, rows, cols, dst + c * wb + g, wb);
+                if (rows < 16)
+                    for (size_t p = 0; p < cols; p++)
+                        _mm512_mask_storeu_ps(dst + (c + p) * wb + g, (__mmask16)~((1u << rows) - 1), _mm512_setzero_ps());
             }
         }
     }
@@ -187,12 +174,20 @@ AVX512 static void gemm_avx512(const float *packed, size_t m, size_t k, const fl
 int bk_gemm_pack_at(int level, const float *x, size_t m, size_t k, size_t part, size_t parts, float *packed) {
     if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
     if (m == 0 || k == 0 || part >= parts) return BK_OK;
-    switch (level) {
+    const size_t mp = round16(m);
+    for (size_t k0 = part * KC; k0 < k; k0 += parts * KC) {
+        const size_t kc = k - k0 < KC ? k - k0 : KC;
+        for (size_t r0 = 0; r0 < mp; r0 += RB) {
+            float *dst = packed + block_offset(mp, k0, kc, r0);
+            const size_t wb = block_width(mp, r0);
 #if defined(__x86_64__)
-    case BK_LEVEL_AVX512:
-    case BK_LEVEL_AVX512_VNNI: pack_avx512(x, m, k, part, parts, packed); break;
+            if (level >= BK_LEVEL_AVX512) {
+                pack_block_avx512(x, m, k, r0, wb, k0, kc, dst);
+                continue;
+            }
 #endif
-    default: pack_portable(x, m, k, part, parts, packed); break;
+            pack_block_portable(x, m, k, r0, wb, k0, kc, dst);
+        }
     }
     return BK_OK;
 }
