@@ -63,15 +63,15 @@ for model in "${models[@]}"; do
   echo "== $name: llama.cpp llama-bench -t $threads -p $prompt -n $gen -r $reps (load average $(cat "$dir/$i.loadavg"))" >&2
   scripts/peers/peak_rss.py "$dir/$i.llama_rss.json" -- \
     "$llama_bench" -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r "$reps" -o json > "$dir/$i.llama.json"
-  # Ours decodes after its prompt, so a second llama-bench process also times tg128 at depth 256
-  # (128 tokens generated after 256 in the KV cache); its RSS is not used.
+  # A second llama-bench process also times tg128 at depth 256 (128 tokens generated after 256 in
+  # the KV cache; ours: bench decode --decode-depth); its RSS is not used.
   echo "== $name: llama.cpp llama-bench -t $threads -n $gen -d $prompt -r $reps" >&2
   "$llama_bench" -m "$model" -t "$threads" -p 0 -n "$gen" -d "$prompt" -r "$reps" -o json > "$dir/$i.llama_depth.json"
   rm -f "$dir/$i.ours.json"
   if [ -x "$ours" ]; then
     echo "== $name: ours bench decode" >&2
     "$ours" decode --model "$model" --prompt-tokens "$prompt" --gen-tokens "$gen" --repeats "$reps" --threads "$threads" \
-      --out "$dir/$i.ours.json" >&2 || echo "bench-decode: OURS FAILED on $name; its column is empty" >&2
+      --decode-depth "$prompt" --out "$dir/$i.ours.json" >&2 || echo "bench-decode: OURS FAILED on $name; its column is empty" >&2
   fi
   for kv in float32 float16; do
     rm -f "$dir/$i.generate_$kv.json"
@@ -156,7 +156,7 @@ llama = {"build": f"b{t0['build_number']}", "commit": t0["build_commit"], "cpu_i
 
 rows = [(f"prefill tokens/s (pp{prompt})", pp, "prefill_tokens_per_s", True),
         (f"decode tokens/s (tg{gen})", tg, "decode_tokens_per_s", True),
-        (f"decode tokens/s (tg{gen} @ depth {prompt})", tgd, None, True),
+        (f"decode tokens/s (tg{gen} @ depth {prompt})", tgd, "decode_at_depth_tokens_per_s", True),
         ("peak RSS MB (llama-bench; bench decode)", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "peak_rss_mb", False),
         ("generate peak RSS MB vs llama-bench", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float32", False),
         ("  with --kv-cache float16", {"tokens_per_s": rss["peak_rss_mb"], "stddev": None}, "generate_peak_rss_mb_kv_float16", False)]
@@ -184,7 +184,8 @@ if ours:
     print(f"ours: {ours['bytes_per_token'] / 1e6:.1f} MB read per decoded token, {ours['streamed_gb_s']:.1f} GB/s = "
           f"{100 * ours['fraction_of_bandwidth']:.0f}% of the measured {ours['bandwidth_gb_s']:.1f} GB/s; load {ours['load_seconds']:.2f} s; "
           f"base weights {ours['base_weights']}{extra}")
-    print(f"(ours decodes {gen} tokens from an empty context, as llama-bench's tg{gen}; the @ depth row is llama.cpp's alone;"
+    print(f"(ours decodes {gen} tokens from an empty context, as llama-bench's tg{gen}, and after {prompt} tokens of context for the @ depth row"
+          f" (our float32 KV cache against llama.cpp's float16 one);"
           f" generate's rows: 38 prompt tokens and 128 new, beside llama-bench's peak RSS and llama-completion's on the same chat)")
 else:
     print("ours: not measured (bench decode missing or failed, see above)")

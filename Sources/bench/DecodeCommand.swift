@@ -1,6 +1,7 @@
 // `bench decode`: the toolkit's side of the decoding benchmark beside llama.cpp's llama-bench
 // (scripts/bench-decode.sh runs both on the same GGUF): prefill tokens/s of a P-token prompt,
-// greedy decoding tokens/s of G one-token steps from an empty context (as llama-bench's tg),
+// greedy decoding tokens/s of G one-token steps from an empty context (as llama-bench's tg) and,
+// with --decode-depth D, after D tokens of context (llama-bench's tg at -d D),
 // load time, peak RSS, the weight bytes one decoding step reads and the fraction of this
 // machine's measured memory bandwidth that makes. Thin: flags, Inference, print/JSON.
 import ArgumentParser
@@ -26,6 +27,9 @@ struct DecodeCommand: ParsableCommand {
 
     @Option(help: "Repeats of each measurement; the mean and the best are reported.")
     var repeats: Int = 3
+
+    @Option(help: "Also time the --gen-tokens decoding steps after this many tokens already in the context (llama-bench -d; prefilled first, not timed); 0: only from an empty context.")
+    var decodeDepth: Int = 0
 
     @OptionGroup var decoding: DecodingOptions
 
@@ -64,6 +68,7 @@ struct DecodeCommand: ParsableCommand {
 
     func validate() throws {
         guard promptTokens >= 1, genTokens >= 1, repeats >= 1 else { throw ValidationError("--prompt-tokens, --gen-tokens and --repeats must be at least 1") }
+        guard decodeDepth >= 0 else { throw ValidationError("--decode-depth must be at least 0") }
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard batchRows.allSatisfy({ $0 >= 1 }), batchAdapters >= 0, batchContext >= 1 else {
             throw ValidationError("--batch-rows must be at least 1 each, --batch-adapters at least 0, --batch-context at least 1")
@@ -107,6 +112,21 @@ struct DecodeCommand: ParsableCommand {
             }
             decode.append(Double(genTokens) / (monotonicSeconds() - s))
         }
+        var atDepth: [Double] = []  // the same steps after decodeDepth tokens of context
+        if decodeDepth > 0 {
+            let context = (0..<decodeDepth).map { ($0 * 7919 + 13) % V }
+            for _ in 0..<repeats {
+                let cache = engine.makeCache(capacity: decodeDepth + genTokens + 1)
+                engine.forward(context, cache: cache, into: &logits)
+                var token = Sampler.argmax(logits[...])
+                let s = monotonicSeconds()
+                for _ in 0..<genTokens {
+                    engine.forward([token], cache: cache, into: &logits)
+                    token = Sampler.argmax(logits[...])
+                }
+                atDepth.append(Double(genTokens) / (monotonicSeconds() - s))
+            }
+        }
         let batched = batchRows.isEmpty ? [] : measureBatches(engine, base: base)
         let verify = verifyRows.isEmpty ? [] : measureVerify(engine, base: base)
         let rss = peakRSSMB()  // before the bandwidth probe allocates its buffer
@@ -120,6 +140,7 @@ struct DecodeCommand: ParsableCommand {
             "prompt_tokens": promptTokens, "gen_tokens": genTokens,
             "prefill_tokens_per_s": prefill.reduce(0, +) / Double(prefill.count), "prefill_tokens_per_s_best": prefill.max()!,
             "decode_tokens_per_s": meanDecode, "decode_tokens_per_s_best": decode.max()!,
+            "decode_depth": decodeDepth, "decode_at_depth_tokens_per_s": atDepth.isEmpty ? NSNull() as Any : atDepth.reduce(0, +) / Double(atDepth.count) as Any,
             "peak_rss_mb": rss, "load_seconds": loadSeconds, "bytes_per_token": bytes, "weight_bytes": engine.weightBytes,
             "kv_cache_bytes": cacheBytes, "kv_cache_bytes_every_position": unboundedCacheBytes,
             "bandwidth_gb_s": bandwidth, "streamed_gb_s": streamed, "fraction_of_bandwidth": streamed / bandwidth,
@@ -129,6 +150,10 @@ struct DecodeCommand: ParsableCommand {
         FileHandle.standardError.write(Data(String(format: "%@ (%@ weights, %d threads, CPU level %@): prefill %.1f tokens/s (best %.1f), decode %.1f tokens/s (best %.1f); load %.2fs; peak RSS %.0f MB; %.1f MB read per token = %.1f GB/s, %.0f%% of the measured %.1f GB/s\n",
                                                    base.path, model.baseWeights.rawValue, threads, CPULevel.summary, result["prefill_tokens_per_s"] as! Double, prefill.max()!,
                                                    meanDecode, decode.max()!, loadSeconds, rss, Double(bytes) / 1e6, streamed, 100 * streamed / bandwidth, bandwidth).utf8))
+        if !atDepth.isEmpty {
+            FileHandle.standardError.write(Data(String(format: "decode after %d tokens of context: %.1f tokens/s (best %.1f)\n",
+                                                       decodeDepth, atDepth.reduce(0, +) / Double(atDepth.count), atDepth.max()!).utf8))
+        }
         FileHandle.standardError.write(Data(String(format: "KV cache after the %d-token prompt: %.1f MB (%d bytes; every position on every layer: %.1f MB)\n",
                                                    promptTokens, Double(cacheBytes) / 1e6, cacheBytes, Double(unboundedCacheBytes) / 1e6).utf8))
         if let out {
