@@ -424,7 +424,8 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
     case auto
     /// The block kernels, a group of rows at a time (the bits of one-row steps).
     case blocks
-    /// Panels of rows unpacked to float32 and multiplied with sgemm.
+    /// Pieces of rows unpacked to float32 and multiplied (`multiplyInPieces`: bk_gemm on
+    /// AVX-512, sgemm below).
     case panels
 
     /// Input rows up to which `auto` takes the block kernels (0: never beyond `streamingRows`),
@@ -452,6 +453,14 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
     /// 44.2-46.7 / 44.5-46.8, 384 rows 42.0-44.3 / 44.7-47.0, 512 rows 40.9-42.8 / 45.4-47.2. So
     /// q8 takes the blocks up to 256 rows here.
     ///
+    /// AVX-512 after float32 pieces moved to bk_gemm (Zen 5, 2026-11-29, the same command, two
+    /// rounds, prefill tokens/s, blocks / pieces): float32 Qwen3-0.6B Q4_K 17 rows 141.0 / 173.7,
+    /// 24 rows 137.6 / 244.2, 32 rows 143.2-139.6 / 337.2-308.3, 64 rows 144.9-163.4 /
+    /// 337.6-347.0, 128 rows 137.5-142.3 / 370.8-410.0; Qwen3-1.7B Q4_K_M (Q4_K and Q6_K) 32 rows
+    /// 47.7-51.6 / 113.1-116.2, 128 rows 47.5-51.2 / 136.3-137.2. So float32 takes the pieces
+    /// beyond `streamingRows` at every level. q8 through the blocks still won (Qwen3-0.6B 64 rows
+    /// 452.4 / 372.5, 256 rows 454.2 / 394.7, 512 rows 422.6 / 355.5).
+    ///
     /// Portable (the same CPU at ADAPTER_CPU_LEVEL=portable, Qwen3-0.6B, 64 rows): the panels
     /// (OpenBLAS's kernels for the level) 43.6 tokens/s against 13.1 through the blocks with
     /// float32, 59.3 against 2.2 with q8: every product beyond `streamingRows` takes the panels.
@@ -461,7 +470,6 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
         switch (activations, type) {
         case (.q8, .q8_0), (.q8, .q4_0), (.q8, .q4_1), (.q8, .q4_K), (.q8, .q5_K), (.q8, .q6_K):
             return level >= Int32(BK_LEVEL_AVX512) ? 512 : 256
-        case (.float32, .q4_K), (.float32, .q5_K), (.float32, .q6_K): return level >= Int32(BK_LEVEL_AVX512) ? 128 : 0
         default: return 0
         }
     }

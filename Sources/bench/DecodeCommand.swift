@@ -33,7 +33,7 @@ struct DecodeCommand: ParsableCommand {
 
     @OptionGroup var decoding: DecodingOptions
 
-    @Option(help: "How stored matrices meet more than \(FrozenMatrix.streamingRows) rows (the prefill): auto (whichever measured faster), blocks (the block kernels, a group of rows at a time) or panels (float32 panels and sgemm).")
+    @Option(help: "How stored matrices meet more than \(FrozenMatrix.streamingRows) rows (the prefill): auto (whichever measured faster), blocks (the block kernels, a group of rows at a time) or panels (pieces of rows unpacked to float32 and multiplied: bk_gemm on AVX-512, sgemm below).")
     var manyRows: ManyRowsPath = .auto
 
     @Option(help: "How a prompt's rows attend to the cache: auto (blocked products from \(InferenceModel.blockedAttentionRows) rows), rows (one row at a time, the bits of one-token steps) or blocked.")
