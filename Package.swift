@@ -151,7 +151,7 @@ let package = Package(
             dependencies: ["TestSupport", "AdapterRuntime", "Server", "Evaluation", "Distillation", "Export", "Training", "Inference", "Guidance",
                            "ModelDefinition", "DataSchema", "ModelAssets", "Autograd"],
             resources: [.copy("Fixtures")]),
-        .testTarget(name: "ModelDefinitionTests", dependencies: ["TestSupport", "ModelDefinition", "Inference", "Training", "ModelAssets", "Autograd"]),
+        .testTarget(name: "ModelDefinitionTests", dependencies: ["TestSupport", "ModelDefinition", "Inference", "Training", "ModelAssets", "Autograd", "CBlockKernels"]),
         .testTarget(name: "GuidanceTests", dependencies: ["Guidance", "DataSchema", "ModelAssets", "TestSupport"]),
         // The OpenAI-compatible server: per-row adapters in one batch, continuous batching, HTTP.
         .target(

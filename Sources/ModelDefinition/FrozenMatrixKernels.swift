@@ -303,6 +303,14 @@ extension FrozenMatrix {
     /// thread count.
     static func multiplyInPieces(_ matrices: [FrozenMatrix], _ x: UnsafePointer<Float>, m: Int,
                                  into y: UnsafeMutablePointer<Float>, ldy: Int) {
+        // bk_gemm's packed copy of the activations is m·k floats: a long prompt goes
+        // `packedRows` rows at a time, so that copy stays bounded (each row's bits are its own)
+        if bk_active_level() >= Int32(BK_LEVEL_AVX512), m > packedRows {
+            for r0 in stride(from: 0, to: m, by: packedRows) {
+                multiplyInPieces(matrices, x + r0 * matrices[0].columns, m: Swift.min(packedRows, m - r0), into: y + r0 * ldy, ldy: ldy)
+            }
+            return
+        }
         let k = matrices[0].columns, size = pieceRows(m: m, k: k, rows: matrices.reduce(0) { $0 + $1.rows })
         var pieces: [(matrix: Int, rows: Range<Int>, column: Int)] = []
         var offset = 0
@@ -341,6 +349,11 @@ extension FrozenMatrix {
             }
         }
     }
+
+    /// Input rows `multiplyInPieces` packs at a time on AVX-512 (the packed copy: at most 1,024·k
+    /// floats, 32 MiB for Phi-4-mini's down-projection); each piece's weights are unpacked once
+    /// per such block of rows.
+    static let packedRows = 1024
 
     /// Weight rows of a piece (`multiplyInPieces`) of a call with `rows` output rows in all: as
     /// many as the input rows (sgemm packs the piece's weights and the m rows of activations once

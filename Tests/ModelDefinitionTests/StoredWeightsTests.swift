@@ -4,6 +4,7 @@
 // merging), and hold less; a multi-row pass equals single-row steps bit for bit. On the real
 // SmolLM2 (when fetched): logits within 1e-5 relative and the same greedy text.
 import Autograd
+import CBlockKernels
 import Foundation
 import Inference
 import ModelAssets
@@ -186,6 +187,34 @@ final class StoredWeightsTests: XCTestCase {
             }
         }
         XCTAssertEqual(viaMultiply, y, "FrozenMatrix.multiply with panels runs the pieces")
+    }
+
+    /// A prompt longer than `packedRows` goes through the pieces a block of rows at a time (on
+    /// AVX-512, where bk_gemm packs the activations): every row gets the bits it gets alone, and
+    /// the float32 matrix's numbers.
+    func testLongPromptsGoThroughPiecesInBlocksOfRows() throws {
+        guard bk_active_level() >= Int32(BK_LEVEL_AVX512) else {
+            print("StoredWeightsTests: the pieces run sgemm below AVX-512 (level \(bk_active_level())), whose bits may depend on m; block checks skipped")
+            return
+        }
+        let k = 256, rows = 40, m = FrozenMatrix.packedRows + 37
+        var rng = SeededRNG(seed: 12)
+        let stored = try Self.storedQ4K(rows: rows, k: k, values: (0..<rows * k).map { _ in Float.random(in: -1...1, using: &rng) })
+        let dense = FrozenMatrix(rows: rows, columns: k, values: stored.values)
+        let x = (0..<m * k).map { _ in Float.random(in: -1...1, using: &rng) }
+        var y = [Float](repeating: .nan, count: m * rows), expected = y
+        x.withUnsafeBufferPointer { xp in
+            y.withUnsafeMutableBufferPointer { FrozenMatrix.multiplyInPieces([stored], xp.baseAddress!, m: m, into: $0.baseAddress!, ldy: rows) }
+            expected.withUnsafeMutableBufferPointer { dense.multiply(xp.baseAddress!, m: m, into: $0.baseAddress!, ldy: rows, activations: .float32) }
+        }
+        XCTAssertLessThan(relative(y, expected), 1e-5)
+        for r in [0, 1023, 1024, m - 1] {
+            var alone = [Float](repeating: .nan, count: rows)
+            x.withUnsafeBufferPointer { xp in
+                alone.withUnsafeMutableBufferPointer { FrozenMatrix.multiplyInPieces([stored], xp.baseAddress! + r * k, m: 1, into: $0.baseAddress!, ldy: rows) }
+            }
+            XCTAssertEqual(alone.map(\.bitPattern), y[(r * rows)..<((r + 1) * rows)].map(\.bitPattern), "row \(r) of \(m) differs from the row alone")
+        }
     }
 
     /// Decoding's parallel pieces (`streamPieces`) on real call shapes (Qwen3-0.6B's q|k|v, o,
