@@ -4,8 +4,8 @@
 // rows at a time up to the row count where that measured faster (`ManyRowsPath`); beyond, each
 // core takes pieces of weight rows, dequantizes one into a reused buffer and multiplies it on its
 // own (`multiplyInPieces`: CBlockKernels' bk_gemm on AVX-512, else a one-thread sgemm; no barrier
-// between unpacking and multiplying); training unpacks a panel of rows at a time into a cache-sized buffer and
-// multiplies it with sgemm. No float32 copy of a whole matrix ever exists.
+// between unpacking and multiplying); training unpacks a panel of rows at a time into a
+// cache-sized buffer and multiplies it with sgemm. No float32 copy of a whole matrix ever exists.
 // Outputs are in Hugging Face row order (a stored q/k matrix's llama.cpp order is undone here).
 //
 // Dimensions: m input rows, k = columns (in), n = rows (out), P panel rows.
