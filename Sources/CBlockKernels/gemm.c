@@ -33,7 +33,7 @@ size_t bk_gemm_packed_floats(size_t m, size_t k) { return round16(m) * k; }
 
 size_t bk_gemm_scratch_floats(size_t m, size_t n) { return round16(m) * (n + NW); }
 
-// Where rows r0 ... of block kb start in the packed activations, and the block's row width.
+// Where rows r0 ... of the block of values k0 ... start in the packed activations, and its row width.
 static size_t block_offset(size_t mp, size_t k0, size_t kc, size_t r0) { return k0 * mp + r0 * kc; }
 static size_t block_width(size_t mp, size_t r0) { return mp - r0 < RB ? mp - r0 : RB; }
 
