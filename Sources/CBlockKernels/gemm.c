@@ -39,14 +39,14 @@ static size_t block_width(size_t mp, size_t r0) { return mp - r0 < RB ? mp - r0 
 
 // The portable packing and product: the same layout and the same chains, one output at a time.
 // A block: activation rows r0 ..< r0 + wb (zero from m on) of values k0 ..< k0 + kc, value-major.
-static void pack_block_portable(const float *x, size_t m, size_t k, size_t r0, size_t wb, size_t k0, size_t kc,
+static void pack_block_portable(const float *x, size_t ldx, size_t m, size_t r0, size_t wb, size_t k0, size_t kc,
                                 float *dst) {
     for (size_t r = 0; r < wb; r++)
-        for (size_t c = 0; c < kc; c++) dst[c * wb + r] = r0 + r < m ? x[(r0 + r) * k + k0 + c] : 0;
+        for (size_t c = 0; c < kc; c++) dst[c * wb + r] = r0 + r < m ? x[(r0 + r) * ldx + k0 + c] : 0;
 }
 
-static void gemm_portable(const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t n, float *c,
-                          size_t ldc) {
+static void gemm_portable(const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t wstep, size_t n,
+                          float *c, size_t ldc) {
     const size_t mp = round16(m);
     for (size_t r = 0; r < m; r++) {
         const size_t r0 = r / RB * RB, wb = block_width(mp, r0);
@@ -55,7 +55,7 @@ static void gemm_portable(const float *packed, size_t m, size_t k, const float *
             for (size_t k0 = 0; k0 < k; k0 += KC) {
                 const size_t kc = k - k0 < KC ? k - k0 : KC;
                 const float *xb = packed + block_offset(mp, k0, kc, r0) + (r - r0);
-                for (size_t i = 0; i < kc; i++) acc = fmaf(xb[i * wb], w[j * ldw + k0 + i], acc);
+                for (size_t i = 0; i < kc; i++) acc = fmaf(xb[i * wb], w[j * ldw + (k0 + i) * wstep], acc);
             }
             c[r * ldc + j] = acc;
         }
@@ -103,7 +103,7 @@ AVX512 INLINE void transpose_block16(const float *src, size_t ls, size_t rows, s
     for (size_t p = 0; p < cols; p++) _mm512_mask_storeu_ps(dst + p * ld, out, v[p]);
 }
 
-AVX512 static void pack_block_avx512(const float *x, size_t m, size_t k, size_t r0, size_t wb, size_t k0, size_t kc,
+AVX512 static void pack_block_avx512(const float *x, size_t ldx, size_t m, size_t r0, size_t wb, size_t k0, size_t kc,
                                      float *dst) {
     for (size_t g = 0; g < wb; g += 16) {
         const size_t rows = r0 + g >= m ? 0 : m - r0 - g < 16 ? m - r0 - g : 16;
@@ -113,7 +113,7 @@ AVX512 static void pack_block_avx512(const float *x, size_t m, size_t k, size_t 
                 for (size_t p = 0; p < cols; p++) _mm512_storeu_ps(dst + (c + p) * wb + g, _mm512_setzero_ps());
             } else {
                 // 16 activation rows' values c ... as 16 value-major vectors (padding rows zero)
-                transpose_block16(x + (r0 + g) * k + k0 + c, k, rows, cols, dst + c * wb + g, wb);
+                transpose_block16(x + (r0 + g) * ldx + k0 + c, ldx, rows, cols, dst + c * wb + g, wb);
                 if (rows < 16)
                     for (size_t p = 0; p < cols; p++)
                         _mm512_mask_storeu_ps(dst + (c + p) * wb + g, (__mmask16)~((1u << rows) - 1), _mm512_setzero_ps());
@@ -123,8 +123,8 @@ AVX512 static void pack_block_avx512(const float *x, size_t m, size_t k, size_t 
 }
 
 // One tile: MV x 16 rows (block rows g0 ...) by nw <= NW weight rows, values k0 ... k0 + kc.
-AVX512 INLINE void tile512(const float *xb, size_t wb, size_t kc, const float *w, size_t ldw, size_t nw, float *ct,
-                           size_t ldct, int first, const int MV) {
+AVX512 INLINE void tile512(const float *xb, size_t wb, size_t kc, const float *w, size_t ldw, size_t ws, size_t nw,
+                           float *ct, size_t ldct, int first, const int MV) {
     __m512 acc[4][NW];
     for (int j = 0; j < NW; j++)
         for (int i = 0; i < MV; i++)
@@ -135,7 +135,7 @@ AVX512 INLINE void tile512(const float *xb, size_t wb, size_t kc, const float *w
         __m512 xv[4];
         for (int v = 0; v < MV; v++) xv[v] = _mm512_loadu_ps(xb + i * wb + 16 * v);
         for (int j = 0; j < NW; j++) {
-            const __m512 b = _mm512_set1_ps(wr[j][i]);
+            const __m512 b = _mm512_set1_ps(wr[j][i * ws]);
             for (int v = 0; v < MV; v++) acc[v][j] = _mm512_fmadd_ps(xv[v], b, acc[v][j]);
         }
     }
@@ -143,8 +143,8 @@ AVX512 INLINE void tile512(const float *xb, size_t wb, size_t kc, const float *w
         for (int v = 0; v < MV; v++) _mm512_storeu_ps(ct + j * ldct + 16 * v, acc[v][j]);
 }
 
-AVX512 static void gemm_avx512(const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t n, float *c,
-                               size_t ldc, float *ct) {
+AVX512 static void gemm_avx512(const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t wstep,
+                               size_t n, float *c, size_t ldc, float *ct) {
     const size_t mp = round16(m);
     for (size_t k0 = 0; k0 < k; k0 += KC) {
         const size_t kc = k - k0 < KC ? k - k0 : KC;
@@ -154,12 +154,22 @@ AVX512 static void gemm_avx512(const float *packed, size_t m, size_t k, const fl
             for (size_t j0 = 0; j0 < n; j0 += NW) {
                 const size_t nw = n - j0 < NW ? n - j0 : NW;
                 float *t = ct + j0 * mp + r0;
-                const float *wj = w + j0 * ldw + k0;
-                switch (wb / 16) {
-                case 4: tile512(xb, wb, kc, wj, ldw, nw, t, mp, k0 == 0, 4); break;
-                case 3: tile512(xb, wb, kc, wj, ldw, nw, t, mp, k0 == 0, 3); break;
-                case 2: tile512(xb, wb, kc, wj, ldw, nw, t, mp, k0 == 0, 2); break;
-                default: tile512(xb, wb, kc, wj, ldw, nw, t, mp, k0 == 0, 1); break;
+                const float *wj = w + j0 * ldw + k0 * wstep;
+                const int first = k0 == 0;
+                if (wstep == 1) {  // weight rows (w[j, i] at j·ldw + i): the stride a constant
+                    switch (wb / 16) {
+                    case 4: tile512(xb, wb, kc, wj, ldw, 1, nw, t, mp, first, 4); break;
+                    case 3: tile512(xb, wb, kc, wj, ldw, 1, nw, t, mp, first, 3); break;
+                    case 2: tile512(xb, wb, kc, wj, ldw, 1, nw, t, mp, first, 2); break;
+                    default: tile512(xb, wb, kc, wj, ldw, 1, nw, t, mp, first, 1); break;
+                    }
+                } else {
+                    switch (wb / 16) {
+                    case 4: tile512(xb, wb, kc, wj, ldw, wstep, nw, t, mp, first, 4); break;
+                    case 3: tile512(xb, wb, kc, wj, ldw, wstep, nw, t, mp, first, 3); break;
+                    case 2: tile512(xb, wb, kc, wj, ldw, wstep, nw, t, mp, first, 2); break;
+                    default: tile512(xb, wb, kc, wj, ldw, wstep, nw, t, mp, first, 1); break;
+                    }
                 }
             }
         }
@@ -171,7 +181,8 @@ AVX512 static void gemm_avx512(const float *packed, size_t m, size_t k, const fl
 
 #endif
 
-int bk_gemm_pack_at(int level, const float *x, size_t m, size_t k, size_t part, size_t parts, float *packed) {
+int bk_gemm_pack_at(int level, const float *x, size_t ldx, size_t m, size_t k, size_t part, size_t parts,
+                    float *packed) {
     if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
     if (m == 0 || k == 0 || part >= parts) return BK_OK;
     const size_t mp = round16(m);
@@ -182,11 +193,11 @@ int bk_gemm_pack_at(int level, const float *x, size_t m, size_t k, size_t part, 
             const size_t wb = block_width(mp, r0);
 #if defined(__x86_64__)
             if (level >= BK_LEVEL_AVX512) {
-                pack_block_avx512(x, m, k, r0, wb, k0, kc, dst);
+                pack_block_avx512(x, ldx, m, r0, wb, k0, kc, dst);
                 continue;
             }
 #endif
-            pack_block_portable(x, m, k, r0, wb, k0, kc, dst);
+            pack_block_portable(x, ldx, m, r0, wb, k0, kc, dst);
         }
     }
     return BK_OK;
@@ -194,8 +205,8 @@ int bk_gemm_pack_at(int level, const float *x, size_t m, size_t k, size_t part, 
 
 size_t bk_gemm_pack_parts(size_t k) { return (k + KC - 1) / KC; }
 
-int bk_gemm_at(int level, const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t n, float *c,
-               size_t ldc, float *scratch) {
+int bk_gemm_at(int level, const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t wstep, size_t n,
+               float *c, size_t ldc, float *scratch) {
     if (!bk_level_supported(level)) return BK_ERROR_LEVEL;
     if (m == 0 || n == 0) return BK_OK;
     if (k == 0) {
@@ -205,18 +216,18 @@ int bk_gemm_at(int level, const float *packed, size_t m, size_t k, const float *
     switch (level) {
 #if defined(__x86_64__)
     case BK_LEVEL_AVX512:
-    case BK_LEVEL_AVX512_VNNI: gemm_avx512(packed, m, k, w, ldw, n, c, ldc, scratch); break;
+    case BK_LEVEL_AVX512_VNNI: gemm_avx512(packed, m, k, w, ldw, wstep, n, c, ldc, scratch); break;
 #endif
-    default: gemm_portable(packed, m, k, w, ldw, n, c, ldc); break;
+    default: gemm_portable(packed, m, k, w, ldw, wstep, n, c, ldc); break;
     }
     return BK_OK;
 }
 
-int bk_gemm_pack(const float *x, size_t m, size_t k, size_t part, size_t parts, float *packed) {
-    return bk_gemm_pack_at(bk_active_level(), x, m, k, part, parts, packed);
+int bk_gemm_pack(const float *x, size_t ldx, size_t m, size_t k, size_t part, size_t parts, float *packed) {
+    return bk_gemm_pack_at(bk_active_level(), x, ldx, m, k, part, parts, packed);
 }
 
-int bk_gemm(const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t n, float *c, size_t ldc,
-            float *scratch) {
-    return bk_gemm_at(bk_active_level(), packed, m, k, w, ldw, n, c, ldc, scratch);
+int bk_gemm(const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t wstep, size_t n, float *c,
+            size_t ldc, float *scratch) {
+    return bk_gemm_at(bk_active_level(), packed, m, k, w, ldw, wstep, n, c, ldc, scratch);
 }

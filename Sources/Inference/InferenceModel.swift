@@ -526,9 +526,11 @@ public final class InferenceModel: @unchecked Sendable {
     /// bits of each one alone); items run on every core when there is enough work. The rows of
     /// a segment with at least `blockedRows` new rows (a prompt's prefill) go as blocked products
     /// instead: for each query head and block of `blockRows` rows, scores = scale·Q·Kᵀ over the keys
-    /// up to the block's last row and out = softmax(scores)·V, two sgemm calls (one row at a time
+    /// up to the block's last row and out = softmax(scores)·V, two products (one row at a time
     /// read every key and value again for each row: at 1,024 prompt tokens attention was a third
-    /// of SmolLM2's prefill). Same values to float rounding (another order of the sums).
+    /// of SmolLM2's prefill): bk_gemm on AVX-512 (Q·Kᵀ with K's rows, P·V with V's columns; no
+    /// copies of K and V, where sgemm's took ~1.5% of a Qwen3-0.6B prefill: 407 -> 422 tokens/s),
+    /// sgemm below. Same values to float rounding (another order of the sums).
     struct Attention {
         let n, H, K, hd, width, Q, maxLength: Int
         /// The scores' scale: 1/√hd, or Granite's attention multiplier.
@@ -639,6 +641,7 @@ public final class InferenceModel: @unchecked Sendable {
                 base = oldest
             }
             let blocks = (rows.count + Self.blockRows - 1) / Self.blockRows
+            let gemm = bk_active_level() >= Int32(BK_LEVEL_AVX512)  // as FrozenMatrix's pieces: OpenBLAS below
             WorkerPool.forEach(H * blocks) { task in
                 let b = blocks - 1 - task % blocks, h = task / blocks, kvh = h / G  // later blocks see more keys: first
                 let r0 = rows.lowerBound + b * Self.blockRows, bq = Swift.min(Self.blockRows, rows.upperBound - r0)
@@ -646,21 +649,38 @@ public final class InferenceModel: @unchecked Sendable {
                 // layer's block reads its window, not every position before it)
                 let k0 = firstKey(rowPosition[r0]), seen = rowPosition[r0 + bq - 1] + 1 - k0
                 let at = (k0 - base) * width + kvh * hd
-                withUnsafeTemporaryAllocation(of: Float.self, capacity: bq * seen) { buffer in
-                    let p = buffer.baseAddress!
-                    Float.gemmOnThisThread(transA: false, transB: true, m: bq, n: seen, k: hd, alpha: scale,
-                                           a: qkv + r0 * Q + h * hd, lda: Q, b: keys + at, ldb: width,
-                                           beta: 0, c: p, ldc: seen)  // [bq, seen]
+                let q = qkv + r0 * Q + h * hd, out = att + r0 * H * hd + h * hd
+                /// Each row's scores out of its keys (0), softmax over the rest.
+                func softmaxRows(_ p: UnsafeMutablePointer<Float>, scaled: Bool) {
                     for i in 0..<bq {
                         let row = p + i * seen, position = rowPosition[r0 + i]
                         let first = firstKey(position) - k0, visible = position + 1 - k0  // out of a sliding layer's window: 0
+                        if scaled { for j in first..<visible { row[j] *= scale } }
                         _ = Kernels.softmaxRow(row + first, row + first, count: visible - first)
                         row.update(repeating: 0, count: first)
                         (row + visible).update(repeating: 0, count: seen - visible)
                     }
+                }
+                if gemm {  // CBlockKernels' bk_gemm: Q·Kᵀ with K's rows, P·V with V's columns
+                    let packedQ = bk_gemm_packed_floats(bq, hd), packedP = bk_gemm_packed_floats(bq, seen)
+                    let scratch = bk_gemm_scratch_floats(bq, Swift.max(seen, hd))
+                    withUnsafeTemporaryAllocation(of: Float.self, capacity: bq * seen + packedQ + packedP + scratch) { buffer in
+                        let p = buffer.baseAddress!, pq = p + bq * seen, pp = pq + packedQ, work = pp + packedP
+                        bk_gemm_pack(q, Q, bq, hd, 0, 1, pq)
+                        bk_gemm(pq, bq, hd, keys + at, width, 1, seen, p, seen, work)  // [bq, seen]
+                        softmaxRows(p, scaled: true)
+                        bk_gemm_pack(p, seen, bq, seen, 0, 1, pp)
+                        bk_gemm(pp, bq, seen, values + at, 1, width, hd, out, H * hd, work)  // [bq, hd]
+                    }
+                    return
+                }
+                withUnsafeTemporaryAllocation(of: Float.self, capacity: bq * seen) { buffer in
+                    let p = buffer.baseAddress!
+                    Float.gemmOnThisThread(transA: false, transB: true, m: bq, n: seen, k: hd, alpha: scale,
+                                           a: q, lda: Q, b: keys + at, ldb: width, beta: 0, c: p, ldc: seen)  // [bq, seen]
+                    softmaxRows(p, scaled: false)
                     Float.gemmOnThisThread(transA: false, transB: false, m: bq, n: hd, k: seen, alpha: 1,
-                                           a: p, lda: seen, b: values + at, ldb: width,
-                                           beta: 0, c: att + r0 * H * hd + h * hd, ldc: H * hd)  // [bq, hd]
+                                           a: p, lda: seen, b: values + at, ldb: width, beta: 0, c: out, ldc: H * hd)  // [bq, hd]
                 }
             }
         }

@@ -333,7 +333,7 @@ extension FrozenMatrix {
         defer { if let packed { PieceBuffers.shared.give(packed) } }
         if let packed {
             let parts = bk_gemm_pack_parts(k)
-            WorkerPool.forEach(parts) { part in bk_gemm_pack(x, m, k, part, parts, packed.pointer) }
+            WorkerPool.forEach(parts) { part in bk_gemm_pack(x, k, m, k, part, parts, packed.pointer) }
         }
         WorkerPool.forEach(pieces.count) { i in
             let piece = pieces[i], n = piece.rows.count
@@ -342,7 +342,7 @@ extension FrozenMatrix {
             defer { PieceBuffers.shared.give(panel) }
             matrices[piece.matrix].dequantizeRows(piece.rows, into: panel.pointer)
             if let packed {
-                bk_gemm(packed.pointer, m, k, panel.pointer, k, n, y + piece.column, ldy, panel.pointer + n * k)
+                bk_gemm(packed.pointer, m, k, panel.pointer, k, 1, n, y + piece.column, ldy, panel.pointer + n * k)
             } else {
                 BLAS.sgemmOneThread(transA: false, transB: true, m: m, n: n, k: k, alpha: 1, a: x, lda: k,
                                     b: panel.pointer, ldb: k, beta: 0, c: y + piece.column, ldc: ldy)

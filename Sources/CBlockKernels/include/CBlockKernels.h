@@ -109,11 +109,13 @@ int bk_dequantize_rows_at(int level, uint32_t type, const void *w, size_t rowByt
 
 // ---------------------------------------------------------------------------------------------
 // Float32 products of many activation rows (a prompt's) with float32 weight rows, such as rows
-// bk_dequantize_rows unpacked: C[m, n] = X[m, k] · W[n, k]ᵀ. The activations are packed once
-// (bk_gemm_pack), then any number of bk_gemm calls (pieces of the weight rows, on any threads)
-// read them. Every output is one fused multiply-add chain, acc = fmaf(x[r, i], w[j, i], acc)
-// for i = 0 ..< k from acc = 0: the same bits at every level and whatever m, n, ldw, the pieces
-// and the other rows (gemm.c has the blocking and its speed against OpenBLAS's sgemm).
+// bk_dequantize_rows unpacked: C[m, n] = X[m, k] · W[n, k]ᵀ, W's element (j, i) at
+// w[j·ldw + i·wstep] (wstep = 1: rows of a matrix, W·; ldw = 1: its columns, a product with
+// the matrix itself, as attention's P·V). The activations are packed once (bk_gemm_pack), then
+// any number of bk_gemm calls (pieces of the weight rows, on any threads) read them. Every
+// output is one fused multiply-add chain, acc = fmaf(x[r, i], W[j, i], acc) for i = 0 ..< k from
+// acc = 0: the same bits at every level and whatever m, n, the strides, the pieces and the other
+// rows (gemm.c has the blocking and its speed against OpenBLAS's sgemm).
 
 /// Floats of the packed form of m rows of k activations.
 size_t bk_gemm_packed_floats(size_t m, size_t k);
@@ -121,25 +123,26 @@ size_t bk_gemm_packed_floats(size_t m, size_t k);
 /// Floats of scratch one bk_gemm call of m activation rows and n weight rows needs.
 size_t bk_gemm_scratch_floats(size_t m, size_t n);
 
-/// Packs x (m rows of k floats, row stride k) into `packed` (bk_gemm_packed_floats(m, k)
+/// Packs x (m rows of k floats, row r at x + r·ldx) into `packed` (bk_gemm_packed_floats(m, k)
 /// floats): the share `part` of `parts` (part < parts), so that threads can split the work;
 /// parts = 1 packs it all, and more than bk_gemm_pack_parts(k) leaves some shares empty.
 /// Single-threaded. Returns BK_OK.
-int bk_gemm_pack(const float *x, size_t m, size_t k, size_t part, size_t parts, float *packed);
+int bk_gemm_pack(const float *x, size_t ldx, size_t m, size_t k, size_t part, size_t parts, float *packed);
 
 /// Shares of the packing that hold work (blocks of k).
 size_t bk_gemm_pack_parts(size_t k);
 
-/// c[r·ldc + j] = Σ_i x[r, i]·w[j·ldw + i] (the chain above) for r < m and j < n, from the
+/// c[r·ldc + j] = Σ_i x[r, i]·W[j, i] (the chain above) for r < m and j < n, from the
 /// activations bk_gemm_pack packed with the same m and k. `scratch`: bk_gemm_scratch_floats(m, n)
 /// floats. Single-threaded. Returns BK_OK.
-int bk_gemm(const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t n, float *c, size_t ldc,
-            float *scratch);
+int bk_gemm(const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t wstep, size_t n, float *c,
+            size_t ldc, float *scratch);
 
 /// As bk_gemm_pack and bk_gemm at an explicit level (BK_ERROR_LEVEL above bk_best_level()).
-int bk_gemm_pack_at(int level, const float *x, size_t m, size_t k, size_t part, size_t parts, float *packed);
-int bk_gemm_at(int level, const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t n, float *c,
-               size_t ldc, float *scratch);
+int bk_gemm_pack_at(int level, const float *x, size_t ldx, size_t m, size_t k, size_t part, size_t parts,
+                    float *packed);
+int bk_gemm_at(int level, const float *packed, size_t m, size_t k, const float *w, size_t ldw, size_t wstep, size_t n,
+               float *c, size_t ldc, float *scratch);
 
 // ---------------------------------------------------------------------------------------------
 // q8 activations: llama.cpp's way of multiplying with quantized weights. Each activation row is
