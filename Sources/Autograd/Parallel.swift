@@ -88,6 +88,12 @@ public final class WorkerPool: @unchecked Sendable {
         shared.run(count, helpers: min(shared.workers, Parallel.maxThreads - 1), body)
     }
 
+    /// Calls `body(range)` for the fixed chunks of `grain` items of 0..<count (`Parallel.forChunks`:
+    /// boundaries from count and grain alone), on every core; one chunk runs inline.
+    public static func forChunks(_ count: Int, grain: Int, _ body: (Range<Int>) -> Void) {
+        Parallel.forChunks(count, grain: grain) { _, range in body(range) }
+    }
+
     func run(_ count: Int, helpers: Int, _ body: (Int) -> Void) {
         if count <= 0 { return }
         if count == 1 || helpers <= 0

@@ -403,8 +403,8 @@ public final class InferenceModel: @unchecked Sendable {
             let qkNorms = [(layer.norms[NormSlot.query.index], 0, H), (layer.norms[NormSlot.key.index], H * hd, K)]
             let (cosR, sinR) = layer.localRope ? (cosL, sinL) : (cosT, sinT)
             for s in segments { s.cache.enter(layer: li) }
-            WorkerPool.forEach((n + Self.rowsPerChunk - 1) / Self.rowsPerChunk) { chunk in
-                for r in (chunk * Self.rowsPerChunk)..<min(n, (chunk + 1) * Self.rowsPerChunk) {
+            WorkerPool.forChunks(n, grain: Self.rowsPerChunk) { rows in
+                for r in rows {
                     let row = qkv + r * Q
                     for case let (w?, offset, heads) in qkNorms {
                         rmsNormRows(row + offset, w, rows: perHead ? heads : 1, eps: eps, into: row + offset)
@@ -730,8 +730,8 @@ public final class InferenceModel: @unchecked Sendable {
     func addResidual(_ y: UnsafeMutablePointer<Float>, _ w: [Float]?, rows: Int, scale r: Float, into x: UnsafeMutablePointer<Float>) {
         if let w { rmsNormRows(y, w, rows: rows, into: y) }
         let D = config.hiddenSize
-        WorkerPool.forEach((rows + Self.rowsPerChunk - 1) / Self.rowsPerChunk) { chunk in
-            let range = (chunk * Self.rowsPerChunk * D)..<(min(rows, (chunk + 1) * Self.rowsPerChunk) * D)
+        WorkerPool.forChunks(rows, grain: Self.rowsPerChunk) { chunk in
+            let range = (chunk.lowerBound * D)..<(chunk.upperBound * D)
             if r == 1 {
                 for i in range { x[i] += y[i] }
             } else {
