@@ -88,7 +88,8 @@ struct DecodeCommand: ParsableCommand {
         let engine = InferenceModel(base: base.weights, activations: decoding.activations, kvCache: decoding.kvCache)
         let loadSeconds = monotonicSeconds() - t0
         let V = base.config.vocabSize
-        let prompt = (0..<promptTokens).map { ($0 * 7919 + 13) % V }
+        func tokens(_ count: Int) -> [Int] { (0..<count).map { ($0 * 7919 + 13) % V } }
+        let prompt = tokens(promptTokens)
         var logits: [Float] = []
         // warm-up: pages of a mapped file come in on first touch
         _ = engine.forward(Array(prompt.prefix(8)), cache: engine.makeCache(capacity: 16))
@@ -102,31 +103,24 @@ struct DecodeCommand: ParsableCommand {
             cacheBytes = cache.bytes
         }
         let unboundedCacheBytes = KVCache.bytes(base.config, positions: promptTokens + 1, precision: engine.kvCache, slidingMargin: nil)
-        for _ in 0..<repeats {
-            let cache = engine.makeCache(capacity: genTokens + 1)
+        /// Tokens/s of genTokens greedy steps after `context` (prefilled first, not timed).
+        func decodeRate(after context: [Int]) -> Double {
+            let cache = engine.makeCache(capacity: context.count + genTokens + 1)
             var token = 1
+            if !context.isEmpty {
+                engine.forward(context, cache: cache, into: &logits)
+                token = Sampler.argmax(logits[...])
+            }
             let s = monotonicSeconds()
             for _ in 0..<genTokens {
                 engine.forward([token], cache: cache, into: &logits)
                 token = Sampler.argmax(logits[...])
             }
-            decode.append(Double(genTokens) / (monotonicSeconds() - s))
+            return Double(genTokens) / (monotonicSeconds() - s)
         }
-        var atDepth: [Double] = []  // the same steps after decodeDepth tokens of context
-        if decodeDepth > 0 {
-            let context = (0..<decodeDepth).map { ($0 * 7919 + 13) % V }
-            for _ in 0..<repeats {
-                let cache = engine.makeCache(capacity: decodeDepth + genTokens + 1)
-                engine.forward(context, cache: cache, into: &logits)
-                var token = Sampler.argmax(logits[...])
-                let s = monotonicSeconds()
-                for _ in 0..<genTokens {
-                    engine.forward([token], cache: cache, into: &logits)
-                    token = Sampler.argmax(logits[...])
-                }
-                atDepth.append(Double(genTokens) / (monotonicSeconds() - s))
-            }
-        }
+        decode = (0..<repeats).map { _ in decodeRate(after: []) }
+        // the same steps after decodeDepth tokens of context
+        let atDepth = decodeDepth > 0 ? (0..<repeats).map { _ in decodeRate(after: tokens(decodeDepth)) } : []
         let batched = batchRows.isEmpty ? [] : measureBatches(engine, base: base)
         let verify = verifyRows.isEmpty ? [] : measureVerify(engine, base: base)
         let rss = peakRSSMB()  // before the bandwidth probe allocates its buffer
