@@ -294,6 +294,21 @@ void bk_to_half_at(int level, const float *x, uint16_t *y, size_t n) {
 
 void bk_to_half(const float *x, uint16_t *y, size_t n) { bk_to_half_at(bk_active_level(), x, y, n); }
 
+void bk_softmax_at(int level, float *x, size_t n, float scale) {
+    if (n == 0) return;
+    BK_VECTOR_CALL(vector_level(level), softmax, x, n, scale)
+}
+
+void bk_softmax(float *x, size_t n, float scale) { bk_softmax_at(bk_active_level(), x, n, scale); }
+
+void bk_swiglu_at(int level, const float *gate, const float *up, float *out, size_t n) {
+    BK_VECTOR_CALL(vector_level(level), swiglu, gate, up, out, n)
+}
+
+void bk_swiglu(const float *gate, const float *up, float *out, size_t n) {
+    bk_swiglu_at(bk_active_level(), gate, up, out, n);
+}
+
 float bk_dot(const float *a, const float *b, size_t n) { return bk_dot_at(bk_active_level(), a, b, n); }
 
 void bk_axpy(float alpha, const float *x, float *y, size_t n) { bk_axpy_at(bk_active_level(), alpha, x, y, n); }

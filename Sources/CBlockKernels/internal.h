@@ -218,7 +218,9 @@ void bk_vnni_matmul_q8(uint32_t type, const void *xq, size_t m, size_t k, const 
     void bk_##level##_attend_rows(const float *q, size_t ldq, size_t rows, size_t heads, const size_t *len,  \
                                   const void *keys, const void *values, int half, size_t stride, size_t hd, \
                                   float scale, float *scores, float *out, size_t ldo);                   \
-    void bk_##level##_to_half(const float *x, uint16_t *y, size_t n);
+    void bk_##level##_to_half(const float *x, uint16_t *y, size_t n);                                 \
+    void bk_##level##_softmax(float *x, size_t n, float scale);                                         \
+    void bk_##level##_swiglu(const float *gate, const float *up, float *out, size_t n);
 BK_VECTOR_DECLS(portable)
 #if defined(__x86_64__)
 BK_VECTOR_DECLS(avx2)

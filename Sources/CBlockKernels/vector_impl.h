@@ -415,5 +415,42 @@ void BK_VEC(to_half)(const float *x, uint16_t *y, size_t n) {
     }
 }
 
+// x[0..<n] = softmax(scale·x) in place (n >= 1): one pass scales and finds the maximum, one
+// takes e^(s - max) through exp16 (softmax_inv, as bk_attend), one multiplies by 1 / the sum.
+void BK_VEC(softmax)(float *x, size_t n, float scale) {
+    bk_v16 mv = BK_VEC(splat)(-INFINITY);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const bk_v16 s = BK_VEC(load)(x + i) * scale;
+        BK_VEC(store)(x + i, s);
+        mv = __builtin_elementwise_max(mv, s);
+    }
+    float mx = __builtin_reduce_max(mv);
+    for (; i < n; i++) {
+        x[i] *= scale;
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    const float inv = BK_VEC(softmax_inv)(x, n, mx);
+    for (i = 0; i + 16 <= n; i += 16) BK_VEC(store)(x + i, BK_VEC(load)(x + i) * inv);
+    for (; i < n; i++) x[i] *= inv;
+}
+
+// out[i] = g·σ(g)·up[i] with g = gate[i], σ(g) = 1 / (1 + e^-g) through exp16: 16 at a time,
+// the tail through the same vector code on padded lanes, so each value's bits depend only on
+// its own inputs.
+BK_INLINE bk_v16 BK_VEC(swiglu16)(bk_v16 g, bk_v16 u) { return g / (1.0f + BK_VEC(exp16)(-g)) * u; }
+
+void BK_VEC(swiglu)(const float *gate, const float *up, float *out, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) BK_VEC(store)(out + i, BK_VEC(swiglu16)(BK_VEC(load)(gate + i), BK_VEC(load)(up + i)));
+    if (i < n) {
+        float g[16] = {0}, u[16] = {0}, o[16];
+        memcpy(g, gate + i, (n - i) * sizeof(float));
+        memcpy(u, up + i, (n - i) * sizeof(float));
+        BK_VEC(store)(o, BK_VEC(swiglu16)(BK_VEC(load)(g), BK_VEC(load)(u)));
+        memcpy(out + i, o, (n - i) * sizeof(float));
+    }
+}
+
 #pragma clang diagnostic pop
 #undef BK_INLINE

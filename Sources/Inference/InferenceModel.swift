@@ -18,6 +18,7 @@
 // G = H/K query heads per kv head, hd head dim, F feed-forward, V vocab, Q = (H+2K)·hd.
 import Autograd
 import CBlockKernels
+import Synchronization
 import Foundation
 import ModelAssets
 import ModelDefinition
@@ -439,7 +440,7 @@ public final class InferenceModel: @unchecked Sendable {
                 if gelu {
                     Kernels.geluTanhGated(gate: g, up: g + F, out: act + r * F, count: F)  // Gemma's gate, as in training
                 } else {
-                    Kernels.swiglu(gate: g, up: g + F, out: act + r * F, count: F)  // SIMD exp, as in training
+                    bk_swiglu(g, g + F, act + r * F, F)  // training's SwiGLU to ~1e-7, each value alone
                 }
             }
             layer.wDown.matmulNT(act, m: n, n: D, k: F, o, activations)  // [n, D]
@@ -545,6 +546,9 @@ public final class InferenceModel: @unchecked Sendable {
         static let blockedRows = InferenceModel.blockedAttentionRows
         /// Query rows per product.
         static let blockRows = 64
+        /// Blocked attentions run (segments × layers), so tests can tell which path ran: on
+        /// AVX-512 a head dim below 16 gives the blocked path the bits of one row at a time.
+        static let blockedRuns = Atomic<Int>(0)
 
         func run(layer li: Int, qkv: UnsafeMutablePointer<Float>, into att: UnsafeMutablePointer<Float>, ws: Workspace) {
             for rows in blocked { runBlocked(rows, layer: li, qkv: qkv, into: att) }
@@ -610,6 +614,7 @@ public final class InferenceModel: @unchecked Sendable {
         /// after the p0 its cache held), as blocked products on every core: (query head, block of
         /// rows) tasks, the longest first; each writes its own rows of `att`.
         func runBlocked(_ rows: Range<Int>, layer li: Int, qkv: UnsafeMutablePointer<Float>, into att: UnsafeMutablePointer<Float>) {
+            Self.blockedRuns.add(1, ordering: .relaxed)
             let cache = caches[rowSegment[rows.lowerBound]]
             let view = cache.view(layer: li)
             let length = rowPosition[rows.upperBound - 1] + 1  // keys the last row sees
@@ -655,8 +660,7 @@ public final class InferenceModel: @unchecked Sendable {
                     for i in 0..<bq {
                         let row = p + i * seen, position = rowPosition[r0 + i]
                         let first = firstKey(position) - k0, visible = position + 1 - k0  // out of a sliding layer's window: 0
-                        if scaled { for j in first..<visible { row[j] *= scale } }
-                        _ = Kernels.softmaxRow(row + first, row + first, count: visible - first)
+                        bk_softmax(row + first, visible - first, scaled ? scale : 1)
                         row.update(repeating: 0, count: first)
                         (row + visible).update(repeating: 0, count: seen - visible)
                     }

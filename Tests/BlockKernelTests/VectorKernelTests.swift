@@ -1,4 +1,5 @@
-// CBlockKernels' float-vector kernels (bk_dot, bk_axpy, bk_attend, bk_attend_rows, bk_lowrank_up) at every
+// CBlockKernels' float-vector kernels (bk_dot, bk_axpy, bk_attend, bk_attend_rows, bk_lowrank_up,
+// bk_softmax, bk_swiglu) at every
 // feature level this CPU runs, against float64 loops: lengths around the 16-lane width, one
 // cached position, masked (-inf) and huge scores for the softmax's exp, keys/values at a stride
 // as in a KV cache, and an adapter's up-projection split by rows and by outputs.
@@ -217,6 +218,63 @@ final class VectorKernelTests: XCTestCase {
             XCTAssertEqual(got, Array(values[hd..<(2 * hd)]), "\(BlockKernelTests.levelName(level))")
             let one = attend(level: level, q: q, keys: keys, values: values, stride: hd, len: 1, hd: hd, scale: 1)
             XCTAssertEqual(one, Array(values[0..<hd]), "\(BlockKernelTests.levelName(level))")
+        }
+    }
+
+    /// softmax(scale·x) against float64 at lengths around the 16-lane width, scales of 1 and of
+    /// 1/sqrt(64), scores far apart (the small ones' exponentials underflow to exactly 0, the
+    /// largest takes all the weight) and one value (exactly 1).
+    func testSoftmaxMatchesFloat64AtEveryLevel() {
+        var rng = RNG(state: 41)
+        for level in BlockKernelTests.levels {
+            for n in [1, 2, 15, 16, 17, 31, 33, 64, 100, 257] {
+                for scale: Float in [1, 0.125] {
+                    let x = (0..<n).map { _ in 12 * rng.float() }
+                    var y = x
+                    y.withUnsafeMutableBufferPointer { bk_softmax_at(level, $0.baseAddress, n, scale) }
+                    let s = x.map { Double($0) * Double(scale) }, mx = s.max()!
+                    let e = s.map { Foundation.exp($0 - mx) }, total = e.reduce(0, +)
+                    for i in 0..<n {
+                        XCTAssertEqual(Double(y[i]), e[i] / total, accuracy: 2e-6 * max(e[i] / total, 1e-3),
+                                       "n \(n) scale \(scale) at \(i), \(BlockKernelTests.levelName(level))")
+                    }
+                }
+            }
+            var far: [Float] = [-200, 0, 300, -1, 17, 299 - 120]
+            far.withUnsafeMutableBufferPointer { bk_softmax_at(level, $0.baseAddress, 6, 1) }
+            XCTAssertEqual(far, [0, 0, 1, 0, 0, 0], "\(BlockKernelTests.levelName(level))")
+            var one: [Float] = [-3.5]
+            one.withUnsafeMutableBufferPointer { bk_softmax_at(level, $0.baseAddress, 1, 0.5) }
+            XCTAssertEqual(one, [1])
+        }
+    }
+
+    /// SwiGLU against float64 (large gates of either sign included: e^-g clamped or 0), in place
+    /// over the gate, and each value's bits independent of n and of its position in the call.
+    func testSwigluMatchesFloat64AndEachValueAlone() {
+        var rng = RNG(state: 43)
+        for level in BlockKernelTests.levels {
+            for n in [0, 1, 15, 16, 17, 40, 100] {
+                var gate = (0..<n).map { _ in 8 * rng.float() }, up = (0..<n).map { _ in rng.float() }
+                if n > 3 { gate[0] = 95; gate[1] = -95; gate[2] = 0 }
+                var out = [Float](repeating: .nan, count: n)
+                gate.withUnsafeBufferPointer { g in up.withUnsafeBufferPointer { u in out.withUnsafeMutableBufferPointer {
+                    bk_swiglu_at(level, g.baseAddress, u.baseAddress, $0.baseAddress, n)
+                } } }
+                for i in 0..<n {
+                    let g = Double(gate[i]), want = g / (1 + Foundation.exp(-g)) * Double(up[i])
+                    XCTAssertEqual(Double(out[i]), want, accuracy: 1e-6 * max(abs(want), 1e-6),
+                                   "n \(n) at \(i), \(BlockKernelTests.levelName(level))")
+                    var alone = [Float](repeating: 0, count: 1)
+                    gate.withUnsafeBufferPointer { g in up.withUnsafeBufferPointer { u in alone.withUnsafeMutableBufferPointer {
+                        bk_swiglu_at(level, g.baseAddress! + i, u.baseAddress! + i, $0.baseAddress, 1)
+                    } } }
+                    XCTAssertEqual(alone[0].bitPattern, out[i].bitPattern, "n \(n) value \(i) alone, \(BlockKernelTests.levelName(level))")
+                }
+                var inPlace = gate
+                inPlace.withUnsafeMutableBufferPointer { g in up.withUnsafeBufferPointer { bk_swiglu_at(level, g.baseAddress, $0.baseAddress, g.baseAddress, n) } }
+                XCTAssertEqual(inPlace.map(\.bitPattern), out.map(\.bitPattern), "in place, n \(n)")
+            }
         }
     }
 }

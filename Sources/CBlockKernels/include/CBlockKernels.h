@@ -229,6 +229,15 @@ void bk_attend_rows(const float *q, size_t ldq, size_t rows, size_t heads, const
 /// i < n: the same bits on every level.
 void bk_to_half(const float *x, uint16_t *y, size_t n);
 
+/// x[0..<n] = softmax(scale·x[0..<n]) in place: scaled, less its maximum, e^ through the
+/// polynomial bk_attend uses (about 2e-7 relative error), times 1 / the sum. A prompt's attention
+/// rows. n = 0 does nothing.
+void bk_softmax(float *x, size_t n, float scale);
+
+/// out[i] = g·σ(g)·up[i] for g = gate[i], σ(g) = 1 / (1 + e^-g) (SwiGLU; out may alias gate or
+/// up): each value's bits depend only on its own inputs, not on n or its position.
+void bk_swiglu(const float *gate, const float *up, float *out, size_t n);
+
 /// An adapter's up-projection added to y: y[row·ldy + o] += Σ_{j<r} u[row·r + j]·bt[j·out + o]
 /// for row < m and o0 <= o < o1, with B stored transposed (bt [r, out]: float32, or IEEE half
 /// when `half` is nonzero). Every output starts from zero and adds j = 0 ..< r in order, then
@@ -246,6 +255,8 @@ void bk_attend_rows_at(int level, const float *q, size_t ldq, size_t rows, size_
                        const void *values, int half, size_t stride, size_t hd, float scale, float *scores, float *out,
                        size_t ldo);
 void bk_to_half_at(int level, const float *x, uint16_t *y, size_t n);
+void bk_softmax_at(int level, float *x, size_t n, float scale);
+void bk_swiglu_at(int level, const float *gate, const float *up, float *out, size_t n);
 
 #ifdef __cplusplus
 }
