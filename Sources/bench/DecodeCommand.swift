@@ -25,7 +25,7 @@ struct DecodeCommand: ParsableCommand {
     @Option(help: "One-token decoding steps from an empty context (llama-bench -n).")
     var genTokens: Int = 128
 
-    @Option(help: "Repeats of each measurement; the mean and the best are reported.")
+    @Option(help: "Repeats of each measurement, on one KV cache emptied between them (as llama-bench's repetitions; the prompt is run once untimed first); the mean and the best are reported.")
     var repeats: Int = 3
 
     @Option(help: "Also time the --gen-tokens decoding steps after this many tokens already in the context (llama-bench -d; prefilled first, not timed); 0: only from an empty context.")
