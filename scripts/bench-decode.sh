@@ -4,7 +4,8 @@
 # llama-bench and, for generate, llama.cpp's own generation tool llama-completion on the same chat
 # (scripts/peers/llama_cpp.sh builds both) in the same sitting, 2 threads, per GGUF file: one table
 # per file, and runs/bench-decode/<time>.json; then ours at every CPU level from avx2 up in both
-# activation modes, beside llama.cpp (its AVX2-only build at avx2, when built: see below). Leaves
+# activation modes, beside llama.cpp (its AVX2-only build at avx2, when built: see below; its
+# native build runs again after them, and their ratios are to the mean of its two runs). Leaves
 # out output quality. Follows llama-bench's measure (pp256, tg128: mean tokens/s of 3 runs after a
 # warmup, from its JSON).
 # Usage: scripts/bench-decode.sh [GGUF ...]   (default: the SmolLM2 file from scripts/fetch-model.sh)
@@ -123,6 +124,13 @@ for model in "${models[@]}"; do
           || echo "bench-decode: OURS FAILED at $level / $act on $name" >&2
       done
     done
+    # llama.cpp's native build once more after the levels: their ratios are to the mean of its
+    # runs before and after ours (the machine's speed drifts by 10-15% over minutes)
+    rm -f "$dir/$i.llama_after.json"
+    if [ -n "$levels" ]; then
+      echo "== $name: llama.cpp llama-bench -t $threads -p $prompt -n $gen -r $reps, after ours" >&2
+      "$llama_bench" -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r "$reps" -o json > "$dir/$i.llama_after.json" || rm -f "$dir/$i.llama_after.json"
+    fi
   fi
   python3 - "$dir" "$i" "$model" "$prompt" "$gen" "$threads" <<'PY'
 import glob, json, os, sys
@@ -190,8 +198,13 @@ if ours:
 else:
     print("ours: not measured (bench decode missing or failed, see above)")
 # every level and activation mode beside llama.cpp: its native build, and its AVX2 build at avx2
-llama_avx2 = load(f"{d}/{i}.llama_avx2.json")
+llama_avx2, llama_after = load(f"{d}/{i}.llama_avx2.json"), load(f"{d}/{i}.llama_after.json")
 peer_at = {"native": (pp, tg)}
+if llama_after:
+    pp2, tg2 = pick(llama_after, prompt, 0, 0), pick(llama_after, 0, gen, 0)
+    mean = lambda a, b: {"tokens_per_s": (a["tokens_per_s"] + b["tokens_per_s"]) / 2, "stddev": None, "before": a["tokens_per_s"], "after": b["tokens_per_s"]}
+    peer_at["native"] = (mean(pp, pp2), mean(tg, tg2))
+    llama["after_ours"] = {f"pp{prompt}": pp2, f"tg{gen}": tg2}
 if llama_avx2:
     peer_at["avx2"] = (pick(llama_avx2, prompt, 0, 0), pick(llama_avx2, 0, gen, 0))
 levels = []
@@ -206,6 +219,10 @@ for path in sorted(glob.glob(f"{d}/{i}.level_*.json")):
                    "prefill_ratio": o["prefill_tokens_per_s"] / lp["tokens_per_s"], "decode_ratio": o["decode_tokens_per_s"] / lt["tokens_per_s"],
                    "streamed_gb_s": o["streamed_gb_s"]})
 if levels:
+    if llama_after:
+        (np_, nt_) = peer_at["native"]
+        print(f"\nllama.cpp's native build before ours and after the levels: pp{prompt} {np_['before']:.1f} -> {np_['after']:.1f}, "
+              f"tg{gen} {nt_['before']:.1f} -> {nt_['after']:.1f}; the levels' ratios are to the means ({np_['tokens_per_s']:.1f} / {nt_['tokens_per_s']:.1f})")
     print(f"\nevery level, both activation modes (pp{prompt} / tg{gen} tokens/s; ratios to llama.cpp's native build"
           + (f", at avx2 to its AVX2 build: {peer_at['avx2'][0]['tokens_per_s']:.1f} / {peer_at['avx2'][1]['tokens_per_s']:.1f})" if "avx2" in peer_at else
              "; no AVX2 llama.cpp build: LLAMA_CPP_LEVEL=avx2 scripts/peers/llama_cpp.sh makes one)"))
