@@ -18,10 +18,10 @@
 // G = H/K query heads per kv head, hd head dim, F feed-forward, V vocab, Q = (H+2K)·hd.
 import Autograd
 import CBlockKernels
-import Synchronization
 import Foundation
 import ModelAssets
 import ModelDefinition
+import Synchronization
 
 public final class InferenceModel: @unchecked Sendable {
     /// How the projection and head weights are held. float32 gives the reference numbers (the
