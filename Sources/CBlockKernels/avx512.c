@@ -44,14 +44,20 @@ INLINE float hsum512(__m512 v) {
     return hsum256(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
-// Asks for the same block eight rows later (two groups of output rows on), into L2. Without
-// it the hardware prefetchers fell behind the interleaved row streams; prefetching into L1
-// (T0) four rows ahead helped compute-bound types but left byte-heavy ones starved: one core
-// streamed F16 576x49152 from DRAM at 11 GB/s with T0 and 22 GB/s with T1, Q8_0 9 -> 17, while
-// Q4_1 (compute-bound at ~11 GB/s) was the same either way.
+// Asks for the same block eight rows later (two groups of output rows on). Without it the
+// hardware prefetchers fell behind the interleaved row streams; prefetching into L1 (T0) four
+// rows ahead helped compute-bound types but left byte-heavy ones starved: one core streamed F16
+// 576x49152 from DRAM at 11 GB/s with T0 and 22 GB/s with T1, Q8_0 9 -> 17, while Q4_1
+// (compute-bound at ~11 GB/s) was the same either way. Non-temporal (NTA) rather than T1: the
+// weights are read once per step, and marked so they stop evicting what the step reuses; alone
+// in `bench kernels` the two read the same (cold, one and two threads), but in the model float32
+// decoding went 3-5% faster (Zen 5, interleaved: Qwen3-0.6B six rounds all ahead, 84.2-99.2 ->
+// 95.0-101.4 tokens/s; Phi-4-mini 17.3-17.7 -> 18.1-18.5; Qwen3-1.7B 31.9 -> 32.8-33.4; Gemma-3-1B
+// level). The q8k kernels keep T1: NTA there was +6-11% on Qwen3-0.6B but -3-5% on Qwen3-1.7B,
+// whose q8 decoding streams near the memory's limit.
 INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes, size_t bytes) {
     const char *a = (const char *)p + 8 * rowBytes;
-    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_T1);
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_NTA);
 }
 
 INLINE float half(const uint8_t *p) { return _cvtsh_ss(bk_u16(p)); }
