@@ -646,7 +646,7 @@ public final class InferenceModel: @unchecked Sendable {
                 base = oldest
             }
             let blocks = (rows.count + Self.blockRows - 1) / Self.blockRows
-            let gemm = bk_active_level() >= Int32(BK_LEVEL_AVX512)  // as FrozenMatrix's pieces: OpenBLAS below
+            let gemm = FrozenMatrix.usesGemm  // bk_gemm, or OpenBLAS below AVX-512
             WorkerPool.forEach(H * blocks) { task in
                 let b = blocks - 1 - task % blocks, h = task / blocks, kvh = h / G  // later blocks see more keys: first
                 let r0 = rows.lowerBound + b * Self.blockRows, bq = Swift.min(Self.blockRows, rows.upperBound - r0)

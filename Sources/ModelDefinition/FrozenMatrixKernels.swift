@@ -305,7 +305,8 @@ extension FrozenMatrix {
                                  into y: UnsafeMutablePointer<Float>, ldy: Int) {
         // bk_gemm's packed copy of the activations is m·k floats: a long prompt goes
         // `packedRows` rows at a time, so that copy stays bounded (each row's bits are its own)
-        if bk_active_level() >= Int32(BK_LEVEL_AVX512), m > packedRows {
+        let gemm = usesGemm
+        if gemm, m > packedRows {
             for r0 in stride(from: 0, to: m, by: packedRows) {
                 multiplyInPieces(matrices, x + r0 * matrices[0].columns, m: Swift.min(packedRows, m - r0), into: y + r0 * ldy, ldy: ldy)
             }
@@ -324,12 +325,7 @@ extension FrozenMatrix {
             }
             offset += w.rows
         }
-        // From AVX-512 up, CBlockKernels' bk_gemm with the activations packed once for every piece
-        // (OpenBLAS packed them again for each piece, and each piece's weights too: Qwen3-0.6B's
-        // float32 prefill ran 16-18% faster, gemm.c); below, OpenBLAS's kernels, which were faster
-        // than an AVX2 bk_gemm.
-        let level = bk_active_level()
-        let packed = level >= Int32(BK_LEVEL_AVX512) ? PieceBuffers.shared.take(bk_gemm_packed_floats(m, k)) : nil
+        let packed = gemm ? PieceBuffers.shared.take(bk_gemm_packed_floats(m, k)) : nil
         defer { if let packed { PieceBuffers.shared.give(packed) } }
         if let packed {
             let parts = bk_gemm_pack_parts(k)
@@ -349,6 +345,13 @@ extension FrozenMatrix {
             }
         }
     }
+
+    /// Whether float32 products of many rows go through CBlockKernels' bk_gemm (from AVX-512 up:
+    /// the activations packed once for every piece, where OpenBLAS packed them again for each piece
+    /// and each piece's weights too; Qwen3-0.6B's float32 prefill ran 16-18% faster, gemm.c) or
+    /// OpenBLAS's sgemm (below: faster than an AVX2 bk_gemm). `multiplyInPieces` and a prompt's
+    /// blocked attention both follow it.
+    public static var usesGemm: Bool { bk_active_level() >= Int32(BK_LEVEL_AVX512) }
 
     /// Input rows `multiplyInPieces` packs at a time on AVX-512 (the packed copy: at most 1,024·k
     /// floats, 32 MiB for Phi-4-mini's down-projection); each piece's weights are unpacked once
