@@ -194,9 +194,9 @@ public final class InferenceModel: @unchecked Sendable {
     public func forward(_ tokens: [Int], cache: KVCache, allLogits: Bool = false, into logits: inout [Float]) {
         precondition(!tokens.isEmpty, "[InferenceModel.forward] no tokens")
         let ws = cache.workspace
-        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count)], ws)  // [n, D]
-        let rows = allLogits ? tokens.count : 1
-        outputHead(x + (tokens.count - rows) * config.hiddenSize, rows: rows, ws: ws, into: &logits)  // [rows, V]
+        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count)], ws,
+                          outputRows: allLogits ? nil : [tokens.count - 1])  // [rows, D]
+        outputHead(x, rows: allLogits ? tokens.count : 1, ws: ws, into: &logits)  // [rows, V]
     }
 
     /// `forward` with logits only for the new tokens at `rows` (increasing indices into `tokens`):
@@ -205,10 +205,8 @@ public final class InferenceModel: @unchecked Sendable {
     public func forward(_ tokens: [Int], cache: KVCache, logitsAt rows: [Int], into logits: inout [Float]) {
         precondition(!tokens.isEmpty && !rows.isEmpty && zip(rows, rows.dropFirst()).allSatisfy { $0 < $1 }
                      && rows.first! >= 0 && rows.last! < tokens.count, "[InferenceModel.forward] rows \(rows) of \(tokens.count) tokens")
-        let ws = cache.workspace, D = config.hiddenSize
-        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count, undoable: true)], ws)  // [n, D]
-        // gather in place: rows[k] >= k, and every later source row lies past destination k
-        for (k, r) in rows.enumerated() where k != r { (x + k * D).update(from: x + r * D, count: D) }  // [rows, D]
+        let ws = cache.workspace
+        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count, undoable: true)], ws, outputRows: rows)  // [rows, D]
         outputHead(x, rows: rows.count, ws: ws, into: &logits)  // [rows, V]
     }
 
@@ -261,10 +259,10 @@ public final class InferenceModel: @unchecked Sendable {
     public func hiddenStates(_ tokens: [Int], cache: KVCache, lastRows: Int) -> [Float] {
         precondition(!tokens.isEmpty, "[InferenceModel.forward] no tokens")
         let D = config.hiddenSize, n = tokens.count
-        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: n)], cache.workspace)  // [n, D]
         let rows = min(max(lastRows, 1), n)
+        let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: n)], cache.workspace, outputRows: Array((n - rows)..<n))  // [rows, D]
         var hn = [Float](repeating: 0, count: rows * D)
-        hn.withUnsafeMutableBufferPointer { finalNormRows(x + (n - rows) * D, rows: rows, into: $0.baseAddress!) }
+        hn.withUnsafeMutableBufferPointer { finalNormRows(x, rows: rows, into: $0.baseAddress!) }
         return hn
     }
 
@@ -317,9 +315,20 @@ public final class InferenceModel: @unchecked Sendable {
     /// to the segments' caches; returns the residual stream [n, D] (in `ws`, valid until its next use).
     /// `rowAdapters`, when given, holds one entry per new row: that row's own adapter (or nil),
     /// whose low-rank terms are added to the row after the base product (RowAdapter).
-    func runBlocks(_ tokens: [Int], _ segments: [Segment], _ ws: Workspace, rowAdapters: [RowAdapter?]? = nil) -> UnsafeMutablePointer<Float> {
+    /// `outputRows` (increasing indices into `tokens`), when given, are the only rows the caller
+    /// reads: the last layer runs past its attention for them alone (every row's keys and values,
+    /// all the cache keeps, come before; llama.cpp skips the same rows) and the result is their
+    /// residual rows [outputRows.count, D], in that order. A prompt's prefill wants one row: this
+    /// leaves out the last layer's output projection and feed-forward for the others (~1/L of the
+    /// prompt's work for L layers).
+    func runBlocks(_ tokens: [Int], _ segments: [Segment], _ ws: Workspace, rowAdapters: [RowAdapter?]? = nil,
+                   outputRows: [Int]? = nil) -> UnsafeMutablePointer<Float> {
         let c = config
         let n = tokens.count
+        if let outputRows {
+            precondition(!outputRows.isEmpty && zip(outputRows, outputRows.dropFirst()).allSatisfy { $0 < $1 }
+                         && outputRows.first! >= 0 && outputRows.last! < n, "[InferenceModel.runBlocks] output rows \(outputRows) of \(n) tokens")
+        }
         let D = c.hiddenSize, H = c.numHeads, K = c.numKVHeads, hd = c.headDim, F = c.intermediateSize
         let Q = (H + 2 * K) * hd, half = c.rotaryDim / 2, eps = Float(c.rmsNormEps)
         // per row: its segment and absolute position; rotary cos/sin [n, hd/2] shared by all layers
@@ -424,18 +433,29 @@ public final class InferenceModel: @unchecked Sendable {
             }
             attention.run(layer: li, qkv: qkv, into: att, ws: ws)  // [n, H*hd]
             for s in segments { s.cache.leave(layer: li) }
-            layer.wo.matmulNT(att, m: n, n: D, k: H * hd, o, activations)  // [n, D]
-            addLowRank(layer, input: 1, att, rows: n, into: o, width: D)
-            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 1, att, rows: n, into: o, width: D) }
-            addResidual(o, layer.norms[NormSlot.attentionOutput.index], rows: n, scale: residual, into: x)
-            normRows(x, layer.norms[NormSlot.feedForwardInput.index], rows: n, eps: eps, into: h)
-            layer.wGateUp.matmulNT(h, m: n, n: 2 * F, k: D, gu, activations)  // [n, 2F]
-            addLowRank(layer, input: 2, h, rows: n, into: gu, width: 2 * F)
-            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 2, h, rows: n, into: gu, width: 2 * F) }
+            // the last layer past its attention: only the rows the caller reads (outputRows),
+            // gathered in place (outputRows[k] >= k, and every later source row lies past k)
+            var m = n, adapters = rowAdapters
+            if li == layers.count - 1, let outputRows, outputRows.count < n {
+                for (k, r) in outputRows.enumerated() where k != r {
+                    (att + k * H * hd).update(from: att + r * H * hd, count: H * hd)
+                    (x + k * D).update(from: x + r * D, count: D)
+                }
+                m = outputRows.count
+                adapters = rowAdapters.map { a in outputRows.map { a[$0] } }
+            }
+            layer.wo.matmulNT(att, m: m, n: D, k: H * hd, o, activations)  // [m, D]
+            addLowRank(layer, input: 1, att, rows: m, into: o, width: D)
+            if let adapters { addRowLowRank(adapters, layer: li, input: 1, att, rows: m, into: o, width: D) }
+            addResidual(o, layer.norms[NormSlot.attentionOutput.index], rows: m, scale: residual, into: x)
+            normRows(x, layer.norms[NormSlot.feedForwardInput.index], rows: m, eps: eps, into: h)
+            layer.wGateUp.matmulNT(h, m: m, n: 2 * F, k: D, gu, activations)  // [m, 2F]
+            addLowRank(layer, input: 2, h, rows: m, into: gu, width: 2 * F)
+            if let adapters { addRowLowRank(adapters, layer: li, input: 2, h, rows: m, into: gu, width: 2 * F) }
             // row by row, so each row's bits do not depend on n; the rows on every core (8 rows
             // of SmolLM2 were ~4% of a batched pass on one core)
             let gelu = c.definition.activation == .geluTanh
-            WorkerPool.forEach(n) { r in
+            WorkerPool.forEach(m) { r in
                 let g = gu + r * 2 * F
                 if gelu {
                     Kernels.geluTanhGated(gate: g, up: g + F, out: act + r * F, count: F)  // Gemma's gate, as in training
@@ -443,10 +463,10 @@ public final class InferenceModel: @unchecked Sendable {
                     bk_swiglu(g, g + F, act + r * F, F)  // training's SwiGLU to ~1e-7, each value alone
                 }
             }
-            layer.wDown.matmulNT(act, m: n, n: D, k: F, o, activations)  // [n, D]
-            addLowRank(layer, input: 3, act, rows: n, into: o, width: D)
-            if let rowAdapters { addRowLowRank(rowAdapters, layer: li, input: 3, act, rows: n, into: o, width: D) }
-            addResidual(o, layer.norms[NormSlot.feedForwardOutput.index], rows: n, scale: residual, into: x)
+            layer.wDown.matmulNT(act, m: m, n: D, k: F, o, activations)  // [m, D]
+            addLowRank(layer, input: 3, act, rows: m, into: o, width: D)
+            if let adapters { addRowLowRank(adapters, layer: li, input: 3, act, rows: m, into: o, width: D) }
+            addResidual(o, layer.norms[NormSlot.feedForwardOutput.index], rows: m, scale: residual, into: x)
         }
         for s in segments { s.cache.finish() }
         return x

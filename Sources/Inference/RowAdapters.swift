@@ -62,9 +62,8 @@ extension InferenceModel {
         let ws = cache.workspace
         let rowAdapters = [RowAdapter?](repeating: adapter, count: tokens.count)
         let x = runBlocks(tokens, [Segment(cache: cache, firstRow: 0, rows: tokens.count)], ws,
-                          rowAdapters: adapter == nil ? nil : rowAdapters)  // [n, D]
-        let rows = allLogits ? tokens.count : 1
-        outputHead(x + (tokens.count - rows) * config.hiddenSize, rows: rows, ws: ws, into: &logits)  // [rows, V]
+                          rowAdapters: adapter == nil ? nil : rowAdapters, outputRows: allLogits ? nil : [tokens.count - 1])  // [rows, D]
+        outputHead(x, rows: allLogits ? tokens.count : 1, ws: ws, into: &logits)  // [rows, V]
     }
 
     /// y[:, offset..<offset+out] += scale·(x·Aᵀ)·Bᵀ for each row's own adapter terms of layer `li`

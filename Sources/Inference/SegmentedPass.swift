@@ -53,9 +53,7 @@ extension InferenceModel {
                 tokens += s.tokens
             }
             let ws = group.first!.cache.workspace
-            let x = runBlocks(tokens, parts, ws, rowAdapters: adapters.contains { $0 != nil } ? adapters : nil)  // [rows, D]
-            // gather in place: wanted[k] >= k, and every later source row lies past destination k
-            for (k, r) in wanted.enumerated() where k != r { (x + k * D).update(from: x + r * D, count: D) }  // [wanted, D]
+            let x = runBlocks(tokens, parts, ws, rowAdapters: adapters.contains { $0 != nil } ? adapters : nil, outputRows: wanted)  // [wanted, D]
             let hn = ws.hn.ensure(wanted.count * D)
             finalNormRows(x, rows: wanted.count, into: hn)  // [wanted, D]
             logits.withUnsafeMutableBufferPointer { lp in
