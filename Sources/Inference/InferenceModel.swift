@@ -866,22 +866,23 @@ enum Weights {
     }
 }
 
-/// A Float scratch buffer that grows on demand and is reused (its contents are not kept).
+/// A Float scratch buffer that grows on demand and is reused (its contents are not kept);
+/// 64-byte aligned (AlignedFloats), as the kernels that read and write it want.
 final class ScratchBuffer {
-    private var pointer: UnsafeMutablePointer<Float>
+    private var memory: AlignedFloats
     private var capacity: Int
     init() {
         capacity = 16
-        pointer = .allocate(capacity: capacity)
+        memory = AlignedFloats(capacity)
     }
-    deinit { pointer.deallocate() }
+    deinit { memory.deallocate() }
     func ensure(_ count: Int) -> UnsafeMutablePointer<Float> {
         if count > capacity {
-            pointer.deallocate()
+            memory.deallocate()
             capacity = max(count, capacity * 2)
-            pointer = .allocate(capacity: capacity)
+            memory = AlignedFloats(capacity)
         }
-        return pointer
+        return memory.pointer
     }
 }
 
