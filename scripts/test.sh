@@ -29,7 +29,7 @@ bin=$(swift build -c release -Xswiftc -enable-testing --show-bin-path)
 if [ "${CPU_LEVELS:-1}" != 0 ]; then
   numerics='BlockKernelTests|Q8KTests|VectorKernelTests|StoredWeightsTests|StoredSafetensorsTests|PromptAttentionTests'
   numerics+='|TinyModelReferenceTests|SmolLM2ReferenceTests|RowAdapterTests|BatchedGenerationTests|SpeculativeDecodingTests'
-  numerics+='|EngineTests|GradientCheckTests|NumericsTests'
+  numerics+='|EngineTests|GradientCheckTests|NumericsTests|OutputRowsTests'
   best=$(env -u ADAPTER_CPU_LEVEL swift test -c release -Xswiftc -enable-testing --skip-build --filter BlockKernelTests.testLevelControl 2>&1 \
          | sed -n 's/^BlockKernelTests: best level here is //p')
   [ -n "$best" ] || { echo "test.sh: could not read this CPU's best level from BlockKernelTests" >&2; exit 1; }
