@@ -24,18 +24,23 @@
 // [B][4][m][2]: the sums of each 32 values' q, for super-block b and sub-blocks 2g, 2g+1 of all
 // rows side by side, so a tile multiplies them by the pair of mins (mn_2g, mn_2g+1) with one
 // vpmaddwd for all its rows; then bsum16 int16 [B][8][m][2], the same per 16 values (Q6_K's
-// sub-blocks, paired 2j, 2j+1).
+// sub-blocks, paired 2j, 2j+1); then the q of the first 16·⌊m/16⌋ rows again, 16 rows in lanes:
+// [m/16][k/4][16][4] (block R's values 4i..4i+3 of its rows 0..15 side by side, one vector: the
+// VNNI Q4_K tile's vpdpbusd against four weight values broadcast).
 typedef struct {
     const int8_t *q;
     const float *d;
     const int16_t *bsum, *bsum16;
+    const int8_t *lanes;  // nil when m < 16
 } q8k_view;
+
+static size_t lanes_offset(size_t m, size_t k) { return m * k + m * (k / 256) * (4 + 16 + 32); }
 
 static q8k_view q8k_layout(const void *xq, size_t m, size_t k) {
     const uint8_t *base = (const uint8_t *)xq;
     const size_t B = k / 256;
     q8k_view v = {(const int8_t *)base, (const float *)(base + m * k), (const int16_t *)(base + m * k + 4 * m * B),
-                  (const int16_t *)(base + m * k + 4 * m * B + 16 * m * B)};
+                  (const int16_t *)(base + m * k + 4 * m * B + 16 * m * B), m >= 16 ? (const int8_t *)(base + lanes_offset(m, k)) : 0};
     return v;
 }
 
@@ -44,7 +49,7 @@ static inline size_t bsum_index(size_t m, size_t r, size_t b, int s) { return ((
 // Index in bsum16 of row r, super-block b, 16-value sub-block s (0..15).
 static inline size_t bsum16_index(size_t m, size_t r, size_t b, int s) { return ((b * 8 + s / 2) * m + r) * 2 + (s & 1); }
 
-size_t bk_q8k_bytes(size_t m, size_t k) { return m * k + m * (k / 256) * (4 + 16 + 32); }
+size_t bk_q8k_bytes(size_t m, size_t k) { return lanes_offset(m, k) + m / 16 * 16 * k; }
 
 // The plain C quantizer serves every level (it is a small part of a product's time).
 static void quantize_q8k(const float *x, size_t m, size_t k, void *xq) {
@@ -75,6 +80,10 @@ static void quantize_q8k(const float *x, size_t m, size_t k, void *xq) {
             d[b * m + r] = scale;
         }
     }
+    int8_t *lanes = (int8_t *)(base + lanes_offset(m, k));
+    for (size_t R = 0; R < m / 16; R++)
+        for (size_t i = 0; i < k / 4; i++)
+            for (size_t r = 0; r < 16; r++) memcpy(lanes + ((R * (k / 4) + i) * 16 + r) * 4, q + (16 * R + r) * k + 4 * i, 4);
 }
 
 // Q6_K's value i (0..255) of the super-block at p as the unsigned q (0..63), in ggml's order:
@@ -696,8 +705,98 @@ INLINE void vnni_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
     _mm_storeu_ps(y, _mm_sub_ps(acc, macc));
 }
 
+// Q4_K and Q5_K rows in lanes: four weight rows against the first 16·⌊m/16⌋ activation rows, 16
+// rows per vector (x.lanes). The four rows' super-blocks are unpacked once into bytes (values
+// 0..15, Q5_K's 0..31, in order) with their scales; then for each block of 16 activation rows, sub-block s of each weight
+// row is eight vpdpbusd (four weight values broadcast against the 16 rows' four values), its exact
+// sum times sc_s (vpmulld) added to sumi; per super-block the header's float steps in 16 lanes.
+// The integer sums are the 8-row tile's exact sums, so the bits are its bits; ~2x its speed (C
+// harness, Zen 5, 64 x 1024 x 1024: 56 against 34 multiply-adds per cycle), as no lane sums need
+// reducing and one weight unpack serves all the rows. Weight rows of up to LANES_K values.
+enum { LANES_K = 16384 };
+INLINE void lanes_k45(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
+    const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
+    uint8_t wb[4][LANES_K] __attribute__((aligned(64)));
+    uint8_t sc[4][LANES_K / 256][8], mn[4][LANES_K / 256][8];
+    float dw[4][LANES_K / 256], dmw[4][LANES_K / 256];
+    for (int j = 0; j < 4; j++)
+        for (size_t b = 0; b < B; b++) {
+            const uint8_t *p = w + j * rowBytes + b * bytes;
+            prefetch_ahead(p, rowBytes, bytes);
+            bk_k4_scales(p + 4, sc[j][b], mn[j][b]);
+            dw[j][b] = bk_half_to_float(bk_u16(p));
+            dmw[j][b] = bk_half_to_float(bk_u16(p + 2));
+            const __m256i nibble = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+            for (int g = 0; g < 4; g++) {  // sub-blocks 2g (low nibbles) and 2g + 1 (high)
+                const __m256i qs = _mm256_loadu_si256((const __m256i *)(p + (type == BK_Q4_K ? 16 : 48) + 32 * g));
+                __m256i lo = _mm256_and_si256(qs, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble);
+                if (type == BK_Q5_K) {  // bit 2g (2g + 1) of each qh byte as bit 4
+                    const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), one), 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g + 1), one), 4));
+                }
+                _mm256_store_si256((__m256i *)(wb[j] + 256 * b + 64 * g), lo);
+                _mm256_store_si256((__m256i *)(wb[j] + 256 * b + 64 * g + 32), hi);
+            }
+        }
+    for (size_t R = 0; R < m / 16; R++) {
+        __m512 acc[4], macc[4];
+        for (int j = 0; j < 4; j++) acc[j] = macc[j] = _mm512_setzero_ps();
+        for (size_t b = 0; b < B; b++) {
+            const int8_t *xb = x.lanes + (R * (k / 4) + 64 * b) * 64;
+            __m512i sumi[4];
+            for (int j = 0; j < 4; j++) sumi[j] = _mm512_setzero_si512();
+            for (int s = 0; s < 8; s++) {
+                __m512i t[4];
+                for (int j = 0; j < 4; j++) t[j] = _mm512_setzero_si512();
+                for (int i = 0; i < 8; i++) {
+                    const __m512i xv = _mm512_loadu_si512((const void *)(xb + (8 * s + i) * 64));
+                    for (int j = 0; j < 4; j++)
+                        t[j] = _mm512_dpbusd_epi32(t[j], _mm512_set1_epi32((int)bk_u32(wb[j] + 256 * b + 32 * s + 4 * i)), xv);
+                }
+                for (int j = 0; j < 4; j++) sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(t[j], _mm512_set1_epi32(sc[j][b][s])));
+            }
+            const __m512 dx = _mm512_loadu_ps(x.d + b * m + 16 * R);
+            for (int j = 0; j < 4; j++) {
+                __m512i summ = _mm512_setzero_si512();
+                for (int g = 0; g < 4; g++)
+                    summ = _mm512_add_epi32(summ, _mm512_madd_epi16(_mm512_loadu_si512((const void *)(x.bsum + bsum_index(m, 16 * R, b, 2 * g))),
+                                                                    _mm512_set1_epi32(min_pair(mn[j][b], g))));
+                acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dw[j][b]), dx), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
+                macc[j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dmw[j][b]), dx), _mm512_cvtepi32_ps(summ), macc[j]);
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            float out[16];
+            _mm512_storeu_ps(out, _mm512_sub_ps(acc[j], macc[j]));
+            for (int r = 0; r < 16; r++) y[(16 * R + r) * ldy + j] = out[r];
+        }
+    }
+}
+
 static void vnni_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
                      size_t n1, float *y, size_t ldy) {
+    if ((type == BK_Q4_K || type == BK_Q5_K) && x.lanes && k <= LANES_K) {
+        // groups of four weight rows: their first 16·⌊m/16⌋ rows in lanes, the rest by the tiles below
+        for (size_t o = n0; o < n1; o += 4) {
+            const size_t group = n1 - o < 4 ? n1 - o : 4;
+            size_t r = 0;
+            if (group == 4) {
+                if (type == BK_Q4_K) lanes_k45(BK_Q4_K, x, m, k, w + o * rowBytes, rowBytes, y + o, ldy);
+                else lanes_k45(BK_Q5_K, x, m, k, w + o * rowBytes, rowBytes, y + o, ldy);
+                r = m / 16 * 16;
+            }
+            for (; r + 8 <= m; r += 8)
+                for (size_t j = 0; j < group; j++) vnni_tile(type, x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 8);
+            for (; r + 4 <= m; r += 4)
+                for (size_t j = 0; j < group; j++) vnni_tile(type, x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 4);
+            for (; r + 2 <= m; r += 2)
+                for (size_t j = 0; j < group; j++) vnni_tile(type, x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 2);
+            for (; r < m; r++)
+                for (size_t j = 0; j < group; j++) vnni_tile(type, x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 1);
+        }
+        return;
+    }
 #define TILE(T, r0, wr, yo, MR) vnni_tile(T, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
 #define TILE4(T, r0, wr, yo) (vnni_tile_w4(T, x, m, k, r0, wr, rowBytes, yo), 1)
     if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 8, 1, TILE4)

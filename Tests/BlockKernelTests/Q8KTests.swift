@@ -9,7 +9,7 @@ import XCTest
 
 final class Q8KTests: XCTestCase {
     typealias T = BlockKernelTests
-    static let rowCounts = [1, 2, 3, 7, 8, 9, 16, 17]
+    static let rowCounts = [1, 2, 3, 7, 8, 9, 16, 17, 35, 48]
     static let types: [GGMLType] = [.q4_K, .q5_K, .q6_K]
 
     func quantize(level: Int32, _ x: [Float], m: Int, k: Int) -> [UInt8] {
