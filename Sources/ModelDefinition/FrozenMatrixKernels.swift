@@ -499,9 +499,15 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
     /// Portable (the same CPU at ADAPTER_CPU_LEVEL=portable, Qwen3-0.6B, 64 rows): the panels
     /// (OpenBLAS's kernels for the level) 43.6 tokens/s against 13.1 through the blocks with
     /// float32, 59.3 against 2.2 with q8: every product beyond `streamingRows` takes the panels.
+    ///
+    /// AVX-512 VNNI after the q8k kernels took 16 rows per vector for Q4_K and Q5_K (Zen 5,
+    /// 2026-11-29, 1,024-token prompts, q8, auto (the pieces) / blocks): Qwen3-0.6B 386.1-386.4 /
+    /// 560.3-567.0 tokens/s, Qwen3-1.7B Q4_K_M (Q4_K and Q6_K) 147.7 / 230.0. So the K-quants with
+    /// q8 take the blocks at every row count there.
     public static func blockRowsLimit(_ type: GGMLType, _ activations: ActivationPrecision,
                                       level: Int32 = bk_active_level()) -> Int {
         if level <= Int32(BK_LEVEL_PORTABLE) { return 0 }
+        if activations == .q8, level >= Int32(BK_LEVEL_AVX512_VNNI), [.q4_K, .q5_K, .q6_K].contains(type) { return .max }
         switch (activations, type) {
         case (.q8, .q8_0), (.q8, .q4_0), (.q8, .q4_1), (.q8, .q4_K), (.q8, .q5_K), (.q8, .q6_K):
             return level >= Int32(BK_LEVEL_AVX512) ? 512 : 256
