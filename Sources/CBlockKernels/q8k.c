@@ -705,7 +705,7 @@ INLINE void vnni_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
     _mm_storeu_ps(y, _mm_sub_ps(acc, macc));
 }
 
-// Q4_K and Q5_K rows in lanes: four weight rows against the first 16·⌊m/16⌋ activation rows, 16
+// Q4_K and Q5_K rows in lanes (Q6_K's below): four weight rows against the first 16·⌊m/16⌋ activation rows, 16
 // rows per vector (x.lanes). The four rows' super-blocks are unpacked once into bytes (values
 // 0..15, Q5_K's 0..31, in order) with their scales; then for each block of 16 activation rows, sub-block s of each weight
 // row is eight vpdpbusd (four weight values broadcast against the 16 rows' four values), its exact
@@ -774,16 +774,75 @@ INLINE void lanes_k45(const uint32_t type, q8k_view x, size_t m, size_t k, const
     }
 }
 
+// Q6_K the same way: its values unpacked as unsigned bytes (0..63, q6_halves), four vpdpbusd per
+// 16-value sub-block times its signed scale, then the header's sumi = sums - 32·Σ sc_s·bsum16_s
+// (vpmaddwd per pair of sub-blocks, 16 rows at once) and acc = fma(d·dx, sumi, acc).
+INLINE void lanes_q6k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
+    const size_t B = k / 256;
+    uint8_t wb[4][LANES_K] __attribute__((aligned(64)));
+    float dw[4][LANES_K / 256];
+    for (int j = 0; j < 4; j++)
+        for (size_t b = 0; b < B; b++) {
+            const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
+            prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
+            dw[j][b] = bk_half_to_float(bk_u16(p + 208));
+            for (int hf = 0; hf < 2; hf++) {
+                __m512i lo, hi;
+                q6_halves(p, hf, &lo, &hi);
+                _mm512_store_si512((void *)(wb[j] + 256 * b + 128 * hf), lo);
+                _mm512_store_si512((void *)(wb[j] + 256 * b + 128 * hf + 64), hi);
+            }
+        }
+    for (size_t R = 0; R < m / 16; R++) {
+        __m512 acc[4];
+        for (int j = 0; j < 4; j++) acc[j] = _mm512_setzero_ps();
+        for (size_t b = 0; b < B; b++) {
+            const int8_t *xb = x.lanes + (R * (k / 4) + 64 * b) * 64;
+            __m512i sums[4];
+            for (int j = 0; j < 4; j++) sums[j] = _mm512_setzero_si512();
+            for (int s = 0; s < 16; s++) {
+                __m512i t[4];
+                for (int j = 0; j < 4; j++) t[j] = _mm512_setzero_si512();
+                for (int i = 0; i < 4; i++) {
+                    const __m512i xv = _mm512_loadu_si512((const void *)(xb + (4 * s + i) * 64));
+                    for (int j = 0; j < 4; j++)
+                        t[j] = _mm512_dpbusd_epi32(t[j], _mm512_set1_epi32((int)bk_u32(wb[j] + 256 * b + 16 * s + 4 * i)), xv);
+                }
+                for (int j = 0; j < 4; j++) {
+                    const int8_t *sc = (const int8_t *)(w + j * rowBytes + b * BK_Q6_K_BYTES + 192);
+                    sums[j] = _mm512_add_epi32(sums[j], _mm512_mullo_epi32(t[j], _mm512_set1_epi32(sc[s])));
+                }
+            }
+            const __m512 dx = _mm512_loadu_ps(x.d + b * m + 16 * R);
+            for (int j = 0; j < 4; j++) {
+                const int8_t *sc = (const int8_t *)(w + j * rowBytes + b * BK_Q6_K_BYTES + 192);
+                __m512i corr = _mm512_setzero_si512();
+                for (int g = 0; g < 8; g++)
+                    corr = _mm512_add_epi32(corr, _mm512_madd_epi16(_mm512_loadu_si512((const void *)(x.bsum16 + bsum16_index(m, 16 * R, b, 2 * g))),
+                                                                    _mm512_set1_epi32(sc_pair(sc, g))));
+                const __m512i sumi = _mm512_sub_epi32(sums[j], _mm512_slli_epi32(corr, 5));
+                acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dw[j][b]), dx), _mm512_cvtepi32_ps(sumi), acc[j]);
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            float out[16];
+            _mm512_storeu_ps(out, acc[j]);
+            for (int r = 0; r < 16; r++) y[(16 * R + r) * ldy + j] = out[r];
+        }
+    }
+}
+
 static void vnni_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
                      size_t n1, float *y, size_t ldy) {
-    if ((type == BK_Q4_K || type == BK_Q5_K) && x.lanes && k <= LANES_K) {
+    if (x.lanes && k <= LANES_K) {
         // groups of four weight rows: their first 16·⌊m/16⌋ rows in lanes, the rest by the tiles below
         for (size_t o = n0; o < n1; o += 4) {
             const size_t group = n1 - o < 4 ? n1 - o : 4;
             size_t r = 0;
             if (group == 4) {
                 if (type == BK_Q4_K) lanes_k45(BK_Q4_K, x, m, k, w + o * rowBytes, rowBytes, y + o, ldy);
-                else lanes_k45(BK_Q5_K, x, m, k, w + o * rowBytes, rowBytes, y + o, ldy);
+                else if (type == BK_Q5_K) lanes_k45(BK_Q5_K, x, m, k, w + o * rowBytes, rowBytes, y + o, ldy);
+                else lanes_q6k(x, m, k, w + o * rowBytes, rowBytes, y + o, ldy);
                 r = m / 16 * 16;
             }
             for (; r + 8 <= m; r += 8)
