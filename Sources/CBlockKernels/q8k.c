@@ -714,6 +714,25 @@ INLINE void vnni_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
 // harness, Zen 5, 64 x 1024 x 1024: 56 against 34 multiply-adds per cycle), as no lane sums need
 // reducing and one weight unpack serves all the rows. Weight rows of up to LANES_K values.
 enum { LANES_K = 16384 };
+
+// Super-block b's exact sums for four unpacked weight rows wb against one block of 16 rows in
+// lanes (xb: its super-block b): Σ_s sc_j[s]·Σ_(i in s) w·x over the sub-blocks of `size`
+// values, eight or four vpdpbusd per sub-block and weight row: Q4_K and Q5_K (32 values, the
+// unsigned scales `usc`) or Q6_K (16 values, the signed `ssc`).
+INLINE void lanes_sums(const int8_t *xb, uint8_t wb[4][LANES_K], size_t b, const int size, const uint8_t *usc[4],
+                       const int8_t *ssc[4], __m512i sums[4]) {
+    for (int j = 0; j < 4; j++) sums[j] = _mm512_setzero_si512();
+    for (int s = 0; s < 256 / size; s++) {
+        __m512i t[4];
+        for (int j = 0; j < 4; j++) t[j] = _mm512_setzero_si512();
+        for (int i = 0; i < size / 4; i++) {
+            const __m512i xv = _mm512_loadu_si512((const void *)(xb + (size / 4 * s + i) * 64));
+            for (int j = 0; j < 4; j++)
+                t[j] = _mm512_dpbusd_epi32(t[j], _mm512_set1_epi32((int)bk_u32(wb[j] + 256 * b + size * s + 4 * i)), xv);
+        }
+        for (int j = 0; j < 4; j++) sums[j] = _mm512_add_epi32(sums[j], _mm512_mullo_epi32(t[j], _mm512_set1_epi32(size == 32 ? usc[j][s] : ssc[j][s])));
+    }
+}
 INLINE void lanes_k45(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
     const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
     uint8_t wb[4][LANES_K] __attribute__((aligned(64)));
@@ -743,19 +762,9 @@ INLINE void lanes_k45(const uint32_t type, q8k_view x, size_t m, size_t k, const
         __m512 acc[4], macc[4];
         for (int j = 0; j < 4; j++) acc[j] = macc[j] = _mm512_setzero_ps();
         for (size_t b = 0; b < B; b++) {
-            const int8_t *xb = x.lanes + (R * (k / 4) + 64 * b) * 64;
+            const uint8_t *usc[4] = {sc[0][b], sc[1][b], sc[2][b], sc[3][b]};
             __m512i sumi[4];
-            for (int j = 0; j < 4; j++) sumi[j] = _mm512_setzero_si512();
-            for (int s = 0; s < 8; s++) {
-                __m512i t[4];
-                for (int j = 0; j < 4; j++) t[j] = _mm512_setzero_si512();
-                for (int i = 0; i < 8; i++) {
-                    const __m512i xv = _mm512_loadu_si512((const void *)(xb + (8 * s + i) * 64));
-                    for (int j = 0; j < 4; j++)
-                        t[j] = _mm512_dpbusd_epi32(t[j], _mm512_set1_epi32((int)bk_u32(wb[j] + 256 * b + 32 * s + 4 * i)), xv);
-                }
-                for (int j = 0; j < 4; j++) sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(t[j], _mm512_set1_epi32(sc[j][b][s])));
-            }
+            lanes_sums(x.lanes + (R * (k / 4) + 64 * b) * 64, wb, b, 32, usc, 0, sumi);
             const __m512 dx = _mm512_loadu_ps(x.d + b * m + 16 * R);
             for (int j = 0; j < 4; j++) {
                 __m512i summ = _mm512_setzero_si512();
@@ -797,22 +806,10 @@ INLINE void lanes_q6k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t r
         __m512 acc[4];
         for (int j = 0; j < 4; j++) acc[j] = _mm512_setzero_ps();
         for (size_t b = 0; b < B; b++) {
-            const int8_t *xb = x.lanes + (R * (k / 4) + 64 * b) * 64;
+            const int8_t *ssc[4];
+            for (int j = 0; j < 4; j++) ssc[j] = (const int8_t *)(w + j * rowBytes + b * BK_Q6_K_BYTES + 192);
             __m512i sums[4];
-            for (int j = 0; j < 4; j++) sums[j] = _mm512_setzero_si512();
-            for (int s = 0; s < 16; s++) {
-                __m512i t[4];
-                for (int j = 0; j < 4; j++) t[j] = _mm512_setzero_si512();
-                for (int i = 0; i < 4; i++) {
-                    const __m512i xv = _mm512_loadu_si512((const void *)(xb + (4 * s + i) * 64));
-                    for (int j = 0; j < 4; j++)
-                        t[j] = _mm512_dpbusd_epi32(t[j], _mm512_set1_epi32((int)bk_u32(wb[j] + 256 * b + 16 * s + 4 * i)), xv);
-                }
-                for (int j = 0; j < 4; j++) {
-                    const int8_t *sc = (const int8_t *)(w + j * rowBytes + b * BK_Q6_K_BYTES + 192);
-                    sums[j] = _mm512_add_epi32(sums[j], _mm512_mullo_epi32(t[j], _mm512_set1_epi32(sc[s])));
-                }
-            }
+            lanes_sums(x.lanes + (R * (k / 4) + 64 * b) * 64, wb, b, 16, 0, ssc, sums);
             const __m512 dx = _mm512_loadu_ps(x.d + b * m + 16 * R);
             for (int j = 0; j < 4; j++) {
                 const int8_t *sc = (const int8_t *)(w + j * rowBytes + b * BK_Q6_K_BYTES + 192);
