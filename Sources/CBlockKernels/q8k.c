@@ -26,12 +26,12 @@
 // vpmaddwd for all its rows; then bsum16 int16 [B][8][m][2], the same per 16 values (Q6_K's
 // sub-blocks, paired 2j, 2j+1); then the q of the first 16·⌊m/16⌋ rows again, 16 rows in lanes:
 // [m/16][k/4][16][4] (block R's values 4i..4i+3 of its rows 0..15 side by side, one vector: the
-// VNNI Q4_K tile's vpdpbusd against four weight values broadcast).
+// VNNI K-quant kernels' vpdpbusd against four weight values broadcast).
 typedef struct {
     const int8_t *q;
     const float *d;
     const int16_t *bsum, *bsum16;
-    const int8_t *lanes;  // nil when m < 16
+    const int8_t *lanes;  // NULL when m < 16
 } q8k_view;
 
 static size_t lanes_offset(size_t m, size_t k) { return m * k + m * (k / 256) * (4 + 16 + 32); }
@@ -245,11 +245,13 @@ INLINE void steps6_8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p
 // two (when `two`), then one: tile(T, r0, w, y, MR) computes MR rows r0.. of type T against
 // weight row w into y + r0 * ldy; a single row meets a whole group through tile4(T, r0, w, y)
 // where that returns 1 (y + r0 * ldy + o: the group's four outputs). (A 7-row batch took 4 + 1 + 1 + 1 before the two-row tile, a 14-token prefill
-// 8 + 4 + 1 + 1: each one-row tile reads the weights once more.)
-#define Q8K_PRODUCT(tile, T, wide, two, tile4)                                                               \
+// 8 + 4 + 1 + 1: each one-row tile reads the weights once more.) Before the tiles, lead(T, o,
+// group) computes the group's first rows some other way and returns how many (VNNI: 16 rows per
+// vector; AVX2: none).
+#define Q8K_PRODUCT(tile, T, wide, two, tile4, lead)                                                         \
     for (size_t o = n0; o < n1; o += 4) {                                                               \
         const size_t group = n1 - o < 4 ? n1 - o : 4;                                                   \
-        size_t r = 0;                                                                                   \
+        size_t r = lead(T, o, group);                                                                   \
         if (wide > 4)                                                                                   \
             for (; r + wide <= m; r += wide)                                                            \
                 for (size_t j = 0; j < group; j++) tile(T, r, w + (o + j) * rowBytes, y + o + j, wide); \
@@ -512,11 +514,13 @@ static void avx2_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const 
                      size_t n1, float *y, size_t ldy) {
 #define TILE(T, r0, wr, yo, MR) avx2_tile(T, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
 #define TILE4(T, r0, wr, yo) (avx2_tile_w4(T, x, m, k, r0, wr, rowBytes, yo), 1)
-    if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 4, 0, TILE4)
-    else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 4, 0, TILE4)
-    else Q8K_PRODUCT(TILE, BK_Q6_K, 4, 0, TILE4)
+#define LANES(T, o, group) ((size_t)0)
+    if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 4, 0, TILE4, LANES)
+    else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 4, 0, TILE4, LANES)
+    else Q8K_PRODUCT(TILE, BK_Q6_K, 4, 0, TILE4, LANES)
 #undef TILE
 #undef TILE4
+#undef LANES
 }
 
 #pragma clang attribute pop
@@ -705,14 +709,7 @@ INLINE void vnni_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
     _mm_storeu_ps(y, _mm_sub_ps(acc, macc));
 }
 
-// Q4_K and Q5_K rows in lanes (Q6_K's below): four weight rows against the first 16·⌊m/16⌋ activation rows, 16
-// rows per vector (x.lanes). The four rows' super-blocks are unpacked once into bytes (values
-// 0..15, Q5_K's 0..31, in order) with their scales; then for each block of 16 activation rows, sub-block s of each weight
-// row is eight vpdpbusd (four weight values broadcast against the 16 rows' four values), its exact
-// sum times sc_s (vpmulld) added to sumi; per super-block the header's float steps in 16 lanes.
-// The integer sums are the 8-row tile's exact sums, so the bits are its bits; ~2x its speed (C
-// harness, Zen 5, 64 x 1024 x 1024: 56 against 34 multiply-adds per cycle), as no lane sums need
-// reducing and one weight unpack serves all the rows. Weight rows of up to LANES_K values.
+// The longest weight rows the lanes kernels take (their unpacked rows live on the stack).
 enum { LANES_K = 16384 };
 
 // Super-block b's exact sums for four unpacked weight rows wb against one block of 16 rows in
@@ -733,6 +730,15 @@ INLINE void lanes_sums(const int8_t *xb, uint8_t wb[4][LANES_K], size_t b, const
         for (int j = 0; j < 4; j++) sums[j] = _mm512_add_epi32(sums[j], _mm512_mullo_epi32(t[j], _mm512_set1_epi32(size == 32 ? usc[j][s] : ssc[j][s])));
     }
 }
+// Q4_K and Q5_K rows in lanes (Q6_K's below): four weight rows against the first 16·⌊m/16⌋
+// activation rows, 16 rows per vector (x.lanes). The four rows' super-blocks are unpacked once
+// into bytes (values 0..15, Q5_K's 0..31, in order) with their scales; then for each block of 16
+// activation rows, sub-block s of each weight row is eight vpdpbusd (four weight values broadcast
+// against the 16 rows' four values), its exact sum times sc_s (vpmulld) added to sumi; per
+// super-block the header's float steps in 16 lanes. The integer sums are the 8-row tile's exact
+// sums, so the bits are its bits; ~1.7-2x its speed (C harness, Zen 5, 64 x 1024 x 1024: 59
+// against 34 multiply-adds per cycle), as no lane sums need reducing and one weight unpack serves
+// all the rows. Weight rows of up to LANES_K values.
 INLINE void lanes_k45(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
     const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
     uint8_t wb[4][LANES_K] __attribute__((aligned(64)));
@@ -812,11 +818,10 @@ INLINE void lanes_q6k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t r
             lanes_sums(x.lanes + (R * (k / 4) + 64 * b) * 64, wb, b, 16, 0, ssc, sums);
             const __m512 dx = _mm512_loadu_ps(x.d + b * m + 16 * R);
             for (int j = 0; j < 4; j++) {
-                const int8_t *sc = (const int8_t *)(w + j * rowBytes + b * BK_Q6_K_BYTES + 192);
                 __m512i corr = _mm512_setzero_si512();
                 for (int g = 0; g < 8; g++)
                     corr = _mm512_add_epi32(corr, _mm512_madd_epi16(_mm512_loadu_si512((const void *)(x.bsum16 + bsum16_index(m, 16 * R, b, 2 * g))),
-                                                                    _mm512_set1_epi32(sc_pair(sc, g))));
+                                                                    _mm512_set1_epi32(sc_pair(ssc[j], g))));
                 const __m512i sumi = _mm512_sub_epi32(sums[j], _mm512_slli_epi32(corr, 5));
                 acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dw[j][b]), dx), _mm512_cvtepi32_ps(sumi), acc[j]);
             }
@@ -829,37 +834,25 @@ INLINE void lanes_q6k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t r
     }
 }
 
+// Four weight rows of type T against the first 16·⌊m/16⌋ rows in lanes; returns that row count.
+INLINE size_t lanes_rows(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
+    if (type == BK_Q6_K) lanes_q6k(x, m, k, w, rowBytes, y, ldy);
+    else lanes_k45(type, x, m, k, w, rowBytes, y, ldy);
+    return m / 16 * 16;
+}
+
 static void vnni_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
                      size_t n1, float *y, size_t ldy) {
-    if (x.lanes && k <= LANES_K) {
-        // groups of four weight rows: their first 16·⌊m/16⌋ rows in lanes, the rest by the tiles below
-        for (size_t o = n0; o < n1; o += 4) {
-            const size_t group = n1 - o < 4 ? n1 - o : 4;
-            size_t r = 0;
-            if (group == 4) {
-                if (type == BK_Q4_K) lanes_k45(BK_Q4_K, x, m, k, w + o * rowBytes, rowBytes, y + o, ldy);
-                else if (type == BK_Q5_K) lanes_k45(BK_Q5_K, x, m, k, w + o * rowBytes, rowBytes, y + o, ldy);
-                else lanes_q6k(x, m, k, w + o * rowBytes, rowBytes, y + o, ldy);
-                r = m / 16 * 16;
-            }
-            for (; r + 8 <= m; r += 8)
-                for (size_t j = 0; j < group; j++) vnni_tile(type, x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 8);
-            for (; r + 4 <= m; r += 4)
-                for (size_t j = 0; j < group; j++) vnni_tile(type, x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 4);
-            for (; r + 2 <= m; r += 2)
-                for (size_t j = 0; j < group; j++) vnni_tile(type, x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 2);
-            for (; r < m; r++)
-                for (size_t j = 0; j < group; j++) vnni_tile(type, x, m, k, r, w + (o + j) * rowBytes, rowBytes, y + o + j, ldy, 1);
-        }
-        return;
-    }
 #define TILE(T, r0, wr, yo, MR) vnni_tile(T, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
 #define TILE4(T, r0, wr, yo) (vnni_tile_w4(T, x, m, k, r0, wr, rowBytes, yo), 1)
-    if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 8, 1, TILE4)
-    else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 8, 1, TILE4)
-    else Q8K_PRODUCT(TILE, BK_Q6_K, 8, 1, TILE4)
+// a whole group of four weight rows takes its first 16·⌊m/16⌋ rows in lanes
+#define LANES(T, o, group) (x.lanes && k <= LANES_K && (group) == 4 ? lanes_rows(T, x, m, k, w + (o) * rowBytes, rowBytes, y + (o), ldy) : 0)
+    if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 8, 1, TILE4, LANES)
+    else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 8, 1, TILE4, LANES)
+    else Q8K_PRODUCT(TILE, BK_Q6_K, 8, 1, TILE4, LANES)
 #undef TILE
 #undef TILE4
+#undef LANES
 }
 
 #pragma clang attribute pop

@@ -507,9 +507,10 @@ public enum ManyRowsPath: String, Sendable, CaseIterable {
     public static func blockRowsLimit(_ type: GGMLType, _ activations: ActivationPrecision,
                                       level: Int32 = bk_active_level()) -> Int {
         if level <= Int32(BK_LEVEL_PORTABLE) { return 0 }
-        if activations == .q8, level >= Int32(BK_LEVEL_AVX512_VNNI), [.q4_K, .q5_K, .q6_K].contains(type) { return .max }
         switch (activations, type) {
-        case (.q8, .q8_0), (.q8, .q4_0), (.q8, .q4_1), (.q8, .q4_K), (.q8, .q5_K), (.q8, .q6_K):
+        case (.q8, .q4_K), (.q8, .q5_K), (.q8, .q6_K):
+            return level >= Int32(BK_LEVEL_AVX512_VNNI) ? .max : level >= Int32(BK_LEVEL_AVX512) ? 512 : 256
+        case (.q8, .q8_0), (.q8, .q4_0), (.q8, .q4_1):
             return level >= Int32(BK_LEVEL_AVX512) ? 512 : 256
         default: return 0
         }
