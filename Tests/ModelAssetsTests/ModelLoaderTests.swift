@@ -21,7 +21,7 @@ enum TinyModels {
     static func weights(_ config: ModelConfig, seed: UInt64 = 1) -> [String: HostTensor] {
         var rng = SplitMix64(seed: seed)
         var out: [String: HostTensor] = [:]
-        for (name, shape) in TensorTable.shapes(for: config) {
+        for (name, shape) in TensorTable.shapes(for: config).sorted(by: { $0.key < $1.key }) {  // in name order: the same weights in every process
             let n = shape.reduce(1, *)
             out[name] = HostTensor(shape: shape, data: (0..<n).map { _ in Float.random(in: -1...1, using: &rng) })
         }

@@ -24,19 +24,7 @@ final class StoredWeightsTests: XCTestCase {
 
     /// A tiny base (hidden 256, so rows are whole K-quant blocks) written with its matrices as `type`.
     func tinyModel(_ type: GGMLType, in dir: String) throws -> String {
-        let tok = TinyAssets.tokenizer()
-        let cfg = try ModelConfig(architecture: .llama, hiddenSize: 256, intermediateSize: 512, numLayers: 2, numHeads: 4, numKVHeads: 2,
-                                  headDim: 64, vocabSize: tok.tokens.count, ropeTheta: 10000, rmsNormEps: 1e-5, tieWordEmbeddings: true,
-                                  attentionBias: false, maxPositionEmbeddings: 512)
-        var rng = SeededRNG(seed: 3)
-        var tensors: [String: HostTensor] = [:]
-        for (name, shape) in TensorTable.shapes(for: cfg) {
-            let n = shape.reduce(1, *)
-            tensors[name] = HostTensor(shape: shape, data: (0..<n).map { _ in shape.count == 1 ? 1 + 0.1 * Float.random(in: -1...1, using: &rng) : 0.08 * Float.random(in: -1...1, using: &rng) })
-        }
-        let path = dir + "/tiny-\(type.name).gguf"
-        try ModelExport.writeGGUF(config: cfg, tensors: tensors, tokenizer: tok, to: path, matrixType: type)
-        return path
+        try TinyAssets.writeBlockModel(type, in: dir)
     }
 
     static let matrixTypes: [GGMLType] = [.f32, .f16, .bf16, .q8_0, .q4_0, .q4_1, .q5_0, .q5_1, .iq4_NL, .q2_K, .q3_K, .q4_K, .q5_K, .q6_K]
@@ -73,6 +61,10 @@ final class StoredWeightsTests: XCTestCase {
     /// Training from the blocks: the loss and every LoRA gradient of the stored path equal the
     /// float32 path's (the same frozen values, multiplied a panel at a time), and the losses of a
     /// few AdamW steps stay within 1e-4; the stored model holds no float32 copy of any matrix.
+    /// (The tiny model is the same in every process; over 40 seeds at portable, AVX2 and AVX-512
+    /// the losses differed by at most 4e-6. AdamW's first steps can turn a gradient's rounding into
+    /// a whole lr-size step where it is near zero, so a model drawn anew in each process, as the
+    /// dictionary's order once made it, failed one CI run at 1.1e-4.)
     func testTrainingFromStoredWeightsMatchesFloat32() throws {
         let dir = TinyAssets.tempDir()
         for type in [GGMLType.f16, .q8_0, .q4_K, .q6_K] {

@@ -84,7 +84,7 @@ public enum TinyAssets {
                                   attentionBias: false, maxPositionEmbeddings: 512)
         var rng = SeededRNG(seed: seed)
         var tensors: [String: HostTensor] = [:]
-        for (name, shape) in TensorTable.shapes(for: cfg) {
+        for (name, shape) in TensorTable.shapes(for: cfg).sorted(by: { $0.key < $1.key }) {  // in name order, as writeModel
             let n = shape.reduce(1, *)
             tensors[name] = HostTensor(shape: shape, data: (0..<n).map { _ in shape.count == 1 ? 1 + 0.1 * Float.random(in: -1...1, using: &rng) : 0.08 * Float.random(in: -1...1, using: &rng) })
         }
