@@ -141,6 +141,21 @@ INLINE void q5_indexes(const uint8_t *qs, uint32_t qh, __m512i *i0, __m512i *i1)
     *i1 = _mm512_mask_or_epi32(b, (__mmask16)(qh >> 16), b, bit4);
 }
 
+// Q6_K half hf as q6k_half arranges it, but each byte t = 0x80 | 2q (q the stored 6-bit value,
+// 0..63): 0x42·256 + t is the bfloat16, so the top half of the float, of 64 + q exactly (see
+// q6_floats in avx2.c). The same number of operations as q6k_half: the bits land one place
+// higher and the bias is an or, not a subtraction.
+INLINE void q6k_half_t(const uint8_t *p, int hf, __m512i *lo, __m512i *hi) {
+    const __m512i nibble2 = _mm512_set1_epi8(0x1E), top2 = _mm512_set1_epi8(0x60), bit7 = _mm512_set1_epi8((char)0x80);
+    __m512i ql = _mm512_loadu_si512((const void *)(p + 64 * hf));
+    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * hf)));
+    __m512i hA = _mm512_and_si512(_mm512_sllv_epi16(qh, counts(5, 3)), top2);  // qh bits 0-1 | 2-3 -> bits 5-6
+    __m512i hB = _mm512_and_si512(_mm512_slli_epi16(_mm512_srlv_epi16(qh, counts(0, 2)), 1), top2);  // 4-5 | 6-7 -> 5-6
+    // (a | b | c): 0xFE
+    *lo = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_slli_epi16(ql, 1), nibble2), hA, bit7, 0xFE);
+    *hi = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 3), nibble2), hB, bit7, 0xFE);
+}
+
 // Q3_K half hf (128 values) as signed bytes q (-4..3), arranged as q6k_half's: lo = [values 0..31 |
 // 32..63], hi = [64..95 | 96..127]. Quarter e takes bits 2e, 2e+1 of the half's 32 qs bytes and
 // bit 4hf + e of the 32 hmask bytes (as bit 2), less 4.
@@ -201,6 +216,8 @@ INLINE void k16_scales(const uint32_t type, const uint8_t *p, float scales[16]) 
 // bench kernels, hot, one thread, 8 rows over 1 (old -> new): Q4_1 576x1536 3.3 -> 2.8, Q8_0
 // 3.4 -> 2.8, Q4_K 2048x8192 4.4 -> 3.7 with one row 19% faster, Q6_K 3.1 -> 2.7; one row of
 // Q8_0 costs ~6% more (its conversion is not a table), Q4_1's and Q4_0's the same or less.
+// Q6_K (tileQ6K) left this for one row's sake: floats built from bytes, a partial sum per four
+// sub-blocks times their scales, and the offset through the activation sums.
 //
 // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: per 32-value block, acc = fma(d·q[0:16], x[0:16], acc), then the
 // same for [16:32] (the 5-bit types' d·q from a 32-entry table, exact as well: 11 + 5 bits);
@@ -358,8 +375,90 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
 }
 
-// Q6_K, Q3_K: per 16-value sub-block s, acc = fma(d·sc_s·q_s, x_s, acc) (Q6_K's q less 32, Q3_K's
-// -4..3).
+// Q6_K, with the activations in q6k_order's order: 64 bytes of q6k_half_t unpacked against
+// 0x42 (in-lane, vpunpck[lh]bw) are 32 bfloat16s, and shifting or masking 32-bit lanes makes 16
+// floats 64 + q each, for four sub-blocks at once (lane 4l + i: sub-block l). The four vectors of
+// 64 values go into one partial sum per activation row (the activations were put in the same
+// order once per product), which meets the four sub-blocks' d·sc in one fma; the 64 goes back
+// into the same accumulator as d·sc_s times -96·Σx_s (w = d·sc·(q - 32)), from the sums per 16
+// values after the reordered rows.
+// Against tileK16 (each sub-block widened byte by byte, vpmovsxbd + vcvtdq2ps, then d·sc·q) the
+// shuffle unit carries half the operations: Zen 5, one thread, Q6_K 2048x4096 in L3, ns per 16
+// weights: one row 0.63 -> 0.43, 2-7 rows 2-25% less; 8 and 16 rows 7% and 11% more (there the
+// multiply-adds bound it, and the partial sums cost one more per 64 values and row); Qwen3-1.7B
+// Q4_K_M's float32 decoding (Q6_K head and half the down projections) 34.8-35.2 -> 38.0-38.5
+// tokens/s. The offset costs accuracy: (64 + q)·x summed and 96 times the sums taken off, a few
+// bits below tileK16's exact products (within BlockKernelTests' bound, as the AVX2 tile).
+INLINE void tileQ6K(const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w, size_t rowBytes,
+                    float *y, size_t ldy, const int MR, const int NR, chunk c) {
+    const __m512i bf = _mm512_set1_epi8(0x42), high = _mm512_set1_epi32((int)0xFFFF0000u);
+    __m512 acc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+    for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
+            prefetch_ahead(p, rowBytes, BK_Q6_K_BYTES);
+            const __m512 scales = _mm512_mul_ps(half16(p + 208), f32(i8x16(p + 192)));  // d · sc_0..15
+            for (int r = 0; r < MR; r++) acc[r][j] = _mm512_fmadd_ps(scales, _mm512_loadu_ps(xs + r * sums + b * 16), acc[r][j]);
+            for (int hf = 0; hf < 2; hf++) {
+                __m512i v[2];
+                q6k_half_t(p, hf, &v[0], &v[1]);
+                for (int c4 = 0; c4 < 2; c4++) {  // values 128hf + 64c4 ...: sub-blocks 8hf + 4c4 + l
+                    const __m512i a = _mm512_unpacklo_epi8(v[c4], bf), bb = _mm512_unpackhi_epi8(v[c4], bf);
+                    const __m512 f[4] = {_mm512_castsi512_ps(_mm512_slli_epi32(a, 16)), _mm512_castsi512_ps(_mm512_and_si512(a, high)),
+                                         _mm512_castsi512_ps(_mm512_slli_epi32(bb, 16)), _mm512_castsi512_ps(_mm512_and_si512(bb, high))};
+                    const float *xv = x + b * 256 + 128 * hf + 64 * c4;
+                    __m512 part[MAXROWS];
+                    for (int i = 0; i < 4; i++)
+                        for (int r = 0; r < MR; r++) {
+                            const __m512 xi = _mm512_loadu_ps(xv + r * k + 16 * i);
+                            part[r] = i ? _mm512_fmadd_ps(f[i], xi, part[r]) : _mm512_mul_ps(f[i], xi);
+                        }
+                    const __m512i pick = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                                          _mm512_set1_epi32(8 * hf + 4 * c4));
+                    const __m512 ds = _mm512_permutexvar_ps(pick, scales);
+                    for (int r = 0; r < MR; r++) acc[r][j] = _mm512_fmadd_ps(part[r], ds, acc[r][j]);
+                }
+            }
+        }
+    }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
+        return;
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]);
+}
+
+// m rows of k activations in tileQ6K's order, then -96 times the sums of each 16 (in value
+// order) after them (out + m·k). Per 64 values (four sub-blocks of 16, l = 0..3), vector i lane
+// 4l + e takes value 16l + (0, 1, 8, 9)[i] + 2e: the bytes vpunpck[lh]bw and the 32-bit shift or
+// mask pick.
+static void q6k_order(const float *x, size_t m, size_t k, float *out) {
+    float *sums = out + m * k;
+    for (size_t g = 0; g < m * k; g += 64) {
+        const __m512 v0 = _mm512_loadu_ps(x + g), v1 = _mm512_loadu_ps(x + g + 16);
+        const __m512 v2 = _mm512_loadu_ps(x + g + 32), v3 = _mm512_loadu_ps(x + g + 48);
+        sums[g / 16] = -96 * hsum512(v0);
+        sums[g / 16 + 1] = -96 * hsum512(v1);
+        sums[g / 16 + 2] = -96 * hsum512(v2);
+        sums[g / 16 + 3] = -96 * hsum512(v3);
+        static const int first[4] = {0, 1, 8, 9};
+        for (int i = 0; i < 4; i++) {
+            const int f = first[i];
+            // lanes 0-3 from v0, 4-7 from v1 (index bit 4), 8-11 from v2, 12-15 from v3
+            const __m512i idx = _mm512_setr_epi32(f, f + 2, f + 4, f + 6, 16 + f, 18 + f, 20 + f, 22 + f,
+                                                  f, f + 2, f + 4, f + 6, 16 + f, 18 + f, 20 + f, 22 + f);
+            const __m512 lo = _mm512_permutex2var_ps(v0, idx, v1), hi = _mm512_permutex2var_ps(v2, idx, v3);
+            _mm512_storeu_ps(out + g + 16 * i, _mm512_mask_blend_ps(0xFF00, lo, hi));
+        }
+    }
+}
+
+// Q3_K (and Q6_K before tileQ6K): per 16-value sub-block s, acc = fma(d·sc_s·q_s, x_s, acc)
+// (Q3_K's q -4..3, Q6_K's q less 32).
 INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y,
                     size_t ldy, const int MR, const int NR, chunk c) {
     const size_t bytes = bk_bytes256(type);
@@ -476,7 +575,8 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
     switch (type) {
     case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
-    case BK_Q3_K: case BK_Q6_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q3_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q6_K: tileQ6K(x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q2_K: tileQ2K(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     default: tileF(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     }
@@ -504,7 +604,7 @@ enum { XBUDGET = 16384 };
 
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
                     size_t rowBytes, size_t n0, size_t n1, float *y, size_t ldy) {
-    const size_t sums = k / 32;
+    const size_t sums = type == BK_Q6_K ? k / 16 : k / 32;  // activation sums per row (Q6_K: per 16)
     const int pairs = type != BK_Q2_K && type != BK_Q3_K && type != BK_Q4_K && type != BK_Q5_K && type != BK_Q6_K;
     const size_t unit = !pairs ? 256
                         : bk_is32(type) ? 32 : 16;
@@ -540,6 +640,10 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
                     ROWS(8) ROWS(7) ROWS(6) ROWS(5) ROWS(4) ROWS(3)
 #undef ROWS
                     case 2:
+                        if (type == BK_Q6_K && group == 4) {  // its partial sums leave registers for four weight rows
+                            TILE(2, 4);
+                            j = 4;
+                        }
                         for (; j + 2 <= group; j += 2) TILE(2, 2);
                         for (; j < group; j++) TILE(2, 1);
                         break;
@@ -589,8 +693,13 @@ PRODUCT(product_q5_k, BK_Q5_K)
 PRODUCT(product_q6_k, BK_Q6_K)
 
 void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
-                      size_t n0, size_t n1, float *y, size_t ldy, float *xsum) {
+                      size_t n0, size_t n1, float *y, size_t ldy, float *xsum, float *xorder) {
     if (bk_has_min32(type) || type == BK_Q4_K || type == BK_Q5_K) activation_sums(x, m, k, xsum, bk_has_min32(type));
+    if (type == BK_Q6_K) {  // the tiles read the rows reordered, and their sums per 16 after them
+        q6k_order(x, m, k, xorder);
+        product_q6_k(xorder, m, k, xorder + m * k, w, rowBytes, n0, n1, y, ldy);
+        return;
+    }
     switch (type) {
     case BK_F32: product_f32(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;
     case BK_F16: product_f16(x, m, k, xsum, w, rowBytes, n0, n1, y, ldy); break;

@@ -130,7 +130,7 @@ int bk_matmul_nt_at(int level, uint32_t type, const float *x, size_t m, size_t k
         if (!xsum) return BK_ERROR_MEMORY;
     }
     float *xorder = NULL;
-    if (level == BK_LEVEL_AVX2 && type == BK_Q6_K && !(xorder = bk_order_scratch((m * k + m * k / 16) * sizeof(float)))) {
+    if (level >= BK_LEVEL_AVX2 && type == BK_Q6_K && !(xorder = bk_order_scratch((m * k + m * k / 16) * sizeof(float)))) {
         if (xsum != stack) free(xsum);
         return BK_ERROR_MEMORY;
     }
@@ -139,7 +139,7 @@ int bk_matmul_nt_at(int level, uint32_t type, const float *x, size_t m, size_t k
 #if defined(__x86_64__)
     case BK_LEVEL_AVX2: bk_avx2_matmul(type, x, m, k, wb, rowBytes, n0, n1, y, ldy, xsum, xorder); break;
     case BK_LEVEL_AVX512:
-    case BK_LEVEL_AVX512_VNNI: bk_avx512_matmul(type, x, m, k, wb, rowBytes, n0, n1, y, ldy, xsum); break;
+    case BK_LEVEL_AVX512_VNNI: bk_avx512_matmul(type, x, m, k, wb, rowBytes, n0, n1, y, ldy, xsum, xorder); break;
 #endif
     default: bk_portable_matmul(type, x, m, k, wb, rowBytes, n0, n1, y, ldy, xsum); break;
     }

@@ -79,7 +79,8 @@ static inline size_t bk_chunk_values(size_t m, size_t k, size_t unit, size_t bud
 // aligned buffer per thread, grown as needed and kept for the thread's life (dispatch.c); NULL
 // when memory runs out (the product then takes k whole).
 void *bk_tile_scratch(size_t bytes);
-// A second such buffer, for activations copied in another order (bk_avx2_matmul's xorder).
+// A second such buffer, for activations copied in another order (the xorder of bk_avx2_matmul
+// and bk_avx512_matmul).
 void *bk_order_scratch(size_t bytes);
 
 // Activation sums per 32 values (the Q4_1/Q5_1 and K-quant min terms) live in a stack buffer of
@@ -169,8 +170,10 @@ void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uin
                     size_t n0, size_t n1, float *y, size_t ldy, float *xsum, float *xorder);
 void bk_avx2_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
                         float *out);
+// `xorder`: m * k + m * k / 16 floats of scratch for Q6_K (its tiles read the activations
+// reordered, and their sums per 16 after them).
 void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
-                      size_t n0, size_t n1, float *y, size_t ldy, float *xsum);
+                      size_t n0, size_t n1, float *y, size_t ldy, float *xsum, float *xorder);
 void bk_avx512_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
                           float *out);
 #endif
