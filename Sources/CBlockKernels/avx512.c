@@ -375,6 +375,23 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
 }
 
+// A tile with one accumulator per (row, output): zeroed, or resumed from the tile_state, at a
+// chunk's start; kept there, or summed into y, at its end.
+INLINE void tile_start(__m512 acc[MAXROWS][4], const int MR, const int NR, chunk c) {
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+}
+
+INLINE void tile_finish(__m512 acc[MAXROWS][4], const int MR, const int NR, chunk c, float *y, size_t ldy) {
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
+        return;
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]);
+}
+
 // Q6_K, with the activations in q6k_order's order: 64 bytes of q6k_half_t unpacked against
 // 0x42 (in-lane, vpunpck[lh]bw) are 32 bfloat16s, and shifting or masking 32-bit lanes makes 16
 // floats 64 + q each, for four sub-blocks at once (lane 4l + i: sub-block l). The four vectors of
@@ -393,8 +410,7 @@ INLINE void tileQ6K(const float *x, size_t k, const float *xs, size_t sums, cons
                     float *y, size_t ldy, const int MR, const int NR, chunk c) {
     const __m512i bf = _mm512_set1_epi8(0x42), high = _mm512_set1_epi32((int)0xFFFF0000u);
     __m512 acc[MAXROWS][4];
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+    tile_start(acc, MR, NR, c);
     for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * BK_Q6_K_BYTES;
@@ -423,13 +439,7 @@ INLINE void tileQ6K(const float *x, size_t k, const float *xs, size_t sums, cons
             }
         }
     }
-    if (!c.last) {
-        for (int r = 0; r < MR; r++)
-            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
-        return;
-    }
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]);
+    tile_finish(acc, MR, NR, c, y, ldy);
 }
 
 // m rows of k activations in tileQ6K's order, then -96 times the sums of each 16 (in value
@@ -463,8 +473,7 @@ INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t
                     size_t ldy, const int MR, const int NR, chunk c) {
     const size_t bytes = bk_bytes256(type);
     __m512 acc[MAXROWS][4];
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+    tile_start(acc, MR, NR, c);
     for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         float scales[4][16];  // d · sc_0..15 of each weight row's super-block
         for (int j = 0; j < NR; j++) {
@@ -487,13 +496,7 @@ INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t
             }
         }
     }
-    if (!c.last) {
-        for (int r = 0; r < MR; r++)
-            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
-        return;
-    }
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]);
+    tile_finish(acc, MR, NR, c, y, ldy);
 }
 
 // Q2_K: each weight row's block dequantized once (the reference's values) for the tile's rows,
@@ -501,8 +504,7 @@ INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t
 INLINE void tileQ2K(const float *x, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy,
                     const int MR, const int NR, chunk c) {
     __m512 acc[MAXROWS][4];
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+    tile_start(acc, MR, NR, c);
     float wq[256] __attribute__((aligned(64)));
     for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
@@ -517,13 +519,7 @@ INLINE void tileQ2K(const float *x, size_t k, const uint8_t *w, size_t rowBytes,
             }
         }
     }
-    if (!c.last) {
-        for (int r = 0; r < MR; r++)
-            for (int j = 0; j < NR; j++) c.st->acc[r][c.j0 + j] = acc[r][j];
-        return;
-    }
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]);
+    tile_finish(acc, MR, NR, c, y, ldy);
 }
 
 // F32, F16, BF16: acc += w[i:i+16]·x[i:i+16]; a scalar tail for k % 16.
