@@ -730,15 +730,25 @@ INLINE void lanes_sums(const int8_t *xb, uint8_t wb[4][LANES_K], size_t b, const
         for (int j = 0; j < 4; j++) sums[j] = _mm512_add_epi32(sums[j], _mm512_mullo_epi32(t[j], _mm512_set1_epi32(size == 32 ? usc[j][s] : ssc[j][s])));
     }
 }
+
+// Four weight rows' outputs for 16 activation rows in lanes: v[j] lane r to y[r·ldy + j].
+INLINE void lanes_store(const __m512 v[4], float *y, size_t ldy) {
+    for (int j = 0; j < 4; j++) {
+        float out[16];
+        _mm512_storeu_ps(out, v[j]);
+        for (int r = 0; r < 16; r++) y[r * ldy + j] = out[r];
+    }
+}
+
 // Q4_K and Q5_K rows in lanes (Q6_K's below): four weight rows against the first 16·⌊m/16⌋
 // activation rows, 16 rows per vector (x.lanes). The four rows' super-blocks are unpacked once
-// into bytes (values 0..15, Q5_K's 0..31, in order) with their scales; then for each block of 16
-// activation rows, sub-block s of each weight row is eight vpdpbusd (four weight values broadcast
-// against the 16 rows' four values), its exact sum times sc_s (vpmulld) added to sumi; per
-// super-block the header's float steps in 16 lanes. The integer sums are the 8-row tile's exact
-// sums, so the bits are its bits; ~1.7-2x its speed (C harness, Zen 5, 64 x 1024 x 1024: 59
-// against 34 multiply-adds per cycle), as no lane sums need reducing and one weight unpack serves
-// all the rows. Weight rows of up to LANES_K values.
+// into bytes (values 0..15, Q5_K's 0..31, in order: pair_bytes) with their scales; then for
+// each block of 16 activation rows, sub-block s of each weight row is eight vpdpbusd (four weight
+// values broadcast against the 16 rows' four values), its exact sum times sc_s (vpmulld) added to
+// sumi; per super-block the header's float steps in 16 lanes. The integer sums are the 8-row
+// tile's exact sums, so the bits are its bits; ~1.7-2x its speed (C harness, Zen 5, 64 x 1024 x
+// 1024: 59 against 34 multiply-adds per cycle), as no lane sums need reducing and one weight
+// unpack serves all the rows. Weight rows of up to LANES_K values.
 INLINE void lanes_k45(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, float *y, size_t ldy) {
     const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
     uint8_t wb[4][LANES_K] __attribute__((aligned(64)));
@@ -751,18 +761,7 @@ INLINE void lanes_k45(const uint32_t type, q8k_view x, size_t m, size_t k, const
             bk_k4_scales(p + 4, sc[j][b], mn[j][b]);
             dw[j][b] = bk_half_to_float(bk_u16(p));
             dmw[j][b] = bk_half_to_float(bk_u16(p + 2));
-            const __m256i nibble = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-            for (int g = 0; g < 4; g++) {  // sub-blocks 2g (low nibbles) and 2g + 1 (high)
-                const __m256i qs = _mm256_loadu_si256((const __m256i *)(p + (type == BK_Q4_K ? 16 : 48) + 32 * g));
-                __m256i lo = _mm256_and_si256(qs, nibble), hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), nibble);
-                if (type == BK_Q5_K) {  // bit 2g (2g + 1) of each qh byte as bit 4
-                    const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 16));
-                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), one), 4));
-                    hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g + 1), one), 4));
-                }
-                _mm256_store_si256((__m256i *)(wb[j] + 256 * b + 64 * g), lo);
-                _mm256_store_si256((__m256i *)(wb[j] + 256 * b + 64 * g + 32), hi);
-            }
+            for (int g = 0; g < 4; g++) _mm512_store_si512((void *)(wb[j] + 256 * b + 64 * g), pair_bytes(type, p, g));  // sub-blocks 2g, 2g + 1
         }
     for (size_t R = 0; R < m / 16; R++) {
         __m512 acc[4], macc[4];
@@ -781,11 +780,8 @@ INLINE void lanes_k45(const uint32_t type, q8k_view x, size_t m, size_t k, const
                 macc[j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dmw[j][b]), dx), _mm512_cvtepi32_ps(summ), macc[j]);
             }
         }
-        for (int j = 0; j < 4; j++) {
-            float out[16];
-            _mm512_storeu_ps(out, _mm512_sub_ps(acc[j], macc[j]));
-            for (int r = 0; r < 16; r++) y[(16 * R + r) * ldy + j] = out[r];
-        }
+        for (int j = 0; j < 4; j++) acc[j] = _mm512_sub_ps(acc[j], macc[j]);
+        lanes_store(acc, y + 16 * R * ldy, ldy);
     }
 }
 
@@ -826,11 +822,7 @@ INLINE void lanes_q6k(q8k_view x, size_t m, size_t k, const uint8_t *w, size_t r
                 acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(dw[j][b]), dx), _mm512_cvtepi32_ps(sumi), acc[j]);
             }
         }
-        for (int j = 0; j < 4; j++) {
-            float out[16];
-            _mm512_storeu_ps(out, acc[j]);
-            for (int r = 0; r < 16; r++) y[(16 * R + r) * ldy + j] = out[r];
-        }
+        lanes_store(acc, y + 16 * R * ldy, ldy);
     }
 }
 
