@@ -308,12 +308,13 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) + add[r][j];
 }
 
-// Q4_K, Q5_K: per 32-value sub-block s, acc = fma(d·sc_s·q_s, x_s, acc) over two halves of 16
-// (Q5_K's 32-entry table through vpermt2ps); the mins go to a second
+// Q5_K (Q4_K took it too before tileQ4K): per 32-value sub-block s, acc = fma(d·sc_s·q_s, x_s,
+// acc) over two halves of 16 (a 32-entry table through vpermt2ps); the mins go to a second
 // accumulator, macc += (dmin·m_0..7)·sums(x_0..7) per super-block, and y = sum(acc) - sum(macc).
-INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *xs, size_t sums,
-                    const uint8_t *w, size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
-    const size_t bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : BK_Q5_K_BYTES;
+INLINE void tileK5(const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w, size_t rowBytes,
+                   float *y, size_t ldy, const int MR, const int NR, chunk c) {
+    const uint32_t type = BK_Q5_K;
+    const size_t bytes = BK_Q5_K_BYTES;
     const __m512 iota = iota16f(), iota16 = _mm512_add_ps(iota, _mm512_set1_ps(16));
     __m512 acc[MAXROWS][4];
     __m256 macc[MAXROWS][4];
@@ -348,16 +349,10 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
                 __m512i v[4];
                 __m512 q[4];
                 k45_ints(type, p, g, v, 0);
-                for (int h = 0; h < 2; h++) {  // sub-block 2g + h: its 16 or 32 weights d·sc·q, exact
-                    const __m512 ds = _mm512_set1_ps(scales[j][2 * g + h]), t = _mm512_mul_ps(ds, iota);
-                    if (type == BK_Q4_K) {
-                        q[2 * h] = _mm512_permutexvar_ps(v[2 * h], t);
-                        q[2 * h + 1] = _mm512_permutexvar_ps(v[2 * h + 1], t);
-                    } else {
-                        const __m512 t2 = _mm512_mul_ps(ds, iota16);
-                        q[2 * h] = _mm512_permutex2var_ps(t, v[2 * h], t2);
-                        q[2 * h + 1] = _mm512_permutex2var_ps(t, v[2 * h + 1], t2);
-                    }
+                for (int h = 0; h < 2; h++) {  // sub-block 2g + h: its 32 weights d·sc·q, exact
+                    const __m512 ds = _mm512_set1_ps(scales[j][2 * g + h]), t = _mm512_mul_ps(ds, iota), t2 = _mm512_mul_ps(ds, iota16);
+                    q[2 * h] = _mm512_permutex2var_ps(t, v[2 * h], t2);
+                    q[2 * h + 1] = _mm512_permutex2var_ps(t, v[2 * h + 1], t2);
                 }
                 for (int r = 0; r < MR; r++) {
                     const float *xr = x + r * k + b * 256 + 64 * g;
@@ -373,6 +368,97 @@ INLINE void tileK45(const uint32_t type, const float *x, size_t k, const float *
     }
     for (int r = 0; r < MR; r++)
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
+}
+
+// Q4_K, with the activations in q4k_order's order. A 32-bit lane of 64 nibble bytes holds four
+// bytes of one 32-byte pair of sub-blocks (2g low nibbles, 2g + 1 high): shifting the whole
+// vector right by 8t (+ 4 for the high nibbles) puts byte t's nibble in every lane's low four
+// bits, and a 16-entry permute of 0..15, which reads only those, makes it a float. Lanes 0-7
+// then hold values of sub-block 4h + s, lanes 8-15 of 4h + 2 + s (h the 64-byte half, s = 0 low
+// nibbles, 1 high), and the activations were put in the same order once per product. Each
+// sub-block pair's four products go into one partial sum per activation row, which meets the
+// two sub-blocks' scales d·sc (lanes 0-7 / 8-15) in one fma, and the min terms go as in tileK5.
+// No per-lane widening (vpmovzxbd) and no per-sub-block table: against tileK5's way (16-entry tables
+// of d·sc·q, which Q4_K took before) the shuffle and multiply units carry fewer operations (Zen
+// 5, `bench kernels --types q4_K --modes float`, hot, one thread: 3072x1024 70 -> 63 us; 4 and
+// 8 activation rows 3.9 and 7.4 one-row times -> 2.7 and 5.4). Every tile size computes each
+// output with the same operations in the same order. A lone activation row takes it one weight
+// row at a time (see product), which its short chains of dependent operations allow.
+INLINE void tileQ4K(const float *x, size_t k, const float *xs, size_t sums, const uint8_t *w, size_t rowBytes,
+                    float *y, size_t ldy, const int MR, const int NR, chunk c) {
+    const __m512 iota = iota16f();
+    __m512 acc[MAXROWS][4];
+    __m256 macc[MAXROWS][4];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) {
+            acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+            macc[r][j] = c.first ? _mm256_setzero_ps() : c.st->macc[r][c.j0 + j];
+        }
+    for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
+        for (int j = 0; j < NR; j++) {
+            const uint8_t *p = w + j * rowBytes + b * BK_Q4_K_BYTES;
+            prefetch_ahead(p, rowBytes, BK_Q4_K_BYTES);
+            uint8_t sc8[8], mn8[8];
+            bk_k4_scales(p + 4, sc8, mn8);
+            const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p))),
+                                               _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc8))));
+            const __m256 mins = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p + 2))),
+                                              _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn8))));
+            const __m512 scales = _mm512_castps256_ps512(scale);  // d · sc_0..7 in lanes 0-7
+            for (int r = 0; r < MR; r++)
+                macc[r][j] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs + r * sums + b * 8), macc[r][j]);
+            p += 16;
+            for (int h = 0; h < 2; h++) {
+                const __m512i z = _mm512_loadu_si512((const void *)(p + 64 * h));
+                __m512 part[2][MAXROWS];
+                for (int t = 0; t < 4; t++)
+                    for (int s = 0; s < 2; s++) {
+                        const int shift = 8 * t + 4 * s;
+                        const __m512 q = _mm512_permutexvar_ps(shift ? _mm512_srli_epi32(z, (unsigned)shift) : z, iota);
+                        for (int r = 0; r < MR; r++) {
+                            const __m512 xv = _mm512_loadu_ps(x + r * k + b * 256 + 16 * (8 * h + 4 * s + t));
+                            part[s][r] = t ? _mm512_fmadd_ps(q, xv, part[s][r]) : _mm512_mul_ps(q, xv);
+                        }
+                    }
+                for (int s = 0; s < 2; s++) {
+                    // d·sc of sub-blocks 4h + s (lanes 0-7) and 4h + 2 + s (lanes 8-15)
+                    const __m512i pick = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
+                                                          _mm512_set1_epi32(4 * h + s));
+                    const __m512 ds = _mm512_permutexvar_ps(pick, scales);
+                    for (int r = 0; r < MR; r++) acc[r][j] = _mm512_fmadd_ps(part[s][r], ds, acc[r][j]);
+                }
+            }
+        }
+    }
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->macc[r][c.j0 + j] = macc[r][j]; }
+        return;
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
+}
+
+// m rows of k activations in tileQ4K's order: per 256, vector (h, s, t) lane L takes value
+// 64·(2h + L/8) + 32s + 4·(L%8) + t.
+static void q4k_order(const float *x, size_t m, size_t k, float *out) {
+    // lanes 0-7 from the first 32 values (two vectors), 8-15 from the second 32, element 4L + t
+    const __m512i lo = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    for (size_t i = 0; i < m * k; i += 256) {
+        const float *v = x + i;
+        float *o = out + i;
+        for (int h = 0; h < 2; h++)
+            for (int s = 0; s < 2; s++) {
+                const float *a = v + 64 * (2 * h) + 32 * s, *bb = v + 64 * (2 * h + 1) + 32 * s;
+                const __m512 a0 = _mm512_loadu_ps(a), a1 = _mm512_loadu_ps(a + 16);
+                const __m512 b0 = _mm512_loadu_ps(bb), b1 = _mm512_loadu_ps(bb + 16);
+                for (int t = 0; t < 4; t++) {
+                    const __m512i idx = _mm512_add_epi32(lo, _mm512_set1_epi32(t));
+                    const __m512 fa = _mm512_permutex2var_ps(a0, idx, a1), fb = _mm512_permutex2var_ps(b0, idx, b1);
+                    _mm512_storeu_ps(o + 16 * (8 * h + 4 * s + t), _mm512_mask_blend_ps(0xFF00, fa, fb));
+                }
+            }
+    }
 }
 
 // A tile with one accumulator per (row, output): zeroed, or resumed from the tile_state, at a
@@ -481,7 +567,7 @@ INLINE void tileK16(const uint32_t type, const float *x, size_t k, const uint8_t
             prefetch_ahead(p, rowBytes, bytes);
             k16_scales(type, p, scales[j]);
         }
-        for (int hf = 0; hf < 2; hf++) {  // each half across the weight rows (see tileK45)
+        for (int hf = 0; hf < 2; hf++) {  // each half across the weight rows (see tileK5)
             for (int j = 0; j < NR; j++) {
                 const uint8_t *p = w + j * rowBytes + b * bytes;
                 __m512i v[2];
@@ -570,7 +656,8 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
                  size_t rowBytes, float *y, size_t ldy, const int MR, const int NR, chunk c) {
     switch (type) {
     case BK_Q8_0: case BK_Q4_0: case BK_Q4_1: case BK_Q5_0: case BK_Q5_1: case BK_IQ4_NL: tile32(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
-    case BK_Q4_K: case BK_Q5_K: tileK45(type, x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q4_K: tileQ4K(x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
+    case BK_Q5_K: tileK5(x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q3_K: tileK16(type, x, k, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q6_K: tileQ6K(x, k, xs, sums, w, rowBytes, y, ldy, MR, NR, c); break;
     case BK_Q2_K: tileQ2K(x, k, w, rowBytes, y, ldy, MR, NR, c); break;
@@ -596,6 +683,16 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
 // accumulators kept in a tile_state between chunks: the same operations in the same order.
 // One row is left whole: it reads its activations once per weight row either way (8192x2048 at
 // one row measured the same chunked or not, hot and from DRAM).
+//
+// A lone activation row (decoding) meets Q4_K and Q6_K one weight row at a time, so each core
+// reads one sequential stream of weights rather than four rows side by side: two threads summing
+// 2 GB of 1,728-byte rows on this VM (Zen 5) drew 48-50 GB/s row after row and 39-41 GB/s four
+// rows side by side, whatever the software prefetch. From DRAM on two threads (`bench kernels
+// --modes float`, cold 2T, Zen 5) one row at a time against four: Q4_K 2048x8192 205-208 us
+// against 217-219, 8192x2048 210-212 / 219-220, Q6_K 282-284 / 288-290 and 295-300 / 305-309
+// (hot in L3 four were faster: Q4_K 350 against 386-397 us). Their tiles' dependency chains
+// are short enough for one weight row (a partial sum per 64 values); the other types keep four
+// (one accumulator each, whose chain of fused multiply-adds would bound one row).
 enum { XBUDGET = 16384 };
 
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
@@ -636,7 +733,7 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
                     ROWS(8) ROWS(7) ROWS(6) ROWS(5) ROWS(4) ROWS(3)
 #undef ROWS
                     case 2:
-                        if (type == BK_Q6_K && group == 4) {  // its partial sums leave registers for four weight rows
+                        if ((type == BK_Q4_K || type == BK_Q6_K) && group == 4) {  // their partial sums leave registers for four weight rows
                             TILE(2, 4);
                             j = 4;
                         }
@@ -644,7 +741,7 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
                         for (; j < group; j++) TILE(2, 1);
                         break;
                     default:
-                        if (group == 4) TILE(1, 4);
+                        if (group == 4 && type != BK_Q4_K && type != BK_Q6_K) TILE(1, 4);
                         else for (; j < group; j++) TILE(1, 1);
                         break;
                     }
@@ -694,6 +791,11 @@ void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const u
     if (type == BK_Q6_K) {  // the tiles read the rows reordered, and their sums per 16 after them
         q6k_order(x, m, k, xorder);
         product_q6_k(xorder, m, k, xorder + m * k, w, rowBytes, n0, n1, y, ldy);
+        return;
+    }
+    if (type == BK_Q4_K) {  // the tiles read the rows reordered (the sums per 32 stay in value order)
+        q4k_order(x, m, k, xorder);
+        product_q4_k(xorder, m, k, xsum, w, rowBytes, n0, n1, y, ldy);
         return;
     }
     switch (type) {

@@ -130,7 +130,9 @@ int bk_matmul_nt_at(int level, uint32_t type, const float *x, size_t m, size_t k
         if (!xsum) return BK_ERROR_MEMORY;
     }
     float *xorder = NULL;
-    if (level >= BK_LEVEL_AVX2 && type == BK_Q6_K && !(xorder = bk_order_scratch((m * k + m * k / 16) * sizeof(float)))) {
+    const size_t orderFloats = level >= BK_LEVEL_AVX2 && type == BK_Q6_K ? m * k + m * k / 16
+                               : level >= BK_LEVEL_AVX512 && type == BK_Q4_K ? m * k : 0;
+    if (orderFloats && !(xorder = bk_order_scratch(orderFloats * sizeof(float)))) {
         if (xsum != stack) free(xsum);
         return BK_ERROR_MEMORY;
     }

@@ -171,7 +171,7 @@ void bk_avx2_matmul(uint32_t type, const float *x, size_t m, size_t k, const uin
 void bk_avx2_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
                         float *out);
 // `xorder`: m * k + m * k / 16 floats of scratch for Q6_K (its tiles read the activations
-// reordered, and their sums per 16 after them).
+// reordered, and their sums per 16 after them), m * k for Q4_K (reordered).
 void bk_avx512_matmul(uint32_t type, const float *x, size_t m, size_t k, const uint8_t *w, size_t rowBytes,
                       size_t n0, size_t n1, float *y, size_t ldy, float *xsum, float *xorder);
 void bk_avx512_dequantize(uint32_t type, const uint8_t *w, size_t rowBytes, size_t r0, size_t r1, size_t k,
