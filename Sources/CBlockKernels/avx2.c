@@ -533,6 +533,16 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
 // level's tiles (bench kernels --levels 1, the Intel Xeon) 16 KB made k = 2048 at 4-8 rows up to
 // 5% slower, while 32 KB left it as it was and took Q4_K 8192x2048 at 8 rows from 5.1 to 4.0
 // one-row products.
+//
+// A lone activation row meets Q6_K, and Q4_K of k <= 4096, one weight row at a time (one stream
+// of weights per core, as in avx512.c). Here the tiles are bound by arithmetic more than by
+// memory, and four weight rows share each load of x: with k = 8192 (32 KB of x, a Zen 3's whole
+// L1) one row at a time lost. `bench kernels --levels 1 --modes float` on Zen 5, one row at a
+// time against four: Q4_K 2048x8192 hot 636 us against 714-725, cold 2T 326-328 / 376-378;
+// 8192x2048 694-707 / 638-643 (kept at four); Q6_K 2048x8192 826-847 / 884-887, 8192x2048 810 /
+// 892-901. Float32 decoding at ADAPTER_CPU_LEVEL=avx2, interleaved rounds: Qwen3-0.6B 67.9-69.0
+// -> 70.3-71.0 tokens/s, Phi-4-mini 11.8-11.9 -> 12.1-12.2, Qwen3-1.7B Q4_K_M 22.8-23.7 ->
+// 23.7-24.5.
 enum { XBUDGET = 32768 };
 
 INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, const float *xs, const uint8_t *w,
@@ -575,7 +585,7 @@ INLINE void product(const uint32_t type, const float *x, size_t m, size_t k, con
                         for (; j < group; j++) TILE(2, 1);
                         break;
                     default:
-                        if (group == 4) TILE(1, 4);
+                        if (group == 4 && type != BK_Q6_K && !(type == BK_Q4_K && k <= 4096)) TILE(1, 4);
                         else for (; j < group; j++) TILE(1, 1);
                         break;
                     }
