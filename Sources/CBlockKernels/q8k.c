@@ -470,42 +470,52 @@ INLINE void steps_w4(const uint32_t type, q8k_view x, size_t m, size_t r0, size_
     *macc = _mm_fmadd_ps(_mm_mul_ps(h->dmin, dx), _mm_cvtepi32_ps(summ), *macc);
 }
 
-// One activation row r0 against four weight rows (w, w + rowBytes, ...; decoding's shape): the
-// row's 32-value pieces load once for all four, the four integer sums reduce together, and the
-// float steps run in four lanes, lane j doing for weight row j exactly the scalar steps of
-// steps1 / steps6_1 (the same bits as the one-row tile). y[j] for weight row j.
+// One weight row's Q4_K/Q5_K sub-block scales as k4_row_words gives them (the eight scales as
+// words in both 128-bit lanes), from that row's head alone.
+INLINE __m256i k4_words1(const uint8_t *p) {
+    const __m256i sm = k4_unpack2(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)));
+    return _mm256_unpacklo_epi8(sm, _mm256_setzero_si256());
+}
+
+// The longest weight rows vnni_tile_w4 and avx2_tile_w4 take (their sums live on the stack; the
+// lanes kernels' unpacked rows too).
+enum { LANES_K = 16384 };
+
+// One activation row r0 against four weight rows (decoding's shape): each weight row's exact
+// integer sums per super-block as the one-row tile makes them, the four rows' reduced together
+// and their float steps in four lanes (steps_w4: the one-row tile's bits). The rows are read one
+// after the other, each super-block's sums kept (8 KB at most), then reduced and stepped
+// super-block by super-block: one sequential stream of weights per core (see vnni_tile_w4).
 INLINE void avx2_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes,
                          float *y) {
     const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
-    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
     const int8_t *xr = x.q + r0 * k;
-    for (size_t b = 0; b < B; b++) {
-        const uint8_t *p0 = w + b * bytes;
-        k4_heads h;
-        __m256i words[4], lo[4], hi[4];
-        if (type != BK_Q6_K) h = k4_heads4(p0, rowBytes);
-        for (int j = 0; j < 4; j++) {
-            prefetch_ahead(p0 + j * rowBytes, rowBytes, bytes);
-            if (type == BK_Q6_K) q6_scale_words((const int8_t *)(p0 + j * rowBytes + 192), &lo[j], &hi[j]);
-            else words[j] = k4_row_words(&h, j);
-        }
-        // Two weight rows at a time share each activation piece: four at a time outgrew the 16
-        // registers (a third of the loop was spills).
-        __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-        #pragma clang loop unroll(full)
-        for (int j0 = 0; j0 < 4; j0 += 2) {
+    __m256i a[4][LANES_K / 256];
+    for (int j = 0; j < 4; j++) {
+        const uint8_t *row = w + j * rowBytes;
+        for (size_t b = 0; b < B; b++) {
+            const uint8_t *p = row + b * bytes;
+            prefetch_ahead(p, rowBytes, bytes);
+            __m256i words, lo, hi, sum = _mm256_setzero_si256();
+            if (type == BK_Q6_K) q6_scale_words((const int8_t *)(p + 192), &lo, &hi);
+            else words = k4_words1(p);
             #pragma clang loop unroll(full)
             for (int s = 0; s < 8; s++) {
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(xr + 256 * b + 32 * s));
-                for (int j = j0; j < j0 + 2; j++) {
-                    const uint8_t *p = p0 + j * rowBytes;
-                    const __m256i u = type == BK_Q6_K ? avx2_q6_quarter(p, s / 4, s % 4) : avx2_sub_bytes(type, p, s);
-                    const __m256i s16 = type == BK_Q6_K ? q6_pair_words(lo[j], hi[j], s) : k4_sub_words(words[j], s);
-                    a[j] = _mm256_add_epi32(a[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
-                }
+                const __m256i u = type == BK_Q6_K ? avx2_q6_quarter(p, s / 4, s % 4) : avx2_sub_bytes(type, p, s);
+                const __m256i s16 = type == BK_Q6_K ? q6_pair_words(lo, hi, s) : k4_sub_words(words, s);
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s16));
             }
+            a[j][b] = sum;
         }
-        steps_w4(type, x, m, r0, b, p0, rowBytes, &h, reduce4x8(a), &acc, &macc);
+    }
+    __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
+    for (size_t b = 0; b < B; b++) {
+        const uint8_t *p0 = w + b * bytes;
+        k4_heads h;
+        if (type != BK_Q6_K) h = k4_heads4(p0, rowBytes);
+        const __m256i t[4] = {a[0][b], a[1][b], a[2][b], a[3][b]};
+        steps_w4(type, x, m, r0, b, p0, rowBytes, &h, reduce4x8(t), &acc, &macc);
     }
     _mm_storeu_ps(y, _mm_sub_ps(acc, macc));
 }
@@ -513,7 +523,7 @@ INLINE void avx2_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
 static void avx2_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
                      size_t n1, float *y, size_t ldy) {
 #define TILE(T, r0, wr, yo, MR) avx2_tile(T, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-#define TILE4(T, r0, wr, yo) (avx2_tile_w4(T, x, m, k, r0, wr, rowBytes, yo), 1)
+#define TILE4(T, r0, wr, yo) (k <= LANES_K ? (avx2_tile_w4(T, x, m, k, r0, wr, rowBytes, yo), 1) : 0)
 #define LANES(T, o, group) ((size_t)0)
     if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 4, 0, TILE4, LANES)
     else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 4, 0, TILE4, LANES)
@@ -682,35 +692,40 @@ INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
 
 // One activation row r0 against four weight rows (decoding's shape), as avx2_tile_w4: each weight
 // row's 16-lane sums as the one-row tile makes them, the four reduced together (reduce4) and the
-// float steps in four lanes (steps_w4: the one-row tile's bits).
+// float steps in four lanes (steps_w4: the one-row tile's bits). The four rows are read one after
+// the other, each super-block's sums kept (16 KB at most), and then reduced and stepped super-block
+// by super-block, so a core reads one sequential stream of weights (scripts/probes/stream-order.c:
+// two threads read 47-50 GB/s row after row, 37-42 four rows side by side). Taking the four rows
+// side by side (b outer, the rows inner) left two threads no faster than one from
+// DRAM: `bench kernels --modes q8k`, Zen 5, cold, Q4_K 2048x8192 one thread 240-246 us, two
+// 228-231; now two 186-190; Q6_K 2048x8192 two threads 348-350 -> 284-289 (k = 8192: the same
+// either way; in cache ~5% slower, the sums' store and reload). Phi-4-mini q8 decoding in a
+// period when the old order read ~38 GB/s, interleaved with llama-bench: 17.5-17.6 -> 20.1-20.6
+// tokens/s (llama.cpp 19.6-20.1).
 INLINE void vnni_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes,
                          float *y) {
     const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
+    __m512i a[4][LANES_K / 256];
+    for (int j = 0; j < 4; j++) {
+        const uint8_t *row = w + j * rowBytes;
+        for (size_t b = 0; b < B; b++) {
+            const uint8_t *p = row + b * bytes;
+            prefetch_ahead(p, rowBytes, bytes);
+            if (type == BK_Q6_K) superblock_sums6(x, k, r0, b, p, &a[j][b], 1);
+            else superblock_sums16(type, x, k, r0, b, p, _mm512_castsi256_si512(k4_words1(p)), &a[j][b], 1);
+        }
+    }
     __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
     for (size_t b = 0; b < B; b++) {
         const uint8_t *p0 = w + b * bytes;
         k4_heads h;
-        __m512i a[4];
-        if (type == BK_Q6_K) {
-            for (int j = 0; j < 4; j++) {  // (unrolled, it ran 5% slower: Zen 5)
-                prefetch_ahead(p0 + j * rowBytes, rowBytes, bytes);
-                superblock_sums6(x, k, r0, b, p0 + j * rowBytes, &a[j], 1);
-            }
-        } else {
-            h = k4_heads4(p0, rowBytes);
-            #pragma clang loop unroll(full)  // j a constant: the rows' sums stay in registers, no branch per row (8% faster)
-            for (int j = 0; j < 4; j++) {
-                prefetch_ahead(p0 + j * rowBytes, rowBytes, bytes);
-                superblock_sums16(type, x, k, r0, b, p0 + j * rowBytes, _mm512_castsi256_si512(k4_row_words(&h, j)), &a[j], 1);
-            }
-        }
-        steps_w4(type, x, m, r0, b, p0, rowBytes, &h, reduce4(a), &acc, &macc);
+        if (type != BK_Q6_K) h = k4_heads4(p0, rowBytes);
+        const __m512i t[4] = {a[0][b], a[1][b], a[2][b], a[3][b]};
+        steps_w4(type, x, m, r0, b, p0, rowBytes, &h, reduce4(t), &acc, &macc);
     }
     _mm_storeu_ps(y, _mm_sub_ps(acc, macc));
 }
 
-// The longest weight rows the lanes kernels take (their unpacked rows live on the stack).
-enum { LANES_K = 16384 };
 
 // Super-block b's exact sums for four unpacked weight rows wb against one block of 16 rows in
 // lanes (xb: its super-block b): Σ_s sc_j[s]·Σ_(i in s) w·x over the sub-blocks of `size`
@@ -836,7 +851,7 @@ INLINE size_t lanes_rows(const uint32_t type, q8k_view x, size_t m, size_t k, co
 static void vnni_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const uint8_t *w, size_t rowBytes, size_t n0,
                      size_t n1, float *y, size_t ldy) {
 #define TILE(T, r0, wr, yo, MR) vnni_tile(T, x, m, k, r0, wr, rowBytes, yo, ldy, MR)
-#define TILE4(T, r0, wr, yo) (vnni_tile_w4(T, x, m, k, r0, wr, rowBytes, yo), 1)
+#define TILE4(T, r0, wr, yo) (k <= LANES_K ? (vnni_tile_w4(T, x, m, k, r0, wr, rowBytes, yo), 1) : 0)
 // a whole group of four weight rows takes its first 16·⌊m/16⌋ rows in lanes
 #define LANES(T, o, group) (x.lanes && k <= LANES_K && (group) == 4 ? lanes_rows(T, x, m, k, w + (o) * rowBytes, rowBytes, y + (o), ldy) : 0)
     if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 8, 1, TILE4, LANES)
