@@ -308,6 +308,28 @@ INLINE void tile32(const uint32_t type, const float *x, size_t k, const float *x
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) + add[r][j];
 }
 
+// A tile with an accumulator and a min accumulator per (row, output) (the K-quants with mins):
+// zeroed, or resumed from the tile_state, at a chunk's start; kept there, or y = sum(acc) -
+// sum(macc), at its end.
+INLINE void tile_start_mins(__m512 acc[MAXROWS][4], __m256 macc[MAXROWS][4], const int MR, const int NR, chunk c) {
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) {
+            acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
+            macc[r][j] = c.first ? _mm256_setzero_ps() : c.st->macc[r][c.j0 + j];
+        }
+}
+
+INLINE void tile_finish_mins(__m512 acc[MAXROWS][4], __m256 macc[MAXROWS][4], const int MR, const int NR, chunk c, float *y,
+                             size_t ldy) {
+    if (!c.last) {
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->macc[r][c.j0 + j] = macc[r][j]; }
+        return;
+    }
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
+}
+
 // Q5_K (Q4_K took it too before tileQ4K): per 32-value sub-block s, acc = fma(d·sc_s·q_s, x_s,
 // acc) over two halves of 16 (a 32-entry table through vpermt2ps); the mins go to a second
 // accumulator, macc += (dmin·m_0..7)·sums(x_0..7) per super-block, and y = sum(acc) - sum(macc).
@@ -318,11 +340,7 @@ INLINE void tileK5(const float *x, size_t k, const float *xs, size_t sums, const
     const __m512 iota = iota16f(), iota16 = _mm512_add_ps(iota, _mm512_set1_ps(16));
     __m512 acc[MAXROWS][4];
     __m256 macc[MAXROWS][4];
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) {
-            acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
-            macc[r][j] = c.first ? _mm256_setzero_ps() : c.st->macc[r][c.j0 + j];
-        }
+    tile_start_mins(acc, macc, MR, NR, c);
     for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         float scales[4][8];  // d · sc_0..7 of each weight row's super-block
         for (int j = 0; j < NR; j++) {
@@ -361,13 +379,7 @@ INLINE void tileK5(const float *x, size_t k, const float *xs, size_t sums, const
             }
         }
     }
-    if (!c.last) {
-        for (int r = 0; r < MR; r++)
-            for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->macc[r][c.j0 + j] = macc[r][j]; }
-        return;
-    }
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
+    tile_finish_mins(acc, macc, MR, NR, c, y, ldy);
 }
 
 // Q4_K, with the activations in q4k_order's order. A 32-bit lane of 64 nibble bytes holds four
@@ -389,11 +401,7 @@ INLINE void tileQ4K(const float *x, size_t k, const float *xs, size_t sums, cons
     const __m512 iota = iota16f();
     __m512 acc[MAXROWS][4];
     __m256 macc[MAXROWS][4];
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) {
-            acc[r][j] = c.first ? _mm512_setzero_ps() : c.st->acc[r][c.j0 + j];
-            macc[r][j] = c.first ? _mm256_setzero_ps() : c.st->macc[r][c.j0 + j];
-        }
+    tile_start_mins(acc, macc, MR, NR, c);
     for (size_t b = c.c0 / 256; b < c.c1 / 256; b++) {
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * BK_Q4_K_BYTES;
@@ -430,13 +438,7 @@ INLINE void tileQ4K(const float *x, size_t k, const float *xs, size_t sums, cons
             }
         }
     }
-    if (!c.last) {
-        for (int r = 0; r < MR; r++)
-            for (int j = 0; j < NR; j++) { c.st->acc[r][c.j0 + j] = acc[r][j]; c.st->macc[r][c.j0 + j] = macc[r][j]; }
-        return;
-    }
-    for (int r = 0; r < MR; r++)
-        for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
+    tile_finish_mins(acc, macc, MR, NR, c, y, ldy);
 }
 
 // m rows of k activations in tileQ4K's order: per 256, vector (h, s, t) lane L takes value

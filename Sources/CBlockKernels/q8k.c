@@ -293,7 +293,7 @@ INLINE __m256i avx2_q6_quarter(const uint8_t *p, int hf, int e) {
 }
 
 // The sub-block scales as vpmaddwd's 16-bit words, kept in registers: Q4_K/Q5_K's eight unsigned
-// scales as words in both 128-bit lanes (k4_row_words, below), Q6_K's sixteen signed ones as two vectors whose lanes
+// scales as words in both 128-bit lanes (k4_words1, below), Q6_K's sixteen signed ones as two vectors whose lanes
 // both hold scales 0-7 (lo) or 8-15 (hi); one vpshufb then spreads the scale(s) of 32 values.
 // Broadcasting a scale byte took three operations (movzx, vmovd, vpbroadcastw) per sub-block and
 // weight row; a store of the words and vpbroadcastd loads of them made Q6_K slower still (its
@@ -436,11 +436,6 @@ INLINE k4_heads k4_heads4(const uint8_t *p0, size_t rowBytes) {
     k4_heads h = {k4_unpack2(v01), k4_unpack2(v23), _mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1)};
     return h;
 }
-// Row j's eight scales as 16-bit words in the low 128 bits of both halves (j in 0..3).
-INLINE __m256i k4_row_words(const k4_heads *h, int j) {
-    const __m256i z = _mm256_unpacklo_epi8(j < 2 ? h->sm01 : h->sm23, _mm256_setzero_si256());  // [words of row 2i | row 2i + 1]
-    return j % 2 == 0 ? _mm256_permute2x128_si256(z, z, 0x00) : _mm256_permute2x128_si256(z, z, 0x11);
-}
 // summ = Σ_s mn_s·bsum_s of activation row r0 for the four weight rows (exact integers).
 INLINE __m128i k4_mins4(const k4_heads *h, __m128i bsum) {
     const __m256i bs = _mm256_broadcastsi128_si256(bsum);
@@ -470,8 +465,8 @@ INLINE void steps_w4(const uint32_t type, q8k_view x, size_t m, size_t r0, size_
     *macc = _mm_fmadd_ps(_mm_mul_ps(h->dmin, dx), _mm_cvtepi32_ps(summ), *macc);
 }
 
-// One weight row's Q4_K/Q5_K sub-block scales as k4_row_words gives them (the eight scales as
-// words in both 128-bit lanes), from that row's head alone.
+// One weight row's eight Q4_K/Q5_K sub-block scales as 16-bit words in both 128-bit lanes (the
+// low 128 bits of k4_unpack2's lanes, widened), from the super-block's head at p.
 INLINE __m256i k4_words1(const uint8_t *p) {
     const __m256i sm = k4_unpack2(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)));
     return _mm256_unpacklo_epi8(sm, _mm256_setzero_si256());
