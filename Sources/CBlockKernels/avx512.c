@@ -688,8 +688,9 @@ INLINE void tile(const uint32_t type, const float *x, size_t k, const float *xs,
 //
 // A lone activation row (decoding) meets Q4_K and Q6_K one weight row at a time, so each core
 // reads one sequential stream of weights rather than four rows side by side: two threads summing
-// 2 GB of 1,728-byte rows on this VM (Zen 5; scripts/probes/stream-order.c) drew 47-50 GB/s row
-// after row and 37-42 GB/s four rows side by side, whatever the software prefetch. From DRAM on two threads (`bench kernels
+// 2 GB of 1,728-byte rows on this VM (Zen 5; scripts/probes/stream-order.c) drew 46-50 GB/s row
+// after row and 34-41 GB/s four rows side by side in one period, 66-70 and 40-57 in a faster one,
+// whatever the software prefetch. From DRAM on two threads (`bench kernels
 // --modes float`, cold 2T, Zen 5) one row at a time against four: Q4_K 2048x8192 205-208 us
 // against 217-219, 8192x2048 210-212 / 219-220, Q6_K 282-284 / 288-290 and 295-300 / 305-309
 // (hot in L3 four were faster: Q4_K 350 against 386-397 us). Their tiles' dependency chains

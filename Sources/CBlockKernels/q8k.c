@@ -690,7 +690,7 @@ INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
 // float steps in four lanes (steps_w4: the one-row tile's bits). The four rows are read one after
 // the other, each super-block's sums kept (16 KB at most), and then reduced and stepped super-block
 // by super-block, so a core reads one sequential stream of weights (scripts/probes/stream-order.c:
-// two threads read 47-50 GB/s row after row, 37-42 four rows side by side). Taking the four rows
+// two threads read 46-70 GB/s row after row by period, 34-57 four rows side by side). Taking the four rows
 // side by side (b outer, the rows inner) left two threads no faster than one from
 // DRAM: `bench kernels --modes q8k`, Zen 5, cold, Q4_K 2048x8192 one thread 240-246 us, two
 // 228-231; now two 186-190; Q6_K 2048x8192 two threads 348-350 -> 284-289 (k = 8192: the same
