@@ -330,6 +330,20 @@ INLINE void tile_finish_mins(__m512 acc[MAXROWS][4], __m256 macc[MAXROWS][4], co
         for (int j = 0; j < NR; j++) y[r * ldy + j] = hsum512(acc[r][j]) - hsum256(macc[r][j]);
 }
 
+// The head of the Q4_K/Q5_K super-block b at p (weight row j of a tile): returns d·sc_0..7, and
+// adds its min terms (dmin·m_0..7)·sums(x_0..7) to macc[r][j] for the tile's rows.
+INLINE __m256 k4_head(const uint8_t *p, const float *xs, size_t sums, size_t b, __m256 macc[MAXROWS][4], int j, const int MR) {
+    uint8_t sc8[8], mn8[8];
+    bk_k4_scales(p + 4, sc8, mn8);
+    const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p))),
+                                       _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc8))));
+    const __m256 mins = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p + 2))),
+                                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn8))));
+    for (int r = 0; r < MR; r++)
+        macc[r][j] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs + r * sums + b * 8), macc[r][j]);
+    return scale;
+}
+
 // Q5_K (Q4_K took it too before tileQ4K): per 32-value sub-block s, acc = fma(d·sc_s·q_s, x_s,
 // acc) over two halves of 16 (a 32-entry table through vpermt2ps); the mins go to a second
 // accumulator, macc += (dmin·m_0..7)·sums(x_0..7) per super-block, and y = sum(acc) - sum(macc).
@@ -346,15 +360,7 @@ INLINE void tileK5(const float *x, size_t k, const float *xs, size_t sums, const
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * bytes;
             prefetch_ahead(p, rowBytes, bytes);
-            uint8_t sc8[8], mn8[8];
-            bk_k4_scales(p + 4, sc8, mn8);
-            __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p))),
-                                         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc8))));
-            __m256 mins = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p + 2))),
-                                        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn8))));
-            _mm256_storeu_ps(scales[j], scale);
-            for (int r = 0; r < MR; r++)
-                macc[r][j] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs + r * sums + b * 8), macc[r][j]);
+            _mm256_storeu_ps(scales[j], k4_head(p, xs, sums, b, macc, j, MR));
         }
         // 64 values at a time across the weight rows, so that one activation row's 64 values
         // serve all NR weight rows from registers and the rows' work overlaps. Against each
@@ -406,15 +412,7 @@ INLINE void tileQ4K(const float *x, size_t k, const float *xs, size_t sums, cons
         for (int j = 0; j < NR; j++) {
             const uint8_t *p = w + j * rowBytes + b * BK_Q4_K_BYTES;
             prefetch_ahead(p, rowBytes, BK_Q4_K_BYTES);
-            uint8_t sc8[8], mn8[8];
-            bk_k4_scales(p + 4, sc8, mn8);
-            const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p))),
-                                               _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc8))));
-            const __m256 mins = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16((short)bk_u16(p + 2))),
-                                              _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn8))));
-            const __m512 scales = _mm512_castps256_ps512(scale);  // d · sc_0..7 in lanes 0-7
-            for (int r = 0; r < MR; r++)
-                macc[r][j] = _mm256_fmadd_ps(mins, _mm256_loadu_ps(xs + r * sums + b * 8), macc[r][j]);
+            const __m512 scales = _mm512_castps256_ps512(k4_head(p, xs, sums, b, macc, j, MR));  // d · sc_0..7 in lanes 0-7
             p += 16;
             for (int h = 0; h < 2; h++) {
                 const __m512i z = _mm512_loadu_si512((const void *)(p + 64 * h));
