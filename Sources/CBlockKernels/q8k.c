@@ -685,6 +685,19 @@ INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
     for (int r = 0; r < MR; r++) y[(r0 + r) * ldy] = out[r];
 }
 
+// 12 KB further along the one stream of weights a core reads (vnni_tile_w4 reads its rows one
+// after the other), into L1 without displacing what the step reuses (NTA). Eight rows on is 37 KB
+// for a Q4_K row of 8,192 values and 53 KB for Q6_K's, and those long rows streamed slowest:
+// `bench kernels --modes q8k --levels 3`, Zen 5, cold, one thread, eight rows on -> 12 KB:
+// Q4_K 8192x2048 338-347 -> 297-306 us, Q6_K 8192x2048 571-589 -> 468-484, 2048x8192 the same
+// or faster. In a C harness (one thread, cold) 2-6 KB ahead lost 10-40%, 8-24 KB all gained on
+// k = 8192, T0 and T1 less than NTA. The AVX2 tiles keep eight rows on: at ADAPTER_CPU_LEVEL=avx2
+// on Zen 5 12 KB was mixed (Phi-4-mini +2-9%, Qwen3-1.7B -1-6%), and no AVX2-only CPU was at hand.
+INLINE void prefetch_stream(const uint8_t *p, size_t bytes) {
+    const char *a = (const char *)p + 12288;
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_NTA);
+}
+
 // One activation row r0 against four weight rows (decoding's shape), as avx2_tile_w4: each weight
 // row's 16-lane sums as the one-row tile makes them, the four reduced together (reduce4) and the
 // float steps in four lanes (steps_w4: the one-row tile's bits). The four rows are read one after
@@ -705,7 +718,7 @@ INLINE void vnni_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
         const uint8_t *row = w + j * rowBytes;
         for (size_t b = 0; b < B; b++) {
             const uint8_t *p = row + b * bytes;
-            prefetch_ahead(p, rowBytes, bytes);
+            prefetch_stream(p, bytes);
             if (type == BK_Q6_K) superblock_sums6(x, k, r0, b, p, &a[j][b], 1);
             else superblock_sums16(type, x, k, r0, b, p, _mm512_castsi256_si512(k4_words1(p)), &a[j][b], 1);
         }
