@@ -164,6 +164,23 @@ INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes, size_t bytes) {
     for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_T1);
 }
 
+// `ahead` bytes further along the one stream of weights a core reads (the four-row tiles read
+// their rows one after the other), into L1 without displacing what the step reuses (NTA). Eight
+// rows on, as prefetch_ahead, is 37 KB ahead for a Q4_K row of 8,192 values and 53 KB for Q6_K's,
+// and those long rows streamed slowest. `bench kernels --types q4_K q6_K --modes q8k --levels 3`,
+// Zen 5, cold, one thread, eight rows on (T1) -> 12 KB: Q4_K 8192x2048 338-347 -> 297-306 us,
+// Q6_K 8192x2048 571-589 -> 468-484, 2048x8192 the same or faster; in a C harness (one thread,
+// cold) 2-6 KB ahead lost 10-40% on k = 8192, 8-24 KB all gained, T0 and T1 less than NTA. The
+// VNNI tile takes 12 KB; the AVX2 one eight rows on up to 12 KB (12 KB for every row was mixed
+// there, at ADAPTER_CPU_LEVEL=avx2 on Zen 5: Phi-4-mini q8 decoding +2-9%, Qwen3-1.7B -1-6%; the
+// cap: Phi-4-mini 20.8-22.8 -> 22.2-23.4 tokens/s, Qwen3-1.7B 36.1-46.1 -> 45.8-46.5, Qwen3-0.6B
+// and Gemma-3-1B level). The same cap in the VNNI tile, the same 12 KB for long rows, ran 2-5%
+// slower on 8192x2048 (the distance no longer a constant in the address).
+INLINE void prefetch_stream(const uint8_t *p, size_t ahead, size_t bytes) {
+    const char *a = (const char *)p + ahead;
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_NTA);
+}
+
 // The mins of sub-blocks 2g and 2g+1 as the two 16-bit halves of a word (vpmaddwd's pairs).
 INLINE int32_t min_pair(const uint8_t mn[8], int g) { return (int32_t)(mn[2 * g] | (uint32_t)mn[2 * g + 1] << 16); }
 
@@ -485,12 +502,13 @@ INLINE void avx2_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
                          float *y) {
     const size_t B = k / 256, bytes = type == BK_Q4_K ? BK_Q4_K_BYTES : type == BK_Q5_K ? BK_Q5_K_BYTES : BK_Q6_K_BYTES;
     const int8_t *xr = x.q + r0 * k;
+    const size_t ahead = 8 * rowBytes < 12288 ? 8 * rowBytes : 12288;  // see prefetch_stream
     __m256i a[4][LANES_K / 256];
     for (int j = 0; j < 4; j++) {
         const uint8_t *row = w + j * rowBytes;
         for (size_t b = 0; b < B; b++) {
             const uint8_t *p = row + b * bytes;
-            prefetch_ahead(p, rowBytes, bytes);
+            prefetch_stream(p, ahead, bytes);
             __m256i words, lo, hi, sum = _mm256_setzero_si256();
             if (type == BK_Q6_K) q6_scale_words((const int8_t *)(p + 192), &lo, &hi);
             else words = k4_words1(p);
@@ -685,18 +703,6 @@ INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
     for (int r = 0; r < MR; r++) y[(r0 + r) * ldy] = out[r];
 }
 
-// 12 KB further along the one stream of weights a core reads (vnni_tile_w4 reads its rows one
-// after the other), into L1 without displacing what the step reuses (NTA). Eight rows on is 37 KB
-// for a Q4_K row of 8,192 values and 53 KB for Q6_K's, and those long rows streamed slowest:
-// `bench kernels --modes q8k --levels 3`, Zen 5, cold, one thread, eight rows on -> 12 KB:
-// Q4_K 8192x2048 338-347 -> 297-306 us, Q6_K 8192x2048 571-589 -> 468-484, 2048x8192 the same
-// or faster. In a C harness (one thread, cold) 2-6 KB ahead lost 10-40%, 8-24 KB all gained on
-// k = 8192, T0 and T1 less than NTA. The AVX2 tiles keep eight rows on: at ADAPTER_CPU_LEVEL=avx2
-// on Zen 5 12 KB was mixed (Phi-4-mini +2-9%, Qwen3-1.7B -1-6%), and no AVX2-only CPU was at hand.
-INLINE void prefetch_stream(const uint8_t *p, size_t bytes) {
-    const char *a = (const char *)p + 12288;
-    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_NTA);
-}
 
 // One activation row r0 against four weight rows (decoding's shape), as avx2_tile_w4: each weight
 // row's 16-lane sums as the one-row tile makes them, the four reduced together (reduce4) and the
@@ -718,7 +724,7 @@ INLINE void vnni_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
         const uint8_t *row = w + j * rowBytes;
         for (size_t b = 0; b < B; b++) {
             const uint8_t *p = row + b * bytes;
-            prefetch_stream(p, bytes);
+            prefetch_stream(p, 12288, bytes);
             if (type == BK_Q6_K) superblock_sums6(x, k, r0, b, p, &a[j][b], 1);
             else superblock_sums16(type, x, k, r0, b, p, _mm512_castsi256_si512(k4_words1(p)), &a[j][b], 1);
         }
