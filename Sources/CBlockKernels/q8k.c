@@ -703,7 +703,6 @@ INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
     for (int r = 0; r < MR; r++) y[(r0 + r) * ldy] = out[r];
 }
 
-
 // One activation row r0 against four weight rows (decoding's shape), as avx2_tile_w4: each weight
 // row's 16-lane sums as the one-row tile makes them, the four reduced together (reduce4) and the
 // float steps in four lanes (steps_w4: the one-row tile's bits). The four rows are read one after
