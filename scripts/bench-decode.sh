@@ -192,6 +192,9 @@ if ours:
     print(f"ours: {ours['bytes_per_token'] / 1e6:.1f} MB read per decoded token, {ours['streamed_gb_s']:.1f} GB/s = "
           f"{100 * ours['fraction_of_bandwidth']:.0f}% of the measured {ours['bandwidth_gb_s']:.1f} GB/s; load {ours['load_seconds']:.2f} s; "
           f"base weights {ours['base_weights']}{extra}")
+    if ours['fraction_of_bandwidth'] > 1:
+        print("(more than the bandwidth probe, which reads once just after ours' runs: the machine's memory bandwidth moved during"
+              " the run; compare ratios from one sitting)")
     print(f"(ours decodes {gen} tokens from an empty context, as llama-bench's tg{gen}, and after {prompt} tokens of context for the @ depth row"
           f" (our float32 KV cache against llama.cpp's float16 one);"
           f" generate's rows: 38 prompt tokens and 128 new, beside llama-bench's peak RSS and llama-completion's on the same chat)")

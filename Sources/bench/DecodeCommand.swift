@@ -151,6 +151,13 @@ struct DecodeCommand: ParsableCommand {
         FileHandle.standardError.write(Data(String(format: "%@ (%@ weights, %d threads, CPU level %@): prefill %.1f tokens/s (best %.1f), decode %.1f tokens/s (best %.1f); load %.2fs; peak RSS %.0f MB; %.1f MB read per token = %.1f GB/s, %.0f%% of the measured %.1f GB/s\n",
                                                    base.path, model.baseWeights.rawValue, threads, CPULevel.summary, result["prefill_tokens_per_s"] as! Double, prefill.max()!,
                                                    meanDecode, decode.max()!, loadSeconds, rss, Double(bytes) / 1e6, streamed, 100 * streamed / bandwidth, bandwidth).utf8))
+        if streamed > bandwidth {
+            // The probe runs once, after the passes (its buffer would count in the peak RSS
+            // before them): on a shared machine whose memory bandwidth moves from minute to minute
+            // decoding can outrun it.
+            FileHandle.standardError.write(Data(String(format: "note: decoding read more than the probe (%.1f GB/s against %.1f GB/s, read just after the runs): the machine's memory bandwidth moved during the run; compare ratios from one sitting\n",
+                                                       streamed, bandwidth).utf8))
+        }
         if !atDepth.isEmpty {
             FileHandle.standardError.write(Data(String(format: "decode after %d tokens of context: %.1f tokens/s (best %.1f)\n",
                                                        decodeDepth, atDepth.reduce(0, +) / Double(atDepth.count), atDepth.max()!).utf8))
@@ -226,8 +233,8 @@ struct DecodeCommand: ParsableCommand {
         return results
     }
 
-    /// GB/s of summing a 512 MiB buffer on every core (best of 3): the memory-bound ceiling a
-    /// decoding step that streams its weights can approach.
+    /// GB/s of summing a 512 MiB buffer on every core (best of 3), after the timed passes: the
+    /// memory-bound ceiling a decoding step that streams its weights can approach, at that moment.
     static func memoryBandwidth() -> Double {
         let count = 128 << 20  // floats
         let buffer = UnsafeMutablePointer<Float>.allocate(capacity: count)
