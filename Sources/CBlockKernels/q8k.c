@@ -174,8 +174,8 @@ INLINE void prefetch_ahead(const uint8_t *p, size_t rowBytes, size_t bytes) {
 // VNNI tile takes 12 KB; the AVX2 one eight rows on up to 12 KB (12 KB for every row was mixed
 // there, at ADAPTER_CPU_LEVEL=avx2 on Zen 5: Phi-4-mini q8 decoding +2-9%, Qwen3-1.7B -1-6%; the
 // cap: Phi-4-mini 20.8-22.8 -> 22.2-23.4 tokens/s, Qwen3-1.7B 36.1-46.1 -> 45.8-46.5, Qwen3-0.6B
-// and Gemma-3-1B level). The same cap in the VNNI tile, the same 12 KB for long rows, ran 2-5%
-// slower on 8192x2048 (the distance no longer a constant in the address).
+// and Gemma-3-1B level). The cap in the VNNI tile ran 2-5% slower on 8192x2048, where it gives
+// the same 12 KB (the distance no longer a constant in the address).
 INLINE void prefetch_stream(const uint8_t *p, size_t ahead, size_t bytes) {
     const char *a = (const char *)p + ahead;
     for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_NTA);
@@ -738,7 +738,6 @@ INLINE void vnni_tile_w4(const uint32_t type, q8k_view x, size_t m, size_t k, si
     }
     _mm_storeu_ps(y, _mm_sub_ps(acc, macc));
 }
-
 
 // Super-block b's exact sums for four unpacked weight rows wb against one block of 16 rows in
 // lanes (xb: its super-block b): Σ_s sc_j[s]·Σ_(i in s) w·x over the sub-blocks of `size`
