@@ -133,6 +133,28 @@ static inline void bk_k4_scales(const uint8_t *packed, uint8_t sc[8], uint8_t mn
     memcpy(mn, &m03, 4); memcpy(mn + 4, &m47, 4);
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+// bk_k4_scales in vector registers, for two super-blocks at once: each 128-bit lane of v holds a
+// Q4_K/Q5_K head (bytes 0-15: d, dmin, the 12 packed bytes), and comes back as its eight scales
+// then its eight mins, one byte each ([s03, s47, m03, m47] as 32-bit words). Eight vector
+// operations where bk_k4_scales takes ~20 scalar ones and a store and reload per row and
+// super-block (a fifth of the one-row q8k product's work, ~10% of the float32 one's).
+static inline __attribute__((target("avx2"), always_inline)) __m256i bk_k4_unpack2(__m256i v) {
+    const __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(3, 3, 2, 1)), _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4));
+    const __m256i top = _mm256_setr_epi32(0, 0, 0x03030303, 0x03030303, 0, 0, 0x03030303, 0x03030303);
+    const __m256i y = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 0, 0)), 6), top), 4);
+    const __m256i low = _mm256_setr_epi32(0x3f3f3f3f, 0x3f3f3f3f, 0x0f0f0f0f, 0x0f0f0f0f, 0x3f3f3f3f, 0x3f3f3f3f, 0x0f0f0f0f, 0x0f0f0f0f);
+    // [a, b, c, c >> 4] & low | [-, -, (a >> 6 & 3) << 4, (b >> 6 & 3) << 4] = [s03, m03, s47, m47]
+    return _mm256_shuffle_epi32(_mm256_or_si256(_mm256_and_si256(x, low), y), _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+// One super-block's head at p unpacked as bk_k4_unpack2 does: scales in bytes 0-7, mins in 8-15.
+static inline __attribute__((target("avx2"), always_inline)) __m128i bk_k4_unpack1(const uint8_t *p) {
+    return _mm256_castsi256_si128(bk_k4_unpack2(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p))));
+}
+#endif
+
 // The 16 signed scales (-32..31) of a Q3_K super-block from its 12 packed bytes: the low 4 bits
 // of scale i are the low (i < 8) or high (i >= 8) nibble of byte i % 8, the top 2 bits are bits
 // 2(i/4), 2(i/4)+1 of byte 8 + i % 4, stored with an offset of 32.

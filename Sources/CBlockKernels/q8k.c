@@ -426,22 +426,13 @@ INLINE __m128 halves4(const uint8_t *p0, size_t rowBytes, size_t off) {
 
 // The heads (bytes 0-15: d, dmin, the 12 packed 6-bit scales and mins) of one Q4_K/Q5_K
 // super-block in four weight rows, unpacked in vector registers two rows per register, as
-// bk_k4_scales does one row in scalar code (that took ~20 scalar operations and a store and
-// reload per row and super-block, a fifth of the one-row product's work): sm01 holds row 0's
+// bk_k4_scales does one row in scalar code (bk_k4_unpack2 in internal.h): sm01 holds row 0's
 // eight scales, then its eight mins, in the low 128 bits and row 1's in the high; sm23 rows 2
 // and 3; d and dmin the four rows' fp16 scales as floats.
 typedef struct {
     __m256i sm01, sm23;
     __m128 d, dmin;
 } k4_heads;
-INLINE __m256i k4_unpack2(__m256i v) {  // per 128 bits [d|dmin, a, b, c] -> [s03, s47, m03, m47]
-    const __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(3, 3, 2, 1)), _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4));
-    const __m256i top = _mm256_setr_epi32(0, 0, 0x03030303, 0x03030303, 0, 0, 0x03030303, 0x03030303);
-    const __m256i y = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 0, 0)), 6), top), 4);
-    const __m256i low = _mm256_setr_epi32(0x3f3f3f3f, 0x3f3f3f3f, 0x0f0f0f0f, 0x0f0f0f0f, 0x3f3f3f3f, 0x3f3f3f3f, 0x0f0f0f0f, 0x0f0f0f0f);
-    // [a, b, c, c >> 4] & low | [-, -, (a >> 6 & 3) << 4, (b >> 6 & 3) << 4] = [s03, m03, s47, m47]
-    return _mm256_shuffle_epi32(_mm256_or_si256(_mm256_and_si256(x, low), y), _MM_SHUFFLE(3, 1, 2, 0));
-}
 INLINE k4_heads k4_heads4(const uint8_t *p0, size_t rowBytes) {
     const __m256i v01 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)p0)),
                                                 _mm_loadu_si128((const __m128i *)(p0 + rowBytes)), 1);
@@ -450,7 +441,7 @@ INLINE k4_heads k4_heads4(const uint8_t *p0, size_t rowBytes) {
     const __m256i u = _mm256_unpacklo_epi32(v01, v23);  // [dd0, dd2, ., . | dd1, dd3, ., .]
     const __m256 f = _mm256_cvtph_ps(_mm_unpacklo_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)));
     const __m256 g = _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));  // [d0..d3 | dmin0..dmin3]
-    k4_heads h = {k4_unpack2(v01), k4_unpack2(v23), _mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1)};
+    k4_heads h = {bk_k4_unpack2(v01), bk_k4_unpack2(v23), _mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1)};
     return h;
 }
 // summ = Σ_s mn_s·bsum_s of activation row r0 for the four weight rows (exact integers).
@@ -483,9 +474,9 @@ INLINE void steps_w4(const uint32_t type, q8k_view x, size_t m, size_t r0, size_
 }
 
 // One weight row's eight Q4_K/Q5_K sub-block scales as 16-bit words in both 128-bit lanes (the
-// low 128 bits of k4_unpack2's lanes, widened), from the super-block's head at p.
+// low 128 bits of bk_k4_unpack2's lanes, widened), from the super-block's head at p.
 INLINE __m256i k4_words1(const uint8_t *p) {
-    const __m256i sm = k4_unpack2(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)));
+    const __m256i sm = bk_k4_unpack2(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p)));
     return _mm256_unpacklo_epi8(sm, _mm256_setzero_si256());
 }
 
