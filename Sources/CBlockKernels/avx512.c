@@ -333,9 +333,10 @@ INLINE void tile_finish_mins(__m512 acc[MAXROWS][4], __m256 macc[MAXROWS][4], co
 // The head of the Q4_K/Q5_K super-block b at p (weight row j of a tile): returns d·sc_0..7, and
 // adds its min terms (dmin·m_0..7)·sums(x_0..7) to macc[r][j] for the tile's rows. The scales and
 // mins unpacked in vector registers (bk_k4_unpack1) and multiplied by [d x 8, dmin x 8] at once,
-// the products those of bk_k4_scales' bytes (the same bits): against bk_k4_scales (scalar, a
-// store and a reload), `bench kernels --types q4_K --modes float --levels 3`, Zen 5, one thread,
-// 2048x8192 cold ~10% faster (one weight row's whole super-block costs ~21 cycles).
+// the products those of bk_k4_scales' bytes (the same bits). Against bk_k4_scales (~20 scalar
+// operations, then the bytes reloaded as a vector; 15% of the one-row product's time): `bench
+// kernels --types q4_K --modes float --levels 3`, Zen 5, hot, one thread, 2048x8192 375 -> 322-332
+// us (docs/benchmarks.md, 2026-11-30 06:10). The AVX2 tile keeps bk_k4_scales (3-6% faster there).
 INLINE __m256 k4_head(const uint8_t *p, const float *xs, size_t sums, size_t b, __m256 macc[MAXROWS][4], int j, const int MR) {
     const __m512 dd = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
                                             _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128((int)bk_u32(p)))));
