@@ -857,9 +857,14 @@ static void vnni_q8k(const uint32_t type, q8k_view x, size_t m, size_t k, const 
 #define TILE4(T, r0, wr, yo) (k <= LANES_K ? (vnni_tile_w4(T, x, m, k, r0, wr, rowBytes, yo), 1) : 0)
 // a whole group of four weight rows takes its first 16·⌊m/16⌋ rows in lanes
 #define LANES(T, o, group) (x.lanes && k <= LANES_K && (group) == 4 ? lanes_rows(T, x, m, k, w + (o) * rowBytes, rowBytes, y + (o), ldy) : 0)
+    // Q6_K takes no two-row tile: its per-row offset steps (steps6_4) made two rows cost 3.3 one-row
+    // products, where two passes of the four-weight-row tile cost 2 (one thread, in L3, 2048x2048:
+    // m = 2 197 -> 117 us, m = 3 253 -> 169, 6 413 -> 327, 7 466 -> 381, 10 430 -> 348; 4 and 8
+    // rows, 219 and 236 us, keep theirs). Q4_K and Q5_K at two rows: 110 and 118 us against one-row
+    // products of 59 and 71.
     if (type == BK_Q4_K) Q8K_PRODUCT(TILE, BK_Q4_K, 8, 1, TILE4, LANES)
     else if (type == BK_Q5_K) Q8K_PRODUCT(TILE, BK_Q5_K, 8, 1, TILE4, LANES)
-    else Q8K_PRODUCT(TILE, BK_Q6_K, 8, 1, TILE4, LANES)
+    else Q8K_PRODUCT(TILE, BK_Q6_K, 8, 0, TILE4, LANES)
 #undef TILE
 #undef TILE4
 #undef LANES
