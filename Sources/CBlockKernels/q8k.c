@@ -651,6 +651,28 @@ INLINE void superblock_sums6(q8k_view x, size_t k, size_t r0, size_t b, const ui
     }
 }
 
+// steps6_4's offset for four rows with the sums per 16 gathered into two vectors (lane j of
+// each: sub-blocks 2j, 2j + 1 of the four rows, pairs j and j + 4) and met by their scale pairs
+// in two vpmaddwd, where steps6_4 takes eight of 128 bits and a scalar pair each: the same exact
+// sums. Q6_K, four rows, one thread, in L3, 2048x2048: 213.7-215.7 -> 202.6-206.3 us.
+INLINE void steps6_4v(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, __m128i sums, __m128 *acc) {
+    const int16_t *q = x.bsum16 + bsum16_index(m, r0, b, 0);
+    const size_t st = 2 * m;  // int16 from one pair of sub-blocks' rows to the next pair's
+#define PAIR(j) _mm_loadu_si128((const __m128i *)(q + (j) * st))
+    const __m512i lo = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(PAIR(0)), PAIR(1), 1), PAIR(2), 2), PAIR(3), 3);
+    const __m512i hi = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(PAIR(4)), PAIR(5), 1), PAIR(6), 2), PAIR(7), 3);
+#undef PAIR
+    const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192))));  // scale pairs as dwords
+    const __m512i plo = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), sc);
+    const __m512i phi = _mm512_permutexvar_epi32(_mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7), sc);
+    const __m512i t = _mm512_add_epi32(_mm512_madd_epi16(lo, plo), _mm512_madd_epi16(hi, phi));
+    const __m256i u = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+    const __m128i corr = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+    const __m128i sumi = _mm_sub_epi32(sums, _mm_slli_epi32(corr, 5));
+    const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
+    *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 208))), dx), _mm_cvtepi32_ps(sumi), *acc);
+}
+
 // MR (8, 4, 2 or 1) rows r0.. of type T against one weight row: the header's steps, lane r for
 // row r0 + r.
 INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_t r0, const uint8_t *w, size_t rowBytes,
@@ -666,7 +688,7 @@ INLINE void vnni_tile(const uint32_t type, q8k_view x, size_t m, size_t k, size_
         if (type == BK_Q6_K) {
             superblock_sums6(x, k, r0, b, p, a, MR);
             if (MR == 8) steps6_8(x, m, r0, b, p, reduce8(a), &acc8);
-            else if (MR == 4) steps6_4(x, m, r0, b, p, reduce4(a), &acc4, 4);
+            else if (MR == 4) steps6_4v(x, m, r0, b, p, reduce4(a), &acc4);
             else if (MR == 2) steps6_4(x, m, r0, b, p, _mm_setr_epi32(_mm512_reduce_add_epi32(a[0]), _mm512_reduce_add_epi32(a[1]), 0, 0), &acc4, 2);
             else steps6_1(x, m, r0, b, p, _mm512_reduce_add_epi32(a[0]), &acc1);
             continue;
