@@ -139,7 +139,7 @@ static inline void bk_k4_scales(const uint8_t *packed, uint8_t sc[8], uint8_t mn
 // Q4_K/Q5_K head (bytes 0-15: d, dmin, the 12 packed bytes), and comes back as its eight scales
 // then its eight mins, one byte each ([s03, s47, m03, m47] as 32-bit words). Eight vector
 // operations where bk_k4_scales takes ~20 scalar ones and a store and reload per row and
-// super-block (a fifth of the one-row q8k product's work, ~10% of the float32 one's).
+// super-block (a fifth of the one-row q8k product's work, 15% of the float32 one's).
 static inline __attribute__((target("avx2"), always_inline)) __m256i bk_k4_unpack2(__m256i v) {
     const __m256i x = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(3, 3, 2, 1)), _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4));
     const __m256i top = _mm256_setr_epi32(0, 0, 0x03030303, 0x03030303, 0, 0, 0x03030303, 0x03030303);
