@@ -236,15 +236,19 @@ INLINE void steps6_1(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p
     *acc = fmaf(bk_half_to_float(bk_u16(p + 208)) * x.d[b * m + r0], (float)(sums - 32 * corr), *acc);
 }
 
+// The float step of `rows` (4 or 2) rows once their offset sums Σ_s sc_s·bsum16_s (corr) are known.
+INLINE void steps6_rows(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, __m128i sums, __m128i corr, __m128 *acc, int rows) {
+    const __m128i sumi = _mm_sub_epi32(sums, _mm_slli_epi32(corr, 5));
+    const __m128 dx = _mm_castsi128_ps(load_lanes(x.d + b * m + r0, rows));
+    *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 208))), dx), _mm_cvtepi32_ps(sumi), *acc);
+}
 INLINE void steps6_4(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, __m128i sums, __m128 *acc, int rows) {
     const int8_t *sc = (const int8_t *)(p + 192);
     __m128i corr = _mm_setzero_si128();
     for (int j = 0; j < 8; j++)
         corr = _mm_add_epi32(corr, _mm_madd_epi16(load_lanes(x.bsum16 + bsum16_index(m, r0, b, 2 * j), rows),
                                                   _mm_set1_epi32(sc_pair(sc, j))));
-    const __m128i sumi = _mm_sub_epi32(sums, _mm_slli_epi32(corr, 5));
-    const __m128 dx = _mm_castsi128_ps(load_lanes(x.d + b * m + r0, rows));
-    *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 208))), dx), _mm_cvtepi32_ps(sumi), *acc);
+    steps6_rows(x, m, r0, b, p, sums, corr, acc, rows);
 }
 
 INLINE void steps6_8(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *p, __m256i sums, __m256 *acc) {
@@ -667,10 +671,7 @@ INLINE void steps6_4v(q8k_view x, size_t m, size_t r0, size_t b, const uint8_t *
     const __m512i phi = _mm512_permutexvar_epi32(_mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7), sc);
     const __m512i t = _mm512_add_epi32(_mm512_madd_epi16(lo, plo), _mm512_madd_epi16(hi, phi));
     const __m256i u = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
-    const __m128i corr = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
-    const __m128i sumi = _mm_sub_epi32(sums, _mm_slli_epi32(corr, 5));
-    const __m128 dx = _mm_loadu_ps(x.d + b * m + r0);
-    *acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(bk_half_to_float(bk_u16(p + 208))), dx), _mm_cvtepi32_ps(sumi), *acc);
+    steps6_rows(x, m, r0, b, p, sums, _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)), acc, 4);
 }
 
 // MR (8, 4, 2 or 1) rows r0.. of type T against one weight row: the header's steps, lane r for
